@@ -1,0 +1,5 @@
+//go:build cuda
+
+package gdn
+
+const cudaBuilt = true

@@ -1,0 +1,183 @@
+//go:build cuda
+
+package driver
+
+/*
+#include <cuda.h>
+
+// gdn_ctx_enter makes want current on this thread and stores in *prev the
+// context that was current before (NULL if none).
+static CUresult gdn_ctx_enter(CUcontext want, CUcontext* prev) {
+	CUresult r = cuCtxGetCurrent(prev);
+	if (r != CUDA_SUCCESS) return r;
+	if (*prev == want) return CUDA_SUCCESS;
+	return cuCtxSetCurrent(want);
+}
+
+static CUresult gdn_primary_retain(CUcontext* ctx, int dev) {
+	return cuDevicePrimaryCtxRetain(ctx, (CUdevice)dev);
+}
+
+static CUresult gdn_primary_release(int dev) {
+	return cuDevicePrimaryCtxRelease((CUdevice)dev);
+}
+*/
+import "C"
+
+import (
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	cu "gorgonia.org/cu"
+)
+
+var (
+	errNilContext    = errors.New("driver: nil *Context")
+	errClosedContext = errors.New("driver: Context is closed")
+)
+
+// Context is the retained primary context of one device. All its methods
+// are safe for concurrent use from any goroutine.
+type Context struct {
+	dev    cu.Device
+	raw    C.CUcontext
+	info   DeviceInfo
+	closed atomic.Bool
+	once   sync.Once
+}
+
+// DeviceCount returns the number of CUDA devices (cuDeviceGetCount).
+func DeviceCount() (int, error) {
+	n, err := cu.NumDevices()
+	if err != nil {
+		return 0, cuErr("cuDeviceGetCount", err)
+	}
+	return n, nil
+}
+
+// Open retains the primary context of device ordinal and reads its
+// DeviceInfo. The Context is usable from any goroutine; Close releases it.
+// Opening the same device twice retains its primary context twice (the
+// driver counts references): both Contexts share memory and modules.
+func Open(ordinal int) (*Context, error) {
+	dev, err := cu.GetDevice(ordinal)
+	if err != nil {
+		return nil, cuErr("cuDeviceGet", err)
+	}
+	c := &Context{dev: dev}
+	if err := check("cuDevicePrimaryCtxRetain", C.gdn_primary_retain(&c.raw, C.int(dev))); err != nil {
+		return nil, err
+	}
+	if err := c.readInfo(ordinal); err != nil {
+		C.gdn_primary_release(C.int(dev))
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Context) readInfo(ordinal int) error {
+	d := c.dev
+	in := DeviceInfo{Ordinal: ordinal, DriverVersion: cu.Version()}
+	var err error
+	if in.Name, err = d.Name(); err != nil {
+		return cuErr("cuDeviceGetName", err)
+	}
+	total, err := d.TotalMem()
+	if err != nil {
+		return cuErr("cuDeviceTotalMem", err)
+	}
+	in.TotalMem = uint64(total)
+	attrs := []struct {
+		a   cu.DeviceAttribute
+		dst *int
+	}{
+		{cu.ComputeCapabilityMajor, &in.Major},
+		{cu.ComputeCapabilityMinor, &in.Minor},
+		{cu.MultiprocessorCount, &in.SMs},
+		{cu.DeviceAttribute(C.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN), &in.MaxSharedPerBlockOptin},
+		{cu.MaxSharedMemoryPerMultiprocessor, &in.SharedPerSM},
+		{cu.L2CacheSize, &in.L2Bytes},
+		{cu.ClockRate, &in.ClockKHz},
+	}
+	for _, a := range attrs {
+		v, err := d.Attribute(a.a)
+		if err != nil {
+			return cuErr("cuDeviceGetAttribute", err)
+		}
+		*a.dst = v
+	}
+	c.info = in
+	return nil
+}
+
+// do runs f with the context current on a locked OS thread. A different
+// context that was current on that thread is made current again afterwards.
+func (c *Context) do(f func() error) error {
+	if c == nil {
+		return errNilContext
+	}
+	if c.closed.Load() {
+		return errClosedContext
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var prev C.CUcontext
+	if err := check("cuCtxSetCurrent", C.gdn_ctx_enter(c.raw, &prev)); err != nil {
+		return err
+	}
+	err := f()
+	if prev != nil && prev != c.raw {
+		C.cuCtxSetCurrent(prev)
+	}
+	return err
+}
+
+// Info returns the device description read at Open (zero for a nil Context).
+func (c *Context) Info() DeviceInfo {
+	if c == nil {
+		return DeviceInfo{}
+	}
+	return c.info
+}
+
+// Handle returns the raw CUcontext (the device's primary context).
+func (c *Context) Handle() uintptr {
+	if c == nil {
+		return 0
+	}
+	return uintptr(unsafe.Pointer(c.raw))
+}
+
+// Close releases the primary context (cuDevicePrimaryCtxRelease). When the
+// last reference goes, the driver destroys the context with all its memory,
+// streams and modules. Later calls on c return an error; a second Close
+// returns nil.
+func (c *Context) Close() error {
+	if c == nil {
+		return errNilContext
+	}
+	var err error
+	c.once.Do(func() {
+		c.closed.Store(true)
+		err = check("cuDevicePrimaryCtxRelease", C.gdn_primary_release(C.int(c.dev)))
+	})
+	return err
+}
+
+// Synchronize waits for all work in the context (cuCtxSynchronize).
+func (c *Context) Synchronize() error {
+	return c.do(func() error { return cuErr("cuCtxSynchronize", cu.Synchronize()) })
+}
+
+// MemInfo returns the free and total device memory in bytes (cuMemGetInfo).
+func (c *Context) MemInfo() (free, total uint64, err error) {
+	err = c.do(func() error {
+		f, t, e := cu.MemInfo()
+		free, total = uint64(f), uint64(t)
+		return cuErr("cuMemGetInfo", e)
+	})
+	return free, total, err
+}

@@ -1,0 +1,90 @@
+//go:build cuda
+
+package driver
+
+/*
+#include <stdlib.h>
+#include <cuda.h>
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+)
+
+// cParams copies the packed arguments into one C allocation laid out as a
+// kernelParams array (void*[n]) followed by the values, 64-byte aligned, and
+// returns the array (nil when there are no arguments) and its releaser. The
+// driver copies the values during the call that takes them.
+func cParams(a *Args) (*unsafe.Pointer, func(), error) {
+	if err := a.Err(); err != nil {
+		return nil, func() {}, err
+	}
+	n := a.Len()
+	if n == 0 {
+		return nil, func() {}, nil
+	}
+	const align = 64
+	ptrBytes := (n*int(unsafe.Sizeof(unsafe.Pointer(nil))) + align - 1) &^ (align - 1)
+	mem := C.malloc(C.size_t(align + ptrBytes + len(a.buf)))
+	if mem == nil {
+		return nil, func() {}, errors.New("driver: out of host memory for kernel arguments")
+	}
+	base := unsafe.Add(mem, (align-int(uintptr(mem)%align))%align)
+	data := unsafe.Add(base, ptrBytes)
+	copy(unsafe.Slice((*byte)(data), len(a.buf)), a.buf)
+	ps := unsafe.Slice((*unsafe.Pointer)(base), n)
+	for i, off := range a.offs {
+		ps[i] = unsafe.Add(data, off)
+	}
+	return (*unsafe.Pointer)(base), func() { C.free(mem) }, nil
+}
+
+func checkLaunchShape(op string, grid, block Dim3, sharedBytes int) error {
+	if grid.X == 0 || grid.Y == 0 || grid.Z == 0 {
+		return fmt.Errorf("driver: %s: grid %v has a zero dimension", op, grid)
+	}
+	if block.X == 0 || block.Y == 0 || block.Z == 0 {
+		return fmt.Errorf("driver: %s: block %v has a zero dimension", op, block)
+	}
+	if sharedBytes < 0 || sharedBytes > 1<<31-1 {
+		return fmt.Errorf("driver: %s: dynamic shared memory %d bytes out of range", op, sharedBytes)
+	}
+	return nil
+}
+
+// Launch launches f on s (nil: the legacy default stream) with sharedBytes
+// of dynamic shared memory (cuLaunchKernel); args may be nil for a kernel
+// without parameters. Above 48 KB of dynamic shared memory, call
+// f.SetMaxDynamicShared first; a request the device or the function does not
+// allow comes back as a *Error from cuLaunchKernel. Launch does not wait for
+// the kernel; errors of the kernel itself surface at the next
+// synchronization. It can be captured into a graph (Stream.BeginCapture).
+func (c *Context) Launch(f *Function, grid, block Dim3, sharedBytes int, s *Stream, args *Args) error {
+	if err := f.usable(); err != nil {
+		return err
+	}
+	st, err := c.streamOf(s)
+	if err != nil {
+		return err
+	}
+	if f.mod.ctx.raw != c.raw {
+		return errors.New("driver: Launch: Function belongs to another context")
+	}
+	if err := checkLaunchShape("Launch", grid, block, sharedBytes); err != nil {
+		return err
+	}
+	params, free, err := cParams(args)
+	if err != nil {
+		return err
+	}
+	defer free()
+	return c.do(func() error {
+		return check("cuLaunchKernel", C.cuLaunchKernel(f.raw,
+			C.uint(grid.X), C.uint(grid.Y), C.uint(grid.Z),
+			C.uint(block.X), C.uint(block.Y), C.uint(block.Z),
+			C.uint(sharedBytes), rawStream(st), params, nil))
+	})
+}

@@ -1,0 +1,398 @@
+//go:build cuda
+
+package gdn_test
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"sync"
+	"testing"
+	"unsafe"
+
+	"github.com/gdnjit/gdn"
+	"github.com/gdnjit/gdn/driver"
+	"github.com/gdnjit/gdn/ref"
+)
+
+func driverPtr(p uintptr) driver.DevicePtr { return driver.DevicePtr(p) }
+
+// The GPU tests run on a machine with an NVIDIA GPU (build tag cuda). Every
+// case draws fresh inputs from SPEC's recipe (seeded from the case, so a
+// failure can be replayed), runs the core forward with NaN-poisoned outputs
+// and compares o and ht with the float64 recurrent reference.
+
+var (
+	rtOnce sync.Once
+	rt     *gdn.Runtime
+	rtErr  error
+)
+
+func testRuntime(t *testing.T) *gdn.Runtime {
+	t.Helper()
+	rtOnce.Do(func() { rt, rtErr = gdn.Open(gdn.Options{}) })
+	if rtErr != nil {
+		t.Fatalf("open runtime: %v", rtErr)
+	}
+	return rt
+}
+
+type coreCase struct {
+	name     string
+	hq, hv   int
+	b        int
+	lens     []int // packed sequences (B = 1); nil: B sequences of T
+	t        int
+	dtype    gdn.Dtype
+	h0, ht   bool
+	aBF16    bool
+	betaIn   bool // beta in the input dtype instead of fp32
+	strong   bool // g = -5 per token
+	beta     *float64
+	seqInt64 bool
+}
+
+func (c coreCase) shape() ref.Shape {
+	if c.lens == nil {
+		return ref.Shape{B: c.b, T: c.t, Hq: c.hq, Hv: c.hv}
+	}
+	cu := []int{0}
+	for _, l := range c.lens {
+		cu = append(cu, cu[len(cu)-1]+l)
+	}
+	return ref.Shape{B: 1, T: cu[len(cu)-1], Hq: c.hq, Hv: c.hv, CuSeqlens: cu}
+}
+
+func coreCases() []coreCase {
+	var cs []coreCase
+	heads := [][2]int{{1, 1}, {2, 8}, {4, 4}, {16, 32}, {8, 24}}
+	// Every length with every head layout, alternating the options.
+	i := 0
+	for _, T := range []int{1, 63, 64, 65, 300} {
+		for _, hh := range heads {
+			c := coreCase{hq: hh[0], hv: hh[1], b: 1 + 2*(i%2), t: T, dtype: gdn.BF16,
+				h0: i%3 != 0, ht: i%4 != 1, aBF16: i%5 == 2, betaIn: i%7 == 3}
+			c.name = fmt.Sprintf("T%d_Hq%d_Hv%d_B%d", T, hh[0], hh[1], c.b)
+			cs = append(cs, c)
+			i++
+		}
+	}
+	long := []coreCase{
+		{name: "T4096_Hq2_Hv8", hq: 2, hv: 8, b: 1, t: 4096, h0: true, ht: true},
+		{name: "T4096_Hq1_Hv1_B3", hq: 1, hv: 1, b: 3, t: 4096, h0: true, ht: true},
+		{name: "T4096_Hq16_Hv32", hq: 16, hv: 32, b: 1, t: 4096, h0: true, ht: true},
+		{name: "T4096_Hq8_Hv24_noh0", hq: 8, hv: 24, b: 1, t: 4096, ht: true},
+		{name: "varlen_0_1_edges", hq: 2, hv: 8, lens: []int{0, 1, 63, 64, 65, 0, 130, 1}, h0: true, ht: true},
+		{name: "varlen_int64", hq: 4, hv: 4, lens: []int{300, 0, 77, 1}, h0: true, ht: true, seqInt64: true},
+		{name: "varlen_G3", hq: 8, hv: 24, lens: []int{1, 200, 64}, ht: true},
+		{name: "fp16", hq: 2, hv: 8, b: 3, t: 300, dtype: gdn.FP16, h0: true, ht: true},
+		{name: "fp16_varlen_betaIn", hq: 4, hv: 4, lens: []int{65, 1, 0, 190}, dtype: gdn.FP16, h0: true, ht: true, betaIn: true},
+		{name: "fp16_A_bf16", hq: 1, hv: 1, b: 1, t: 4096, dtype: gdn.FP16, h0: true, ht: true, aBF16: true},
+		{name: "strong_decay", hq: 2, hv: 8, b: 1, t: 1000, h0: true, ht: true, strong: true},
+		{name: "strong_decay_varlen", hq: 4, hv: 4, lens: []int{129, 1, 64}, ht: true, strong: true},
+		{name: "beta0", hq: 2, hv: 8, b: 1, t: 300, h0: true, ht: true, beta: ref.Float(0)},
+		{name: "beta1", hq: 2, hv: 8, b: 3, t: 300, h0: true, ht: true, beta: ref.Float(1)},
+		{name: "beta1_noh0", hq: 16, hv: 32, b: 1, t: 200, ht: true, beta: ref.Float(1)},
+		{name: "no_outputs_but_o", hq: 4, hv: 4, b: 3, t: 100, h0: true},
+	}
+	for _, c := range long {
+		if c.dtype == gdn.DtypeInvalid {
+			c.dtype = gdn.BF16
+		}
+		cs = append(cs, c)
+	}
+	return cs
+}
+
+func f32(x []float64) []float32 {
+	out := make([]float32, len(x))
+	for i, v := range x {
+		out[i] = float32(v)
+	}
+	return out
+}
+
+// worst tracks the largest errors over all cases for the summary line.
+var worst struct {
+	sync.Mutex
+	o, ht ref.Errors
+}
+
+func TestCoreMatchesReference(t *testing.T) {
+	r := testRuntime(t)
+	for i, c := range coreCases() {
+		c := c
+		seed := uint64(1000 + i)
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s := c.shape()
+			refDt := ref.BF16
+			if c.dtype == gdn.FP16 {
+				refDt = ref.FP16
+			}
+			in, err := ref.Recipe(s, seed, ref.RecipeOptions{Dtype: refDt, WithH0: c.h0, StrongDecay: c.strong, BetaValue: c.beta})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gcum, err := ref.ChunkCumsum(s, in.G)
+			if err != nil {
+				t.Fatal(err)
+			}
+			A, err := ref.SolveA(s, in.K, in.Beta, gcum)
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := &gdn.HostCoreArgs{
+				B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, CuSeqlens: s.CuSeqlens, Dtype: c.dtype,
+				Q: f32(in.Q), K: f32(in.K), V: f32(in.V), G: f32(gcum), Beta: f32(in.Beta), A: f32(A),
+				FinalState: c.ht,
+			}
+			if c.h0 {
+				args.H0 = f32(in.H0)
+			}
+			if c.aBF16 {
+				args.ADtype = gdn.BF16
+			}
+			if c.betaIn {
+				args.BetaDtype = c.dtype
+				// The kernel then reads beta rounded to the input dtype: so does the reference.
+				in.Beta, _ = refDt.Quantize(in.Beta)
+			}
+			if c.seqInt64 {
+				args.SeqlensDtype = gdn.Int64
+			}
+			res, err := r.ForwardHost(args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantO, wantHt, err := ref.Recurrent(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			eo := ref.Compare32(res.O, wantO)
+			if err := eo.Within(ref.PassO); err != nil {
+				t.Errorf("o: %v", err)
+			}
+			msg := fmt.Sprintf("o %v", eo)
+			var eh ref.Errors
+			if c.ht {
+				eh = ref.Compare32(res.Ht, wantHt)
+				if err := eh.Within(ref.PassHt); err != nil {
+					t.Errorf("ht: %v", err)
+				}
+				msg += fmt.Sprintf(" ht %v", eh)
+			} else if res.Ht != nil {
+				t.Errorf("ht returned although not asked for")
+			}
+			t.Logf("METRIC case=%s %s", c.name, msg)
+			worst.Lock()
+			if eo.Ratio > worst.o.Ratio {
+				worst.o.Ratio = eo.Ratio
+			}
+			worst.o.MaxAbs = math.Max(worst.o.MaxAbs, eo.MaxAbs)
+			worst.ht.Ratio = math.Max(worst.ht.Ratio, eh.Ratio)
+			worst.ht.MaxAbs = math.Max(worst.ht.MaxAbs, eh.MaxAbs)
+			worst.Unlock()
+		})
+	}
+	t.Cleanup(func() {
+		fmt.Fprintf(os.Stderr, "METRIC worst o ratio=%.3g maxabs=%.3g; ht ratio=%.3g maxabs=%.3g\n",
+			worst.o.Ratio, worst.o.MaxAbs, worst.ht.Ratio, worst.ht.MaxAbs)
+	})
+}
+
+// deviceCase uploads one recipe case to device buffers for the tests that
+// call Forward directly.
+type deviceCase struct {
+	args  *gdn.CoreArgs
+	ptrs  []uintptr
+	wantO []float64
+	r     *gdn.Runtime
+}
+
+func newDeviceCase(t *testing.T, r *gdn.Runtime, s ref.Shape, seed uint64) *deviceCase {
+	t.Helper()
+	in, err := ref.Recipe(s, seed, ref.RecipeOptions{WithH0: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gcum, _ := ref.ChunkCumsum(s, in.G)
+	A, _ := ref.SolveA(s, in.K, in.Beta, gcum)
+	wantO, _, err := ref.Recurrent(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &deviceCase{r: r, wantO: wantO}
+	bf := func(x []float64, shape ...int) gdn.Tensor {
+		b := make([]uint16, len(x))
+		ref.RoundSliceBF16(b, x)
+		return d.upload(t, unsafe.Pointer(&b[0]), 2*len(b), gdn.BF16, shape)
+	}
+	fp := func(x []float64, shape ...int) gdn.Tensor {
+		b := f32(x)
+		return d.upload(t, unsafe.Pointer(&b[0]), 4*len(b), gdn.FP32, shape)
+	}
+	n := s.N()
+	d.args = &gdn.CoreArgs{
+		Q: bf(in.Q, s.B, s.T, s.Hq, 128), K: bf(in.K, s.B, s.T, s.Hq, 128), V: bf(in.V, s.B, s.T, s.Hv, 128),
+		G: fp(gcum, s.B, s.T, s.Hv), Beta: fp(in.Beta, s.B, s.T, s.Hv), A: fp(A, s.B, s.T, s.Hv, 64),
+		H0: fp(in.H0, n, s.Hv, 128, 128),
+	}
+	d.args.O = d.alloc(t, 2*s.B*s.T*s.Hv*128, gdn.BF16, []int{s.B, s.T, s.Hv, 128})
+	return d
+}
+
+func (d *deviceCase) upload(t *testing.T, src unsafe.Pointer, bytes int, dt gdn.Dtype, shape []int) gdn.Tensor {
+	tn := d.alloc(t, bytes, dt, shape)
+	if err := d.r.CopyToDevice(tn.Ptr, src, bytes); err != nil {
+		t.Fatal(err)
+	}
+	return tn
+}
+
+func (d *deviceCase) alloc(t *testing.T, bytes int, dt gdn.Dtype, shape []int) gdn.Tensor {
+	p, err := d.r.Malloc(bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.ptrs = append(d.ptrs, p)
+	return gdn.Tensor{Ptr: p, Bytes: bytes, Dtype: dt, Shape: shape}
+}
+
+func (d *deviceCase) free() {
+	for _, p := range d.ptrs {
+		d.r.Free(p)
+	}
+}
+
+func (d *deviceCase) poisonO(t *testing.T) {
+	if err := d.r.Context().MemsetD16(driverPtr(d.args.O.Ptr), 0x7fff, d.args.O.Elems(), nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (d *deviceCase) readO(t *testing.T) []float32 {
+	b := make([]uint16, d.args.O.Elems())
+	if err := d.r.CopyToHost(unsafe.Pointer(&b[0]), d.args.O.Ptr, 2*len(b)); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]float32, len(b))
+	for i, v := range b {
+		out[i] = ref.BF16ToFloat32(v)
+	}
+	return out
+}
+
+// Repeated calls on one non-default stream go through the graph cache (the
+// second call captures, later ones replay); each must give the right answer.
+func TestCoreGraphReplay(t *testing.T) {
+	r := testRuntime(t)
+	d := newDeviceCase(t, r, ref.Shape{B: 1, T: 333, Hq: 2, Hv: 8}, 7)
+	defer d.free()
+	stream, err := r.Context().NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Destroy()
+	for call := 0; call < 4; call++ {
+		d.poisonO(t)
+		if err := r.Forward(d.args, gdn.Stream(stream.Handle())); err != nil {
+			t.Fatalf("call %d: %v", call, err)
+		}
+		if err := stream.Synchronize(); err != nil {
+			t.Fatal(err)
+		}
+		e := ref.Compare32(d.readO(t), d.wantO)
+		if err := e.Within(ref.PassO); err != nil {
+			t.Fatalf("call %d: %v", call, err)
+		}
+		t.Logf("METRIC graph call=%d o %v", call, e)
+	}
+	// A second case on other buffers after the first was cached.
+	d2 := newDeviceCase(t, r, ref.Shape{B: 1, T: 333, Hq: 2, Hv: 8}, 8)
+	defer d2.free()
+	for call := 0; call < 3; call++ {
+		d2.poisonO(t)
+		if err := r.Forward(d2.args, gdn.Stream(stream.Handle())); err != nil {
+			t.Fatal(err)
+		}
+		stream.Synchronize()
+		if err := ref.Compare32(d2.readO(t), d2.wantO).Within(ref.PassO); err != nil {
+			t.Fatalf("other buffers, call %d: %v", call, err)
+		}
+	}
+}
+
+// Bad arguments come back as errors naming the argument, and nothing is
+// written to the outputs.
+func TestCoreBadInputWritesNothing(t *testing.T) {
+	r := testRuntime(t)
+	d := newDeviceCase(t, r, ref.Shape{B: 1, T: 100, Hq: 2, Hv: 8}, 9)
+	defer d.free()
+	bad := []struct {
+		arg    string
+		mutate func(a *gdn.CoreArgs)
+	}{
+		{"q", func(a *gdn.CoreArgs) { a.Q.Shape = []int{1, 100, 2, 64} }},
+		{"v", func(a *gdn.CoreArgs) { a.V.Shape = []int{1, 100, 3, 128} }},
+		{"k", func(a *gdn.CoreArgs) { a.K.Bytes -= 2 }},
+		{"A", func(a *gdn.CoreArgs) { a.A.Ptr = 0 }},
+		{"beta", func(a *gdn.CoreArgs) { a.Beta.Dtype = gdn.Int32 }},
+		{"cu_seqlens", func(a *gdn.CoreArgs) { a.CuSeqlens = []int{0, 50, 40, 100} }},
+		{"h0", func(a *gdn.CoreArgs) { a.H0.Shape = []int{2, 8, 128, 128} }},
+	}
+	for _, b := range bad {
+		d.poisonO(t)
+		a := *d.args
+		a.Q.Shape = append([]int(nil), a.Q.Shape...)
+		b.mutate(&a)
+		err := r.Forward(&a, 0)
+		var ae *gdn.ArgError
+		if !errors.As(err, &ae) || ae.Arg != b.arg {
+			t.Errorf("%s: got %v, want an ArgError naming %q", b.arg, err, b.arg)
+		}
+		r.Context().Synchronize()
+		for i, v := range d.readO(t) {
+			if !math.IsNaN(float64(v)) {
+				t.Fatalf("%s: output element %d written (%v) by a rejected call", b.arg, i, v)
+			}
+		}
+	}
+}
+
+// Many goroutines calling at once all get their own right answers.
+func TestCoreConcurrentCallers(t *testing.T) {
+	r := testRuntime(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			s := ref.Shape{B: 1, T: 70 + 13*g, Hq: 1 + g%2, Hv: 2 * (1 + g%2)}
+			in, _ := ref.Recipe(s, uint64(500+g), ref.RecipeOptions{WithH0: true})
+			gcum, _ := ref.ChunkCumsum(s, in.G)
+			A, _ := ref.SolveA(s, in.K, in.Beta, gcum)
+			res, err := r.ForwardHost(&gdn.HostCoreArgs{B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, Dtype: gdn.BF16,
+				Q: f32(in.Q), K: f32(in.K), V: f32(in.V), G: f32(gcum), Beta: f32(in.Beta), A: f32(A),
+				H0: f32(in.H0), FinalState: true})
+			if err != nil {
+				errs <- fmt.Errorf("goroutine %d: %w", g, err)
+				return
+			}
+			wantO, wantHt, _ := ref.Recurrent(in)
+			if err := ref.Compare32(res.O, wantO).Within(ref.PassO); err != nil {
+				errs <- fmt.Errorf("goroutine %d o: %w", g, err)
+			}
+			if err := ref.Compare32(res.Ht, wantHt).Within(ref.PassHt); err != nil {
+				errs <- fmt.Errorf("goroutine %d ht: %w", g, err)
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}

@@ -1,0 +1,186 @@
+package jit
+
+import (
+	"bytes"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gdnjit/gdn/kernsrc"
+)
+
+var sm90a = Target{Major: 9, Minor: 0, ArchSpecific: true}
+
+// TestCatalogueCompiles is the CI spill check of DESIGN.md: every variant
+// compiles for sm_90a with 0 bytes of spills.
+func TestCatalogueCompiles(t *testing.T) {
+	needNVRTC(t)
+	c := NewCompiler(nil)
+	cat := kernsrc.Catalogue()
+	if len(cat) == 0 {
+		t.Fatal("empty catalogue")
+	}
+	for _, v := range cat {
+		t.Run(v.Name, func(t *testing.T) {
+			t.Parallel()
+			req, err := RequestFor(v, sm90a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := c.Compile(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.IsPTX || len(a.Image) == 0 || !bytes.HasPrefix(a.Image, []byte("\x7fELF")) {
+				t.Fatalf("image of %d bytes is not a cubin", len(a.Image))
+			}
+			f, ok := a.Report.Function(a.Symbol(v.Kernel))
+			if !ok || !f.Entry || f.Arch != "sm_90a" {
+				t.Fatalf("report has no sm_90a entry %s:\n%s\nlog:\n%s", v.Kernel, a.Report, a.Log)
+			}
+			if a.Report.Spills() {
+				t.Errorf("spills:\n%s", a.Report)
+			}
+			t.Logf("METRIC variant=%s registers=%d spill_bytes=%d stack=%d smem=%d compile_ms=%.0f",
+				v.Name, f.Registers, a.Report.SpillBytes(), f.StackFrame, f.SharedBytes, a.CompileTime.Seconds()*1e3)
+			for _, w := range a.Report.Warnings {
+				t.Logf("ptxas: %s", w)
+			}
+		})
+	}
+}
+
+func TestCompileErrorHasLog(t *testing.T) {
+	needNVRTC(t)
+	req := Request{
+		Name:   "broken",
+		File:   "broken.cu",
+		Source: "extern \"C\" __global__ void k(float* x) {\n  x[0] = 1.0f;\n  undeclared_thing(x);\n}\n",
+		Target: sm90a,
+	}
+	_, err := NewCompiler(nil).Compile(req)
+	var ce *CompileError
+	if !errors.As(err, &ce) {
+		t.Fatalf("Compile = %v, want a *CompileError", err)
+	}
+	for _, s := range []string{"broken.cu(3)", "undeclared_thing"} {
+		if !strings.Contains(ce.Log, s) || !strings.Contains(err.Error(), s) {
+			t.Errorf("log lacks %q:\n%s", s, ce.Log)
+		}
+	}
+	if !strings.Contains(err.Error(), "-arch=sm_90a") {
+		t.Errorf("error lacks the options: %v", err)
+	}
+}
+
+func TestCompileMissingEntry(t *testing.T) {
+	needNVRTC(t)
+	req := Request{
+		Name:    "noentry",
+		Source:  "extern \"C\" __global__ void k(float* x) { x[0] = 1.0f; }\n",
+		Entries: []string{"not_a_kernel"},
+		Target:  sm90a,
+	}
+	_, err := NewCompiler(nil).Compile(req)
+	var ce *CompileError
+	if !errors.As(err, &ce) || !strings.Contains(ce.Log, "not_a_kernel") {
+		t.Fatalf("Compile = %v, want a *CompileError naming not_a_kernel", err)
+	}
+}
+
+func TestCompileTemplateEntryAndHeaders(t *testing.T) {
+	needNVRTC(t)
+	req := Request{
+		Name:    "tmpl",
+		Source:  "#include \"scale.cuh\"\ntemplate <int N> __global__ void scale(float* x) { x[threadIdx.x] *= factor<N>(); }\n",
+		Headers: map[string]string{"scale.cuh": "template <int N> __device__ float factor() { return float(N); }\n"},
+		Entries: []string{"scale<4>"},
+		Target:  Target{Major: 8, Minor: 0},
+	}
+	a, err := NewCompiler(nil).Compile(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sym := a.Symbol("scale<4>")
+	if sym == "scale<4>" || !strings.HasPrefix(sym, "_Z") {
+		t.Errorf("lowered name %q, want a mangled name", sym)
+	}
+	if f, ok := a.Report.Function(sym); !ok || f.Arch != "sm_80" {
+		t.Errorf("no sm_80 report for %s:\n%s", sym, a.Report)
+	}
+}
+
+func TestCompilePTX(t *testing.T) {
+	needNVRTC(t)
+	req := Request{
+		Name:    "ptx",
+		Source:  "extern \"C\" __global__ void k(float* x) { x[0] = 1.0f; }\n",
+		Entries: []string{"k"},
+		Target:  Target{Major: 9, Minor: 0, PTX: true},
+	}
+	a, err := NewCompiler(nil).Compile(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.IsPTX || !bytes.Contains(a.Image, []byte(".target sm_90")) || len(a.Report.Functions) != 0 {
+		t.Errorf("IsPTX=%v report=%v image starts %q", a.IsPTX, a.Report, a.Image[:min(200, len(a.Image))])
+	}
+	for _, o := range req.CompileOptions() {
+		if strings.HasPrefix(o, "--ptxas") {
+			t.Errorf("PTX target has ptxas option %q", o)
+		}
+	}
+}
+
+func TestCompileOptions(t *testing.T) {
+	req := Request{Options: []string{"-DX=1"}, Target: sm90a}
+	got := strings.Join(req.CompileOptions(), " ")
+	if got != "-std=c++17 -arch=sm_90a --ptxas-options=-v -DX=1" {
+		t.Errorf("CompileOptions = %q", got)
+	}
+}
+
+func TestRequestFor(t *testing.T) {
+	v, ok := kernsrc.Lookup("test_axpy")
+	if !ok {
+		t.Fatal("no test_axpy")
+	}
+	req, err := RequestFor(v, sm90a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.Name != "test_axpy" || req.File != v.File || len(req.Entries) != 1 || req.Entries[0] != "gdn_test_axpy" {
+		t.Errorf("RequestFor = %+v", req)
+	}
+	if _, ok := req.Headers["gdn_common.cuh"]; !ok {
+		t.Errorf("headers %v lack gdn_common.cuh", keys(req.Headers))
+	}
+	if _, err := RequestFor(kernsrc.Variant{Name: "x", File: "nope.cu"}, sm90a); err == nil {
+		t.Error("RequestFor with a missing file succeeded")
+	}
+}
+
+// TestBuiltinsWithoutLoaderPath loads NVRTC from its folder in a process
+// whose LD_LIBRARY_PATH is empty: the builtins library must be found by the
+// dlopen of its folder, not by the loader path.
+func TestBuiltinsWithoutLoaderPath(t *testing.T) {
+	n := needNVRTC(t)
+	cmd := childCmd(t, "test_axpy", t.TempDir(),
+		"LD_LIBRARY_PATH=", "GDN_NVRTC_PATH="+filepath.Dir(n.Path()))
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	if _, err := parseChild(out); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func keys(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

@@ -1,0 +1,68 @@
+package kernsrc
+
+import "fmt"
+
+// CoreKernel is the entry point of the GDN core forward (gdn_core.cu).
+const CoreKernel = "gdn_core_fwd"
+
+// CoreThreads is the block size of the core kernel: four warps.
+const CoreThreads = 128
+
+// CoreTileWidths are the value-tile widths the core kernel is built for. A
+// narrower tile gives more CTAs (one per sequence, value head and tile) at the
+// price of repeating Q K^T per tile.
+var CoreTileWidths = []int{32, 64}
+
+// CoreDtype names the 16-bit input dtype a core variant is built for.
+type CoreDtype string
+
+// The input dtypes of q, k, v and o.
+const (
+	CoreBF16 CoreDtype = "bf16"
+	CoreFP16 CoreDtype = "fp16"
+)
+
+// CoreVariant returns the core-forward variant for an input dtype and a
+// value-tile width.
+func CoreVariant(dt CoreDtype, tileWidth int) (Variant, error) {
+	fp16 := 0
+	switch dt {
+	case CoreBF16:
+	case CoreFP16:
+		fp16 = 1
+	default:
+		return Variant{}, fmt.Errorf("kernsrc: core dtype %q: want bf16 or fp16", dt)
+	}
+	if tileWidth != 32 && tileWidth != 64 {
+		return Variant{}, fmt.Errorf("kernsrc: core value-tile width %d: want 32 or 64", tileWidth)
+	}
+	return Variant{
+		Name:    fmt.Sprintf("gdn_core_%s_bv%d", dt, tileWidth),
+		File:    "gdn_core.cu",
+		Kernel:  CoreKernel,
+		Defines: []string{fmt.Sprintf("GDN_FP16=%d", fp16), fmt.Sprintf("GDN_BV=%d", tileWidth)},
+	}, nil
+}
+
+// CoreSharedBytes is the dynamic shared memory the core kernel needs for a
+// value-tile width: it mirrors struct Smem in gdn_core.cu (padded 16-bit
+// tiles: q, k, kd of 64 x 136; the state of 128 x (bv+8); v, w, vn of
+// 64 x (bv+8); a, p of 64 x 72; then three fp32 vectors of 64).
+func CoreSharedBytes(tileWidth int) int {
+	const c, ldD, ldC = 64, 136, 72
+	ldV := tileWidth + 8
+	elems := 3*c*ldD + 128*ldV + 3*c*ldV + 2*c*ldC
+	return 2*elems + 3*c*4
+}
+
+// CoreVariants lists every core-forward variant (each dtype and tile width).
+func CoreVariants() []Variant {
+	var out []Variant
+	for _, dt := range []CoreDtype{CoreBF16, CoreFP16} {
+		for _, bv := range CoreTileWidths {
+			v, _ := CoreVariant(dt, bv)
+			out = append(out, v)
+		}
+	}
+	return out
+}

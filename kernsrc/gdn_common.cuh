@@ -1,0 +1,132 @@
+// gdn_common.cuh: the few device primitives every gdn kernel uses, written
+// with inline PTX so that NVRTC needs no CUDA toolkit header at run time:
+// fixed-width integers, 16-bit float conversions, shared-memory addresses,
+// ldmatrix fragment loads and the m16n8k16 tensor-core product.
+#pragma once
+
+typedef unsigned char uint8_t;
+typedef unsigned short uint16_t;
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+typedef int int32_t;
+typedef long long int64_t;
+
+#define GDN_DEVICE __device__ __forceinline__
+
+// ---------------------------------------------------------------------------
+// 16-bit floats are carried as raw bits (uint16_t); these convert them.
+// ---------------------------------------------------------------------------
+
+GDN_DEVICE float bf16_to_float(uint16_t x) { return __uint_as_float(((uint32_t)x) << 16); }
+
+GDN_DEVICE float fp16_to_float(uint16_t x) {
+  float f;
+  asm("{ .reg .f16 h; mov.b16 h, %1; cvt.f32.f16 %0, h; }" : "=f"(f) : "h"(x));
+  return f;
+}
+
+// Two floats to a packed pair, round to nearest even; lo goes to the low half
+// (the lower address once stored), as tensor-core fragments expect.
+GDN_DEVICE uint32_t pack_bf16x2(float lo, float hi) {
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+GDN_DEVICE uint32_t pack_fp16x2(float lo, float hi) {
+  uint32_t r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+// Elem<IS_FP16> is the storage type of q, k, v, o and of every tensor-core
+// operand the kernel stages in shared memory.
+template <bool IS_FP16>
+struct Elem;
+
+template <>
+struct Elem<false> {  // bf16
+  GDN_DEVICE static float to_float(uint16_t x) { return bf16_to_float(x); }
+  GDN_DEVICE static uint32_t pack2(float lo, float hi) { return pack_bf16x2(lo, hi); }
+  GDN_DEVICE static uint16_t from_float(float x) { return (uint16_t)(pack_bf16x2(x, 0.f) & 0xffffu); }
+};
+
+template <>
+struct Elem<true> {  // fp16
+  GDN_DEVICE static float to_float(uint16_t x) { return fp16_to_float(x); }
+  GDN_DEVICE static uint32_t pack2(float lo, float hi) { return pack_fp16x2(lo, hi); }
+  GDN_DEVICE static uint16_t from_float(float x) { return (uint16_t)(pack_fp16x2(x, 0.f) & 0xffffu); }
+};
+
+// ---------------------------------------------------------------------------
+// Shared memory and tensor-core fragments.
+// ---------------------------------------------------------------------------
+
+GDN_DEVICE uint32_t smem_addr(const void* p) {
+  uint32_t a;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+  return a;
+}
+
+// Four 8x8 16-bit matrices; lane l supplies the row address of row l%8 of
+// matrix l/8 and receives, of each matrix j in r[j], the pair at row l/4,
+// columns 2(l%4) and 2(l%4)+1 (transposed with .trans).
+GDN_DEVICE void ldmatrix_x4(uint32_t r[4], const uint16_t* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+GDN_DEVICE void ldmatrix_x4_trans(uint32_t r[4], const uint16_t* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+// The A operand (16 x 16) of an m16n8k16 product, rows m0.., columns k0.. of
+// a row-major matrix M with leading dimension ld: A = M[m0:m0+16, k0:k0+16].
+GDN_DEVICE void load_a(uint32_t a[4], const uint16_t* M, int ld, int m0, int k0, int lane) {
+  ldmatrix_x4(a, M + (m0 + (lane & 15)) * ld + k0 + (lane >> 4) * 8);
+}
+
+// The A operand taken from the transpose of a row-major X: A = X^T[m0.., k0..],
+// that is A[m][k] = X[k][m].
+GDN_DEVICE void load_a_trans(uint32_t a[4], const uint16_t* X, int ld, int m0, int k0, int lane) {
+  ldmatrix_x4_trans(a, X + (k0 + (lane & 7) + (lane >> 4) * 8) * ld + m0 + ((lane >> 3) & 1) * 8);
+}
+
+// B operands (16 x 8) of two neighbouring n-tiles n0 and n0+8 from a row-major
+// B[k][n]: b[0], b[1] feed tile n0 and b[2], b[3] tile n0+8.
+GDN_DEVICE void load_b_pair(uint32_t b[4], const uint16_t* B, int ld, int k0, int n0, int lane) {
+  ldmatrix_x4_trans(b, B + (k0 + (lane & 15)) * ld + n0 + (lane >> 4) * 8);
+}
+
+// The same two B tiles when B is stored transposed, as N[n][k] (B = N^T), the
+// layout of K in Q K^T.
+GDN_DEVICE void load_bt_pair(uint32_t b[4], const uint16_t* N, int ld, int k0, int n0, int lane) {
+  ldmatrix_x4(b, N + (n0 + (lane & 7) + (lane >> 4) * 8) * ld + k0 + ((lane >> 3) & 1) * 8);
+}
+
+// c += a * b on the tensor cores, fp32 accumulators. The accumulator of lane
+// l holds rows l/4 (c[0], c[1]) and l/4 + 8 (c[2], c[3]), columns 2(l%4) and
+// 2(l%4)+1.
+template <bool IS_FP16>
+GDN_DEVICE void mma_16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1);
+
+template <>
+GDN_DEVICE void mma_16816<false>(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+template <>
+GDN_DEVICE void mma_16816<true>(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}

@@ -1,0 +1,194 @@
+package ref
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+)
+
+// Dtype is the element type a kernel reads q, k and v in (and writes o in).
+type Dtype int
+
+// The input dtypes. BF16 is the zero value and the project's default.
+const (
+	BF16 Dtype = iota // bfloat16
+	FP16              // IEEE half
+	F32               // float32
+)
+
+// String returns the dtype's usual short name.
+func (d Dtype) String() string {
+	switch d {
+	case BF16:
+		return "bf16"
+	case FP16:
+		return "fp16"
+	case F32:
+		return "fp32"
+	}
+	return fmt.Sprintf("Dtype(%d)", int(d))
+}
+
+// Bytes returns the size of one element, 0 for an unknown dtype.
+func (d Dtype) Bytes() int {
+	switch d {
+	case BF16, FP16:
+		return 2
+	case F32:
+		return 4
+	}
+	return 0
+}
+
+// Quantize returns x rounded to d and widened back to float64.
+func (d Dtype) Quantize(x []float64) ([]float64, error) {
+	switch d {
+	case BF16:
+		return QuantizeBF16(x), nil
+	case FP16:
+		return QuantizeFP16(x), nil
+	case F32:
+		return QuantizeF32(x), nil
+	}
+	return nil, fmt.Errorf("ref: dtype: unknown %v: %w", d, ErrShape)
+}
+
+// RecipeOptions selects the variants of the SPEC.md input recipe.
+type RecipeOptions struct {
+	// Dtype is what q, k and v are rounded to (after L2 normalisation of
+	// q and k). g, beta and h0 are always rounded to float32, as the kernel
+	// reads them in fp32.
+	Dtype Dtype
+	// WithH0 draws h0 ~ N(0,1); without it H0 is nil (zero initial state).
+	WithH0 bool
+	// StrongDecay sets g = -5 for every token and head, so exp underflows
+	// across a chunk.
+	StrongDecay bool
+	// BetaValue, when non-nil, sets every beta to *BetaValue (SPEC tests 0
+	// and 1) instead of sigmoid(N(0,1)).
+	BetaValue *float64
+	// Scale is copied to Inputs.Scale (0 means DefaultScale).
+	Scale float64
+}
+
+// ZeroGateHead reports whether value head h has g = 0 (no decay) in the
+// recipe: a quarter of the value heads, those with h % 4 == 0 (so head 0
+// always, and exactly Hv/4 heads when Hv is a multiple of 4).
+func ZeroGateHead(h int) bool { return h%4 == 0 }
+
+// Each tensor draws from its own PCG stream, so switching one option (say
+// WithH0) leaves the other tensors of a seed unchanged.
+const (
+	streamQ uint64 = 0x9e3779b97f4a7c15 + iota
+	streamK
+	streamV
+	streamG
+	streamBeta
+	streamH0
+)
+
+// Recipe returns seeded inputs for s following SPEC.md (FlashQLA's benchmark
+// recipe): q, k L2-normalised per token and head; v ~ N(0,1);
+// g = logsigmoid(N(0,1))/16 except g = 0 on the ZeroGateHead heads;
+// beta = sigmoid(N(0,1)); h0 ~ N(0,1) when opts.WithH0. The same seed,
+// shape and options always give the same inputs (math/rand/v2 PCG).
+func Recipe(s Shape, seed uint64, opts RecipeOptions) (Inputs, error) {
+	if err := s.Validate(); err != nil {
+		return Inputs{}, err
+	}
+	if opts.Dtype.Bytes() == 0 {
+		return Inputs{}, fmt.Errorf("ref: opts.Dtype: want BF16, FP16 or F32, got %v: %w", opts.Dtype, ErrShape)
+	}
+	if b := opts.BetaValue; b != nil && (math.IsNaN(*b) || math.IsInf(*b, 0)) {
+		return Inputs{}, fmt.Errorf("ref: opts.BetaValue: want a finite number, got %v: %w", *b, ErrShape)
+	}
+	if math.IsNaN(opts.Scale) || math.IsInf(opts.Scale, 0) {
+		return Inputs{}, fmt.Errorf("ref: opts.Scale: want a finite number, got %v: %w", opts.Scale, ErrShape)
+	}
+	rng := func(stream uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, stream)) }
+	in := Inputs{Shape: s, Scale: opts.Scale}
+	var err error
+	if in.Q, err = opts.Dtype.Quantize(unitRows(rng(streamQ), s.QKLen())); err != nil {
+		return Inputs{}, err
+	}
+	if in.K, err = opts.Dtype.Quantize(unitRows(rng(streamK), s.QKLen())); err != nil {
+		return Inputs{}, err
+	}
+	if in.V, err = opts.Dtype.Quantize(normals(rng(streamV), s.VLen())); err != nil {
+		return Inputs{}, err
+	}
+
+	in.G = make([]float64, s.GateLen())
+	r := rng(streamG)
+	for i := range in.G {
+		switch {
+		case opts.StrongDecay:
+			in.G[i] = -5
+		case ZeroGateHead(i % s.Hv):
+			in.G[i] = 0
+		default:
+			in.G[i] = float64(float32(logSigmoid(r.NormFloat64()) / 16))
+		}
+	}
+
+	in.Beta = make([]float64, s.GateLen())
+	r = rng(streamBeta)
+	for i := range in.Beta {
+		if opts.BetaValue != nil {
+			in.Beta[i] = float64(float32(*opts.BetaValue))
+		} else {
+			in.Beta[i] = float64(float32(sigmoid(r.NormFloat64())))
+		}
+	}
+
+	if opts.WithH0 {
+		in.H0 = QuantizeF32(normals(rng(streamH0), s.StateLen()))
+	}
+	return in, nil
+}
+
+// normals returns n draws from N(0,1).
+func normals(r *rand.Rand, n int) []float64 {
+	x := make([]float64, n)
+	for i := range x {
+		x[i] = r.NormFloat64()
+	}
+	return x
+}
+
+// unitRows returns n normal draws with every consecutive D-vector (one token
+// of one head) scaled to unit L2 norm.
+func unitRows(r *rand.Rand, n int) []float64 {
+	x := normals(r, n)
+	for i := 0; i < n; i += D {
+		row := x[i : i+D]
+		norm := math.Sqrt(dot(row, row))
+		if norm == 0 {
+			continue // measure-zero; leave the zero vector rather than divide by 0
+		}
+		for j := range row {
+			row[j] /= norm
+		}
+	}
+	return x
+}
+
+// logSigmoid returns log(1/(1+exp(-x))) without overflow for large |x|.
+func logSigmoid(x float64) float64 {
+	if x >= 0 {
+		return -math.Log1p(math.Exp(-x))
+	}
+	return x - math.Log1p(math.Exp(x))
+}
+
+// sigmoid returns 1/(1+exp(-x)).
+func sigmoid(x float64) float64 {
+	if x >= 0 {
+		return 1 / (1 + math.Exp(-x))
+	}
+	e := math.Exp(x)
+	return e / (1 + e)
+}
+
+// Float returns a pointer to x, for RecipeOptions.BetaValue.
+func Float(x float64) *float64 { return &x }

@@ -1,0 +1,250 @@
+package gdn
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/gdnjit/gdn/driver"
+	"github.com/gdnjit/gdn/jit"
+	"github.com/gdnjit/gdn/kernsrc"
+)
+
+// Options configure a Runtime. The zero value is ready to use.
+type Options struct {
+	// Device is the CUDA device ordinal.
+	Device int
+	// CacheDir holds compiled kernels on disk; "" uses GDN_CACHE_DIR or the
+	// user cache directory (see package jit).
+	CacheDir string
+	// NoGraphs turns off the replay of cached CUDA graphs for repeated calls.
+	NoGraphs bool
+}
+
+// DeviceInfo describes the GPU a Runtime runs on.
+type DeviceInfo = driver.DeviceInfo
+
+// Runtime runs gdn's kernels on one GPU. Kernels are compiled on first use
+// (NVRTC, for the GPU found), kept on disk and in memory; calls are safe from
+// many goroutines at once.
+type Runtime struct {
+	ctx      *driver.Context
+	info     DeviceInfo
+	target   jit.Target
+	compiler *jit.Compiler
+	modules  *jit.MemCache // kernel name + key -> *loadedKernel
+	graphs   *graphCache
+	closed   atomic.Bool
+	closeMu  sync.RWMutex // held for reading by calls in flight, for writing by Close
+}
+
+// loadedKernel is a loaded module and its entry point.
+type loadedKernel struct {
+	module *driver.Module
+	fn     *driver.Function
+	report jit.Report
+}
+
+// Open creates a Runtime on a device. Without the cuda build tag, or without
+// a GPU, it returns an error wrapping ErrNoCUDA.
+func Open(opts Options) (*Runtime, error) {
+	ctx, err := driver.Open(opts.Device)
+	if err != nil {
+		return nil, fmt.Errorf("gdn: open device %d: %w", opts.Device, err)
+	}
+	rt, err := newRuntime(ctx, opts)
+	if err != nil {
+		ctx.Close()
+		return nil, err
+	}
+	return rt, nil
+}
+
+func newRuntime(ctx *driver.Context, opts Options) (*Runtime, error) {
+	info := ctx.Info()
+	nv, err := jit.LoadNVRTC()
+	if err != nil {
+		return nil, fmt.Errorf("gdn: %w", err)
+	}
+	target, err := jit.TargetFor(info.Major, info.Minor, nv)
+	if err != nil {
+		return nil, fmt.Errorf("gdn: %w", err)
+	}
+	disk, err := jit.OpenDiskCache(opts.CacheDir)
+	if err != nil {
+		return nil, fmt.Errorf("gdn: %w", err)
+	}
+	modules, err := jit.NewMemCache(64)
+	if err != nil {
+		return nil, fmt.Errorf("gdn: %w", err)
+	}
+	rt := &Runtime{
+		ctx:      ctx,
+		info:     info,
+		target:   target,
+		compiler: jit.NewCompiler(disk),
+		modules:  modules,
+	}
+	if !opts.NoGraphs {
+		g, err := newGraphCache()
+		if err != nil {
+			modules.Close()
+			return nil, err
+		}
+		rt.graphs = g
+	}
+	return rt, nil
+}
+
+// Device describes the GPU.
+func (rt *Runtime) Device() DeviceInfo { return rt.info }
+
+// Target is the architecture kernels are compiled for, e.g. sm_90a.
+func (rt *Runtime) Target() string { return rt.target.String() }
+
+// Close releases cached graphs, modules and the device context. Calls in
+// flight finish first; later calls return ErrClosed.
+func (rt *Runtime) Close() error {
+	rt.closeMu.Lock()
+	defer rt.closeMu.Unlock()
+	if rt.closed.Swap(true) {
+		return nil
+	}
+	if rt.graphs != nil {
+		rt.graphs.close()
+	}
+	rt.modules.Close()
+	return rt.ctx.Close()
+}
+
+// enter guards a call against a concurrent Close.
+func (rt *Runtime) enter() error {
+	rt.closeMu.RLock()
+	if rt.closed.Load() {
+		rt.closeMu.RUnlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+func (rt *Runtime) leave() { rt.closeMu.RUnlock() }
+
+// kernel returns a held handle on the loaded kernel of a variant, compiling
+// (or reading the disk cache) and loading it on first use. Concurrent first
+// uses compile once.
+func (rt *Runtime) kernel(v kernsrc.Variant, sharedBytes int) (*jit.Handle, error) {
+	req, err := jit.RequestFor(v, rt.target)
+	if err != nil {
+		return nil, err
+	}
+	key, err := rt.compiler.Key(req)
+	if err != nil {
+		return nil, err
+	}
+	return rt.modules.Acquire(key, func() (any, int64, func(), error) {
+		art, err := rt.compiler.Compile(req)
+		if err != nil {
+			return nil, 0, nil, err
+		}
+		mod, err := rt.ctx.LoadModule(art.Image)
+		if err != nil {
+			return nil, 0, nil, fmt.Errorf("gdn: load %s: %w", v.Name, err)
+		}
+		fn, err := mod.Function(v.Kernel)
+		if err == nil && sharedBytes > 48<<10 {
+			err = fn.SetMaxDynamicShared(sharedBytes)
+		}
+		if err != nil {
+			mod.Unload()
+			return nil, 0, nil, fmt.Errorf("gdn: %s: %w", v.Name, err)
+		}
+		k := &loadedKernel{module: mod, fn: fn, report: art.Report}
+		// Unloading waits for the device to be idle: a launch enqueued
+		// before the eviction may still be running this module's code.
+		destroy := func() { rt.ctx.Synchronize(); mod.Unload() }
+		return k, 1, destroy, nil
+	})
+}
+
+// Forward runs the core forward (g_cumsum and A given) on device buffers,
+// enqueued on stream s. Arguments are validated first (errors wrap
+// ErrInvalidArgument and name the argument); nothing is launched or written
+// when they are wrong. The call does not synchronise the stream and does not
+// allocate device memory, so it may itself be captured into a CUDA graph.
+func (rt *Runtime) Forward(a *CoreArgs, s Stream) error {
+	p, err := ValidateCore(a)
+	if err != nil {
+		return err
+	}
+	if err := rt.enter(); err != nil {
+		return err
+	}
+	defer rt.leave()
+	plan, err := PlanCore(p, rt.info.SMs)
+	if err != nil {
+		return err
+	}
+	h, err := rt.kernel(plan.Variant, plan.SharedBytes)
+	if err != nil {
+		return err
+	}
+	defer h.Release()
+	k := h.Value().(*loadedKernel)
+	params := packCoreParams(a, p)
+	stream := rt.ctx.WrapStream(uintptr(s))
+	launch := launchSpec{ctx: rt.ctx, fn: k.fn, plan: plan, params: params}
+	if rt.graphs != nil && s != 0 {
+		retain := func() (*jit.Handle, error) { return rt.kernel(plan.Variant, plan.SharedBytes) }
+		done, err := rt.graphs.run(launch, stream, retain)
+		if done || err != nil {
+			return err
+		}
+	}
+	return launch.enqueue(stream)
+}
+
+// launchSpec is one kernel launch: function, geometry, packed parameters.
+type launchSpec struct {
+	ctx    *driver.Context
+	fn     *driver.Function
+	plan   Plan
+	params []byte
+}
+
+func (l launchSpec) args() *driver.Args { return new(driver.Args).Bytes(l.params, 8) }
+
+func (l launchSpec) enqueue(s *driver.Stream) error {
+	g, b := l.plan.Grid, l.plan.Block
+	err := l.ctx.Launch(l.fn, driver.Dim3{X: g[0], Y: g[1], Z: g[2]}, driver.Dim3{X: b[0], Y: b[1], Z: b[2]},
+		l.plan.SharedBytes, s, l.args())
+	if err != nil {
+		return fmt.Errorf("gdn: launch %s: %w", l.plan.Variant.Name, err)
+	}
+	return nil
+}
+
+// Malloc allocates device memory on the Runtime's GPU.
+func (rt *Runtime) Malloc(bytes int) (uintptr, error) {
+	p, err := rt.ctx.Alloc(bytes)
+	return uintptr(p), err
+}
+
+// Free releases memory from Malloc.
+func (rt *Runtime) Free(p uintptr) error { return rt.ctx.Free(driver.DevicePtr(p)) }
+
+// CopyToDevice copies bytes from host memory at src to device address dst
+// (synchronous).
+func (rt *Runtime) CopyToDevice(dst uintptr, src unsafe.Pointer, bytes int) error {
+	return rt.ctx.CopyToDevice(driver.DevicePtr(dst), src, bytes)
+}
+
+// CopyToHost copies bytes from device address src to host memory at dst
+// (synchronous).
+func (rt *Runtime) CopyToHost(dst unsafe.Pointer, src uintptr, bytes int) error {
+	return rt.ctx.CopyToHost(dst, driver.DevicePtr(src), bytes)
+}
+
+// Context exposes the driver context for tools that time or manage streams
+// (the bench command, tests).
+func (rt *Runtime) Context() *driver.Context { return rt.ctx }

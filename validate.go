@@ -1,0 +1,232 @@
+package gdn
+
+import (
+	"fmt"
+	"math"
+)
+
+// HeadDim is the head dimension K = V the kernels are built for.
+const HeadDim = 128
+
+// ChunkLen is the chunk length C of the chunked algorithm.
+const ChunkLen = 64
+
+// CoreArgs are the operands of the core forward (SPEC.md, "Core forward"):
+// the caller computed g_cumsum and A. Shapes follow FLA's layout:
+//
+//	Q, K        [B, T, Hq, 128]   BF16 or FP16
+//	V           [B, T, Hv, 128]   same dtype as Q
+//	G           [B, T, Hv]        FP32, chunk-local cumulative log-gate
+//	Beta        [B, T, Hv]        FP32 or the dtype of Q
+//	A           [B, T, Hv, 64]    FP32 or BF16
+//	H0          [N, Hv, 128, 128] FP32, optional (Ptr 0: zero state)
+//	O           [B, T, Hv, 128]   dtype of V, written
+//	Ht          [N, Hv, 128, 128] FP32, optional, written
+//
+// For packed variable-length sequences set B = 1 and give the boundaries
+// twice: CuSeqlens on the host (validated, and used to plan) and
+// CuSeqlensDevice, the same values in device memory (Int32 or Int64, shape
+// [N+1]) that the kernel reads. N is the number of sequences: B, or
+// len(CuSeqlens)-1.
+type CoreArgs struct {
+	Q, K, V, G, Beta, A Tensor
+	H0                  Tensor
+	O, Ht               Tensor
+	CuSeqlens           []int
+	CuSeqlensDevice     Tensor
+	Scale               float32 // 0 means 1/sqrt(128)
+}
+
+// Problem is the validated size of a call.
+type Problem struct {
+	B, T, Hq, Hv int
+	N            int   // number of sequences
+	Seqs         []int // cu_seqlens (N+1 offsets into the B*T tokens); nil without varlen
+	Dtype        Dtype // of q, k, v, o
+	BetaDtype    Dtype
+	ADtype       Dtype
+	SeqlensDtype Dtype // of CuSeqlensDevice; DtypeInvalid without varlen
+	HasH0, HasHt bool
+	Scale        float32
+}
+
+// Tokens is B*T.
+func (p Problem) Tokens() int { return p.B * p.T }
+
+// G is the number of value heads per query/key head (Hv/Hq).
+func (p Problem) G() int { return p.Hv / p.Hq }
+
+// ValidateCore checks every argument of a core forward against SPEC.md and
+// returns the problem size. Errors wrap ErrInvalidArgument and name the
+// argument. Nothing is launched or read from the device.
+func ValidateCore(a *CoreArgs) (Problem, error) {
+	var p Problem
+	if a == nil {
+		return p, argErrorf("args", "nil *CoreArgs")
+	}
+	if len(a.Q.Shape) != 4 {
+		return p, argErrorf("q", "rank %d, want 4: [B, T, Hq, %d]", len(a.Q.Shape), HeadDim)
+	}
+	p.B, p.T, p.Hq = a.Q.Shape[0], a.Q.Shape[1], a.Q.Shape[2]
+	if p.B < 1 || p.T < 1 || p.Hq < 1 {
+		return p, argErrorf("q", "shape %v: B, T and Hq must be at least 1", a.Q.Shape)
+	}
+	if a.Q.Shape[3] != HeadDim {
+		return p, argErrorf("q", "head dimension %d, want %d", a.Q.Shape[3], HeadDim)
+	}
+	if len(a.V.Shape) != 4 {
+		return p, argErrorf("v", "rank %d, want 4: [B, T, Hv, %d]", len(a.V.Shape), HeadDim)
+	}
+	p.Hv = a.V.Shape[2]
+	if p.Hv < 1 || p.Hv%p.Hq != 0 {
+		return p, argErrorf("v", "Hv = %d value heads must be a positive multiple of Hq = %d query/key heads", p.Hv, p.Hq)
+	}
+	if p.B*p.T > math.MaxInt32 {
+		return p, argErrorf("q", "shape %v too large: B*T must fit in int32", a.Q.Shape)
+	}
+	p.Dtype = a.Q.Dtype
+	if p.Dtype != BF16 && p.Dtype != FP16 {
+		return p, argErrorf("q", "dtype %v, want bf16 or fp16", p.Dtype)
+	}
+
+	// Sequences.
+	p.N = p.B
+	if a.CuSeqlens != nil {
+		if err := checkCuSeqlens(a.CuSeqlens, p.B, p.T); err != nil {
+			return p, err
+		}
+		p.N = len(a.CuSeqlens) - 1
+		p.Seqs = a.CuSeqlens
+		d := a.CuSeqlensDevice
+		if d.Dtype != Int32 && d.Dtype != Int64 {
+			return p, argErrorf("cu_seqlens (device)", "dtype %v, want int32 or int64", d.Dtype)
+		}
+		if err := checkTensor("cu_seqlens (device)", d, d.Dtype, []int{p.N + 1}, d.Dtype.Size()); err != nil {
+			return p, err
+		}
+		p.SeqlensDtype = d.Dtype
+	} else if a.CuSeqlensDevice.Present() {
+		return p, argErrorf("cu_seqlens", "the device copy is given but the host copy (CuSeqlens) is not: both are needed")
+	}
+
+	bt := []int{p.B, p.T}
+	shapes := []struct {
+		name  string
+		t     Tensor
+		dtype []Dtype
+		shape []int
+		align int
+	}{
+		{"q", a.Q, []Dtype{p.Dtype}, append(bt[:2:2], p.Hq, HeadDim), 16},
+		{"k", a.K, []Dtype{p.Dtype}, append(bt[:2:2], p.Hq, HeadDim), 16},
+		{"v", a.V, []Dtype{p.Dtype}, append(bt[:2:2], p.Hv, HeadDim), 16},
+		{"g", a.G, []Dtype{FP32}, append(bt[:2:2], p.Hv), 4},
+		{"beta", a.Beta, []Dtype{FP32, p.Dtype}, append(bt[:2:2], p.Hv), 4},
+		{"A", a.A, []Dtype{FP32, BF16}, append(bt[:2:2], p.Hv, ChunkLen), 4},
+		{"o", a.O, []Dtype{p.Dtype}, append(bt[:2:2], p.Hv, HeadDim), 16},
+	}
+	for _, s := range shapes {
+		if !dtypeIn(s.t.Dtype, s.dtype) {
+			return p, argErrorf(s.name, "dtype %v, want %v", s.t.Dtype, dtypeList(s.dtype))
+		}
+		if err := checkTensor(s.name, s.t, s.t.Dtype, s.shape, s.align); err != nil {
+			return p, err
+		}
+	}
+	p.BetaDtype, p.ADtype = a.Beta.Dtype, a.A.Dtype
+
+	state := []int{p.N, p.Hv, HeadDim, HeadDim}
+	if a.H0.Present() || a.H0.Shape != nil {
+		if err := checkTensor("h0", a.H0, FP32, state, 8); err != nil {
+			return p, err
+		}
+		p.HasH0 = true
+	}
+	if a.Ht.Present() || a.Ht.Shape != nil {
+		if err := checkTensor("ht", a.Ht, FP32, state, 8); err != nil {
+			return p, err
+		}
+		p.HasHt = true
+	}
+
+	p.Scale = a.Scale
+	if p.Scale == 0 {
+		p.Scale = float32(1 / math.Sqrt(HeadDim))
+	}
+	if math.IsNaN(float64(p.Scale)) || math.IsInf(float64(p.Scale), 0) {
+		return p, argErrorf("scale", "%v is not finite", p.Scale)
+	}
+	return p, nil
+}
+
+// checkCuSeqlens applies SPEC's rules: B = 1, starts at 0, never decreases,
+// ends at B*T; empty sequences are allowed.
+func checkCuSeqlens(cu []int, b, t int) error {
+	if b != 1 {
+		return argErrorf("cu_seqlens", "packed sequences need B = 1, got B = %d", b)
+	}
+	if len(cu) < 2 {
+		return argErrorf("cu_seqlens", "%d offsets, want at least 2 (N+1 for N sequences)", len(cu))
+	}
+	if cu[0] != 0 {
+		return argErrorf("cu_seqlens", "starts at %d, want 0", cu[0])
+	}
+	for i := 1; i < len(cu); i++ {
+		if cu[i] < cu[i-1] {
+			return argErrorf("cu_seqlens", "decreases at index %d (%d after %d)", i, cu[i], cu[i-1])
+		}
+	}
+	if last := cu[len(cu)-1]; last != b*t {
+		return argErrorf("cu_seqlens", "ends at %d, want B*T = %d", last, b*t)
+	}
+	return nil
+}
+
+// checkTensor verifies shape, dtype, pointer, alignment and size of one operand.
+func checkTensor(name string, t Tensor, dtype Dtype, shape []int, align int) error {
+	if t.Dtype != dtype {
+		return argErrorf(name, "dtype %v, want %v", t.Dtype, dtype)
+	}
+	if len(t.Shape) != len(shape) {
+		return argErrorf(name, "rank %d (shape %v), want shape %v", len(t.Shape), t.Shape, shape)
+	}
+	for i := range shape {
+		if t.Shape[i] != shape[i] {
+			return argErrorf(name, "shape %v, want %v", t.Shape, shape)
+		}
+	}
+	if t.Ptr == 0 {
+		return argErrorf(name, "nil device pointer")
+	}
+	if t.Ptr%uintptr(align) != 0 {
+		return argErrorf(name, "device pointer %#x is not %d-byte aligned", t.Ptr, align)
+	}
+	if need := t.Elems() * dtype.Size(); t.Bytes < need {
+		return argErrorf(name, "buffer holds %d bytes, shape %v of %v needs %d", t.Bytes, shape, dtype, need)
+	}
+	return nil
+}
+
+func dtypeIn(d Dtype, set []Dtype) bool {
+	for _, x := range set {
+		if d == x {
+			return true
+		}
+	}
+	return false
+}
+
+func dtypeList(set []Dtype) string {
+	s := ""
+	for i, d := range set {
+		if i > 0 {
+			s += " or "
+		}
+		s += d.String()
+	}
+	return s
+}
+
+func (p Problem) String() string {
+	return fmt.Sprintf("B=%d T=%d Hq=%d Hv=%d N=%d %v", p.B, p.T, p.Hq, p.Hv, p.N, p.Dtype)
+}

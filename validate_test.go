@@ -1,0 +1,236 @@
+package gdn
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/gdnjit/gdn/kernsrc"
+)
+
+// goodArgs returns valid core arguments for B, T, Hq, Hv with fake (but
+// aligned, non-nil, large enough) device pointers: validation never touches
+// device memory.
+func goodArgs(b, t, hq, hv int) *CoreArgs {
+	next := uintptr(1 << 20)
+	tensor := func(dt Dtype, shape ...int) Tensor {
+		tn := Tensor{Ptr: next, Dtype: dt, Shape: shape}
+		tn.Bytes = tn.Elems() * dt.Size()
+		next += uintptr(tn.Bytes+255) &^ 255
+		return tn
+	}
+	return &CoreArgs{
+		Q: tensor(BF16, b, t, hq, 128), K: tensor(BF16, b, t, hq, 128), V: tensor(BF16, b, t, hv, 128),
+		G: tensor(FP32, b, t, hv), Beta: tensor(FP32, b, t, hv), A: tensor(FP32, b, t, hv, 64),
+		H0: tensor(FP32, b, hv, 128, 128), O: tensor(BF16, b, t, hv, 128), Ht: tensor(FP32, b, hv, 128, 128),
+	}
+}
+
+func TestValidateCoreAccepts(t *testing.T) {
+	a := goodArgs(3, 65, 8, 24)
+	p, err := ValidateCore(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.B != 3 || p.T != 65 || p.Hq != 8 || p.Hv != 24 || p.N != 3 || p.G() != 3 || !p.HasH0 || !p.HasHt {
+		t.Fatalf("problem %+v", p)
+	}
+	if want := float32(1 / math.Sqrt(128)); p.Scale != want {
+		t.Fatalf("default scale %v, want %v", p.Scale, want)
+	}
+	// Optional tensors absent, beta in the input dtype, A in bf16, varlen.
+	v := goodArgs(1, 100, 2, 8)
+	v.H0, v.Ht = Tensor{}, Tensor{}
+	v.Beta.Dtype, v.A.Dtype = BF16, BF16
+	v.CuSeqlens = []int{0, 0, 1, 60, 60, 100}
+	v.CuSeqlensDevice = Tensor{Ptr: 1 << 40, Bytes: 48, Dtype: Int64, Shape: []int{6}}
+	p, err = ValidateCore(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.N != 5 || p.HasH0 || p.HasHt || p.SeqlensDtype != Int64 {
+		t.Fatalf("varlen problem %+v", p)
+	}
+}
+
+func TestValidateCoreRejects(t *testing.T) {
+	cases := []struct {
+		arg, want string
+		mutate    func(a *CoreArgs)
+	}{
+		{"args", "nil", nil},
+		{"q", "rank 3", func(a *CoreArgs) { a.Q.Shape = []int{2, 10, 128} }},
+		{"q", "head dimension 64", func(a *CoreArgs) { a.Q.Shape = []int{2, 10, 2, 64} }},
+		{"q", "dtype fp32", func(a *CoreArgs) { a.Q.Dtype = FP32 }},
+		{"q", "at least 1", func(a *CoreArgs) { a.Q.Shape = []int{2, 0, 2, 128} }},
+		{"v", "multiple", func(a *CoreArgs) { a.V.Shape = []int{2, 10, 3, 128} }},
+		{"v", "rank", func(a *CoreArgs) { a.V.Shape = []int{2, 10, 8} }},
+		{"k", "shape", func(a *CoreArgs) { a.K.Shape = []int{2, 10, 4, 128} }},
+		{"k", "dtype", func(a *CoreArgs) { a.K.Dtype = FP16 }},
+		{"v", "nil device pointer", func(a *CoreArgs) { a.V.Ptr = 0 }},
+		{"o", "aligned", func(a *CoreArgs) { a.O.Ptr += 2 }},
+		{"g", "dtype bf16", func(a *CoreArgs) { a.G.Dtype = BF16 }},
+		{"beta", "bytes", func(a *CoreArgs) { a.Beta.Bytes = 4 }},
+		{"beta", "dtype fp16", func(a *CoreArgs) { a.Beta.Dtype = FP16 }},
+		{"A", "shape", func(a *CoreArgs) { a.A.Shape = []int{2, 10, 8, 128} }},
+		{"h0", "shape", func(a *CoreArgs) { a.H0.Shape = []int{3, 8, 128, 128} }},
+		{"ht", "dtype", func(a *CoreArgs) { a.Ht.Dtype = BF16 }},
+		{"ht", "nil device pointer", func(a *CoreArgs) { a.Ht.Ptr = 0 }},
+		{"cu_seqlens", "B = 1", func(a *CoreArgs) { a.CuSeqlens = []int{0, 20} }},
+		{"scale", "finite", func(a *CoreArgs) { a.Scale = float32(math.Inf(1)) }},
+	}
+	for _, c := range cases {
+		var a *CoreArgs
+		if c.mutate != nil {
+			a = goodArgs(2, 10, 2, 8)
+			c.mutate(a)
+		}
+		_, err := ValidateCore(a)
+		var ae *ArgError
+		if !errors.As(err, &ae) || ae.Arg != c.arg || !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("%s/%s: got %v, want an ArgError for %q", c.arg, c.want, err, c.arg)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %q does not say %q", c.arg, err, c.want)
+		}
+	}
+}
+
+func TestValidateCuSeqlens(t *testing.T) {
+	cases := []struct {
+		cu   []int
+		want string
+	}{
+		{[]int{1, 100}, "starts at 1"},
+		{[]int{0, 50, 40, 100}, "decreases at index 2"},
+		{[]int{0, 99}, "ends at 99"},
+		{[]int{0}, "at least 2"},
+	}
+	for _, c := range cases {
+		a := goodArgs(1, 100, 2, 8)
+		a.H0, a.Ht = Tensor{}, Tensor{}
+		a.CuSeqlens = c.cu
+		a.CuSeqlensDevice = Tensor{Ptr: 1 << 40, Bytes: 4 * len(c.cu), Dtype: Int32, Shape: []int{len(c.cu)}}
+		_, err := ValidateCore(a)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "cu_seqlens") {
+			t.Errorf("%v: got %v, want cu_seqlens error saying %q", c.cu, err, c.want)
+		}
+	}
+	// The device copy must match the host copy in length and be an integer type.
+	a := goodArgs(1, 100, 2, 8)
+	a.H0, a.Ht = Tensor{}, Tensor{}
+	a.CuSeqlens = []int{0, 40, 100}
+	a.CuSeqlensDevice = Tensor{Ptr: 1 << 40, Bytes: 8, Dtype: Int32, Shape: []int{2}}
+	if _, err := ValidateCore(a); err == nil || !strings.Contains(err.Error(), "cu_seqlens (device)") {
+		t.Errorf("short device cu_seqlens: %v", err)
+	}
+	a.CuSeqlensDevice = Tensor{Ptr: 1 << 40, Bytes: 12, Dtype: FP32, Shape: []int{3}}
+	if _, err := ValidateCore(a); err == nil || !strings.Contains(err.Error(), "int32 or int64") {
+		t.Errorf("fp32 device cu_seqlens: %v", err)
+	}
+	a.CuSeqlens = nil
+	if _, err := ValidateCore(a); err == nil || !strings.Contains(err.Error(), "host copy") {
+		t.Errorf("device cu_seqlens without host copy: %v", err)
+	}
+	// h0 follows N = len(cu_seqlens)-1, not B.
+	a = goodArgs(1, 100, 2, 8)
+	a.CuSeqlens = []int{0, 40, 100}
+	a.CuSeqlensDevice = Tensor{Ptr: 1 << 40, Bytes: 12, Dtype: Int32, Shape: []int{3}}
+	if _, err := ValidateCore(a); err == nil || !strings.Contains(err.Error(), "h0") {
+		t.Errorf("h0 of B sequences with 2 packed sequences: %v", err)
+	}
+}
+
+func TestPlanCoreTileWidth(t *testing.T) {
+	cases := []struct {
+		n, hv, sms, bv int
+		dt             Dtype
+	}{
+		{1, 8, 132, 32, BF16},  // 16 chains of 64: too few for 132 SMs
+		{8, 32, 132, 64, BF16}, // 512 chains
+		{1, 64, 132, 32, FP16}, // 128 < 132
+		{1, 8, 14, 64, BF16},   // a MIG slice: 16 chains already fill 14 SMs
+	}
+	for _, c := range cases {
+		pl, err := PlanCore(Problem{N: c.n, Hq: 1, Hv: c.hv, Dtype: c.dt}, c.sms)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pl.TileWidth != c.bv {
+			t.Errorf("N=%d Hv=%d SMs=%d: tile %d, want %d", c.n, c.hv, c.sms, pl.TileWidth, c.bv)
+		}
+		if want := uint32(c.hv * 128 / c.bv); pl.Grid[0] != want || pl.Grid[1] != uint32(c.n) {
+			t.Errorf("grid %v, want [%d %d 1]", pl.Grid, want, c.n)
+		}
+		if !strings.Contains(pl.Variant.Name, c.dt.String()) {
+			t.Errorf("variant %s for %v", pl.Variant.Name, c.dt)
+		}
+		if pl.SharedBytes != kernsrc.CoreSharedBytes(c.bv) || pl.SharedBytes > 227<<10 {
+			t.Errorf("shared bytes %d", pl.SharedBytes)
+		}
+	}
+}
+
+// The packed parameter block must match struct GdnCoreParams in gdn_core.cu.
+func TestPackCoreParamsLayout(t *testing.T) {
+	a := goodArgs(1, 100, 2, 8)
+	a.CuSeqlens = []int{0, 100}
+	a.CuSeqlensDevice = Tensor{Ptr: 0xABC000, Bytes: 16, Dtype: Int64, Shape: []int{2}}
+	a.H0 = Tensor{Ptr: a.H0.Ptr, Bytes: a.H0.Bytes, Dtype: FP32, Shape: []int{1, 8, 128, 128}}
+	a.Ht = Tensor{}
+	a.Beta.Dtype = BF16
+	a.Scale = 0.5
+	p, err := ValidateCore(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := packCoreParams(a, p)
+	if len(b) != 104 {
+		t.Fatalf("size %d, want 104", len(b))
+	}
+	ptr := func(i int) uintptr { return uintptr(binary.LittleEndian.Uint64(b[8*i:])) }
+	want := []uintptr{a.Q.Ptr, a.K.Ptr, a.V.Ptr, a.G.Ptr, a.Beta.Ptr, a.A.Ptr, a.H0.Ptr, a.O.Ptr, 0, 0xABC000}
+	for i, w := range want {
+		if ptr(i) != w {
+			t.Errorf("pointer %d: %#x, want %#x", i, ptr(i), w)
+		}
+	}
+	if s := math.Float32frombits(binary.LittleEndian.Uint32(b[80:])); s != 0.5 {
+		t.Errorf("scale %v", s)
+	}
+	ints := []int32{100, 2, 8, 1, coreFlagAFP32 | coreFlagSeqlensInt64}
+	for i, w := range ints {
+		if got := int32(binary.LittleEndian.Uint32(b[84+4*i:])); got != w {
+			t.Errorf("int field %d: %d, want %d", i, got, w)
+		}
+	}
+}
+
+func TestDtypes(t *testing.T) {
+	for _, d := range []Dtype{BF16, FP16, FP32, Int32, Int64} {
+		got, err := ParseDtype(d.String())
+		if err != nil || got != d {
+			t.Errorf("ParseDtype(%q) = %v, %v", d.String(), got, err)
+		}
+	}
+	if _, err := ParseDtype("fp8"); err == nil {
+		t.Error("fp8 accepted")
+	}
+	if BF16.Size() != 2 || FP32.Size() != 4 || Int64.Size() != 8 || DtypeInvalid.Size() != 0 {
+		t.Error("sizes")
+	}
+}
+
+// Without the cuda build tag Open reports ErrNoCUDA (and never exits).
+func TestOpenWithoutCUDA(t *testing.T) {
+	if cudaBuilt {
+		t.Skip("built with -tags cuda")
+	}
+	_, err := Open(Options{})
+	if !errors.Is(err, ErrNoCUDA) {
+		t.Fatalf("Open: %v, want ErrNoCUDA", err)
+	}
+}
