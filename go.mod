@@ -3,13 +3,16 @@ module github.com/gdnjit/gdn
 go 1.26.0
 
 require (
+	github.com/dgraph-io/ristretto/v2 v2.4.2
+	golang.org/x/sync v0.25.0
+	gonum.org/v1/gonum v0.17.0
+	gorgonia.org/cu v0.9.6
+)
+
+require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/dgraph-io/ristretto/v2 v2.4.2 // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
 	github.com/google/uuid v1.1.1 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
-	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.36.0 // indirect
-	gonum.org/v1/gonum v0.17.0 // indirect
-	gorgonia.org/cu v0.9.6 // indirect
 )

@@ -240,6 +240,9 @@ func newDeviceCase(t *testing.T, r *gdn.Runtime, s ref.Shape, seed uint64) *devi
 		H0: fp(in.H0, n, s.Hv, 128, 128),
 	}
 	d.args.O = d.alloc(t, 2*s.B*s.T*s.Hv*128, gdn.BF16, []int{s.B, s.T, s.Hv, 128})
+	if err := r.Context().Synchronize(); err != nil { // the uploads have landed
+		t.Fatal(err)
+	}
 	return d
 }
 

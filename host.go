@@ -129,6 +129,11 @@ func (rt *Runtime) ForwardHost(h *HostCoreArgs) (*HostCoreResult, error) {
 			return nil, err
 		}
 	}
+	// A copy from pageable host memory may return before its data reaches
+	// the device, and the stream below does not wait for the copies' stream.
+	if err := rt.ctx.Synchronize(); err != nil {
+		return nil, err
+	}
 	stream, err := rt.ctx.NewStream()
 	if err != nil {
 		return nil, err

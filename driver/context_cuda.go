@@ -116,7 +116,7 @@ func (c *Context) readInfo(ordinal int) error {
 // do runs f with the context current on a locked OS thread. A different
 // context that was current on that thread is made current again afterwards.
 func (c *Context) do(f func() error) error {
-	if c == nil {
+	if c == nil || c.raw == nil {
 		return errNilContext
 	}
 	if c.closed.Load() {

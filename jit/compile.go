@@ -26,7 +26,7 @@ type Request struct {
 	// the kernel does not exist; Artifact.Lowered maps them to the names
 	// to look functions up by.
 	Entries []string
-	Target  Target
+	Target  Target // the architecture to compile for
 }
 
 // fileName is the program name NVRTC prints in diagnostics.
@@ -71,11 +71,11 @@ func RequestFor(v kernsrc.Variant, t Target) (Request, error) {
 // returned by a Compiler may be shared between callers: treat them as
 // read-only.
 type Artifact struct {
-	Key    string
+	Key    string // the request's cache Key
 	Name   string // the request's Name
-	Target Target
+	Target Target // the request's Target
 	Image  []byte // cubin, or NUL-terminated PTX text when IsPTX
-	IsPTX  bool
+	IsPTX  bool   // Image is PTX for the driver to compile at load time
 	Report Report // ptxas resource usage (empty for PTX)
 	Log    string // the full NVRTC log
 	// Lowered maps each requested entry to the symbol to look the kernel up
@@ -104,10 +104,10 @@ func (a *Artifact) Symbol(entry string) string {
 // CompileError is a source NVRTC rejected. Log is NVRTC's complete log, with
 // the file, line and message of each error.
 type CompileError struct {
-	Name    string
-	Target  Target
-	Options []string
-	Log     string
+	Name    string   // the request's Name
+	Target  Target   // the request's Target
+	Options []string // the full option list NVRTC was given
+	Log     string   // NVRTC's log
 }
 
 // Error gives the request, target and the full NVRTC log.
@@ -168,7 +168,7 @@ func (c *Compiler) compile(n *NVRTC, key string, req Request) (*Artifact, error)
 		if err == nil {
 			a.FromDisk = true
 			a.Elapsed = time.Since(start)
-			debugf("disk hit %s (%s) %s in %s", req.Name, req.Target, short(key), a.Elapsed)
+			debugf("disk hit %s (%s) %s in %s", req.Name, req.Target, short(key), a.Elapsed.Round(time.Microsecond))
 			return a, nil
 		}
 		if errors.Is(err, ErrCorrupt) {
@@ -194,7 +194,7 @@ func (c *Compiler) compile(n *NVRTC, key string, req Request) (*Artifact, error)
 	})
 	took := time.Since(start)
 	if isCompileErr {
-		debugf("compile %s failed after %s:\n%s", req.Name, took, out.log)
+		debugf("compile %s failed after %s:\n%s", req.Name, took.Round(time.Microsecond), out.log)
 		return nil, &CompileError{Name: req.Name, Target: req.Target, Options: opts, Log: out.log}
 	}
 	if err != nil {
@@ -214,7 +214,7 @@ func (c *Compiler) compile(n *NVRTC, key string, req Request) (*Artifact, error)
 	if !a.IsPTX {
 		a.Report = ParseReport(out.log)
 	}
-	debugf("compiled %s for %s in %s, %d bytes, key %s", req.Name, req.Target, took, len(a.Image), short(key))
+	debugf("compiled %s for %s in %s, %d bytes, key %s", req.Name, req.Target, took.Round(time.Microsecond), len(a.Image), short(key))
 	if !a.IsPTX {
 		debugf("ptxas report for %s:\n%s", req.Name, indent(a.Report.String()))
 	}

@@ -167,7 +167,7 @@ func (m *MemCache) create(e *entry, create func() (any, int64, func(), error)) (
 	}
 	m.mu.Unlock()
 	close(e.ready)
-	debugf("memcache: created %s (cost %d) in %s", short(e.key), cost, time.Since(start))
+	debugf("memcache: created %s (cost %d) in %s", short(e.key), cost, time.Since(start).Round(time.Microsecond))
 	if s != nil {
 		m.admit(s)
 	}
@@ -273,7 +273,7 @@ func (m *MemCache) finish(e *entry) func() {
 	return func() {
 		start := time.Now()
 		d()
-		debugf("memcache: destroyed %s in %s", short(key), time.Since(start))
+		debugf("memcache: destroyed %s in %s", short(key), time.Since(start).Round(time.Microsecond))
 	}
 }
 

@@ -61,7 +61,7 @@ type Attempt struct {
 
 // LoadError lists every place LoadNVRTC tried. It unwraps to ErrNoNVRTC.
 type LoadError struct {
-	Tried []Attempt
+	Tried []Attempt // in the order tried
 }
 
 // Error lists the attempts, one per line.
@@ -84,6 +84,7 @@ type nvrtcError struct {
 	Msg  string
 }
 
+// Error names the call, NVRTC's message and the result code.
 func (e *nvrtcError) Error() string {
 	return fmt.Sprintf("jit: %s: %s (%d)", e.Call, e.Msg, e.Code)
 }
@@ -110,9 +111,13 @@ type candidate struct {
 // candidates lists the places LoadNVRTC tries, in order, and notes places
 // that were skipped (a folder that does not exist).
 func candidates() (out []candidate, skipped []Attempt) {
-	folder := func(dir, why string) {
+	folder := func(dir, from string) {
+		note := ""
+		if from != "" {
+			note = " (from " + from + ")"
+		}
 		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-			skipped = append(skipped, Attempt{Path: dir, Err: why + " is not a folder"})
+			skipped = append(skipped, Attempt{Path: dir, Err: "no such folder" + note})
 			return
 		}
 		before := len(out)
@@ -137,7 +142,7 @@ func candidates() (out []candidate, skipped []Attempt) {
 			}
 		}
 		if len(out) == before {
-			skipped = append(skipped, Attempt{Path: dir, Err: why + " holds no libnvrtc.so*"})
+			skipped = append(skipped, Attempt{Path: dir, Err: "no libnvrtc.so* in it" + note})
 		}
 	}
 	if p := os.Getenv("GDN_NVRTC_PATH"); p != "" {
@@ -150,9 +155,9 @@ func candidates() (out []candidate, skipped []Attempt) {
 		}
 	}
 	if h := os.Getenv("CUDA_HOME"); h != "" {
-		folder(filepath.Join(h, "lib64"), "$CUDA_HOME/lib64")
+		folder(filepath.Join(h, "lib64"), "$CUDA_HOME")
 	}
-	folder("/usr/local/cuda/lib64", "/usr/local/cuda/lib64")
+	folder("/usr/local/cuda/lib64", "")
 	for _, s := range sonames {
 		out = append(out, candidate{path: s})
 	}
@@ -215,6 +220,9 @@ func loadNVRTC() (*NVRTC, error) {
 		n := &NVRTC{lib: l, path: l.path(), major: major, minor: minor, archs: archs}
 		if n.path == "" {
 			n.path = c.path
+		}
+		for _, a := range tried {
+			debugf("nvrtc: passed over %s: %s", a.Path, a.Err)
 		}
 		debugf("nvrtc: loaded %s, archs %v", n, archs)
 		return n, nil

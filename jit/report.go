@@ -10,7 +10,7 @@ import (
 // Report is what ptxas said about a cubin (--ptxas-options=-v): one entry per
 // function it compiled, in log order. A PTX compilation has an empty report.
 type Report struct {
-	Functions []FunctionReport `json:"functions,omitempty"`
+	Functions []FunctionReport `json:"functions,omitempty"` // kernels and non-inlined device functions
 	// Warnings are ptxas's warning and performance-advice lines, e.g. the
 	// notice that wgmma instructions were serialized.
 	Warnings []string `json:"warnings,omitempty"`

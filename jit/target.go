@@ -8,7 +8,7 @@ import (
 
 // Target is the GPU architecture a compilation is for.
 type Target struct {
-	Major, Minor int
+	Major, Minor int // compute capability, e.g. 9, 0
 	// ArchSpecific adds the 'a' suffix (sm_90a): it unlocks Hopper's
 	// wgmma and setmaxnreg instructions, and the code then runs only on
 	// exactly this compute capability.

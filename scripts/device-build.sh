@@ -3,6 +3,7 @@
 # by git, carried to the device with the `carry` option):
 #   .bin/<pkg>.test   the -tags cuda test binary of each package with GPU tests
 #   .bin/gdn          the command-line tool, -tags cuda
+#   .bin/prefill      the main example, -tags cuda
 #   .bin/device-run.sh  the script that runs them all there (scripts/device-run.sh)
 # The binaries link libcuda dynamically and load NVRTC with dlopen, so the
 # same files run on the device machine (its driver, its CUDA 13 NVRTC).
@@ -16,5 +17,6 @@ for pkg in . ./driver ./jit; do
 	go test -tags cuda -c -o ".bin/$name.test" "$pkg"
 done
 go build -tags cuda -o .bin/gdn ./cmd/gdn
+go build -tags cuda -o .bin/prefill ./examples/prefill
 cp scripts/device-run.sh .bin/
 ls -la .bin >&2

@@ -1,0 +1,615 @@
+package main
+
+import (
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unsafe"
+
+	"github.com/gdnjit/gdn"
+	"github.com/gdnjit/gdn/driver"
+	"github.com/gdnjit/gdn/ref"
+)
+
+func init() {
+	register("bench", "time the core forward on the BENCH.md suite, beside the H200 anchors", runBench)
+}
+
+// How the benchmark measures (shared/DEVICE.md, "Measuring").
+const (
+	// rotateBelowBytes: a case whose inputs are smaller than about twice the
+	// H200's 60 MB L2 gets three input sets, used in turn, so that a call
+	// does not find its inputs left in L2 by the previous one.
+	rotateBelowBytes = 120 << 20
+	rotateSets       = 3
+	// shortCallMs: calls faster than this are timed 20 to a graph, slower
+	// ones 5 to a graph, so that one timed replay is never shorter than a
+	// few milliseconds' worth of event resolution and launch jitter.
+	shortCallMs     = 0.2
+	shortGraphCalls = 20
+	longGraphCalls  = 5
+)
+
+// benchOptions are the parsed flags of `gdn bench`.
+type benchOptions struct {
+	cases         []ref.Case
+	reps, warmup  int
+	calls         int // Forward calls per graph; 0 chooses from the warm-up
+	csvPath       string
+	dtype         gdn.Dtype
+	seed          uint64
+	runtimeGraphs bool
+}
+
+const benchSynopsis = "[--cases a,b,...] [--reps N] [--warmup N] [--calls N] [--csv FILE] [--dtype bf16|fp16] [--seed N] [--runtime-graphs]"
+
+// parseBenchArgs reads the command line of `gdn bench`.
+func parseBenchArgs(args []string) (benchOptions, error) {
+	fs := newFlags("bench", benchSynopsis)
+	cases := fs.String("cases", "", "comma-separated case names (default: the whole suite): "+strings.Join(suiteNames(), ", "))
+	reps := fs.Int("reps", 30, "timed replays; the median is reported")
+	warmup := fs.Int("warmup", 5, "untimed calls before timing (after the first, compiling call)")
+	calls := fs.Int("calls", 0, "Forward calls captured per graph (default: 20 for calls under 0.2 ms, else 5)")
+	csvPath := fs.String("csv", "", "also write the results, with every anchor, to this CSV file")
+	dtypeName := fs.String("dtype", "bf16", "dtype of q, k, v and o: bf16 or fp16")
+	seed := fs.Uint64("seed", 1, "seed of the input recipe")
+	runtimeGraphs := fs.Bool("runtime-graphs", false, "keep the Runtime's own graph cache on (off: every Forward is a plain launch, captured into the benchmark's graph)")
+	if err := parseFlags(fs, args); err != nil {
+		return benchOptions{}, err
+	}
+	o := benchOptions{reps: *reps, warmup: *warmup, calls: *calls, csvPath: *csvPath, seed: *seed, runtimeGraphs: *runtimeGraphs}
+	var err error
+	if o.dtype, err = parseDataDtype("--dtype", *dtypeName); err != nil {
+		return o, err
+	}
+	if o.cases, err = selectCases(*cases); err != nil {
+		return o, err
+	}
+	switch {
+	case o.reps < 1:
+		return o, fmt.Errorf("--reps %d: want at least 1", o.reps)
+	case o.warmup < 1:
+		return o, fmt.Errorf("--warmup %d: want at least 1 (the warm-up also sizes the graph)", o.warmup)
+	case o.calls < 0:
+		return o, fmt.Errorf("--calls %d: want 0 (automatic) or more", o.calls)
+	}
+	return o, nil
+}
+
+// suiteNames lists the suite's case names in order.
+func suiteNames() []string {
+	names := make([]string, len(ref.Suite))
+	for i, c := range ref.Suite {
+		names[i] = c.Name
+	}
+	return names
+}
+
+// selectCases returns the whole suite for an empty list, else the named
+// cases in the order given.
+func selectCases(list string) ([]ref.Case, error) {
+	if strings.TrimSpace(list) == "" {
+		return slices.Clone(ref.Suite), nil
+	}
+	var cases []ref.Case
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		c, ok := ref.CaseByName(name)
+		if !ok {
+			return nil, fmt.Errorf("--cases: unknown case %q; the suite has %s", name, strings.Join(suiteNames(), ", "))
+		}
+		cases = append(cases, c)
+	}
+	return cases, nil
+}
+
+// benchResult is the measurement of one case.
+type benchResult struct {
+	Case            ref.Case
+	Dtype           gdn.Dtype
+	Plan            gdn.Plan
+	MedianMs, MinMs float64
+	Timing          string // "graph" (replays of a captured graph) or "stream" (plain calls)
+	Calls           int    // Forward calls per timed region
+	Sets            int    // input sets used in turn
+	Reps            int
+	NonFinite       int // NaN/Inf elements in o and ht after the run
+}
+
+func runBench(args []string) error {
+	o, err := parseBenchArgs(args)
+	if err != nil {
+		return err
+	}
+	// Without the Runtime's graph cache every Forward is a plain kernel
+	// launch, which the benchmark's own capture records as it is.
+	rt, err := openRuntime(gdn.Options{NoGraphs: !o.runtimeGraphs})
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	info := rt.Device()
+	fmt.Fprintf(stdout, "device: %s, %d SMs, compute capability %d.%d, kernels for %s; %v inputs, median of %d\n",
+		info.Name, info.SMs, info.Major, info.Minor, rt.Target(), o.dtype, o.reps)
+
+	stream, err := rt.Context().NewStream()
+	if err != nil {
+		return err
+	}
+	defer stream.Destroy()
+	b := &bencher{rt: rt, stream: stream, opts: o}
+
+	var results []benchResult
+	var runErr error
+	for i, c := range o.cases {
+		fmt.Fprintf(stderr, "[%d/%d] %s: Hq=%d Hv=%d, sequences %s\n", i+1, len(o.cases), c.Name, c.Hq, c.Hv, lensSummary(c.Lens))
+		r, err := b.runCase(c)
+		if err != nil {
+			// A failed launch can leave the context unusable: stop, but
+			// report what was measured.
+			runErr = fmt.Errorf("case %s: %w", c.Name, err)
+			break
+		}
+		results = append(results, r)
+	}
+	printBenchTable(stdout, results)
+	if o.csvPath != "" {
+		if err := writeBenchCSVFile(o.csvPath, results); err != nil {
+			return errors.Join(runErr, err)
+		}
+		fmt.Fprintf(stderr, "bench: wrote %s\n", o.csvPath)
+	}
+	if runErr == nil {
+		for _, r := range results {
+			if r.NonFinite > 0 {
+				runErr = errors.Join(runErr, fmt.Errorf("case %s: %d NaN/Inf output elements", r.Case.Name, r.NonFinite))
+			}
+		}
+	}
+	return runErr
+}
+
+// bencher runs cases on one Runtime and stream.
+type bencher struct {
+	rt     *gdn.Runtime
+	stream *driver.Stream
+	opts   benchOptions
+}
+
+// runCase draws, uploads, plans, times and checks one case.
+func (b *bencher) runCase(c ref.Case) (benchResult, error) {
+	res := benchResult{Case: c, Dtype: b.opts.dtype, Reps: b.opts.reps, Sets: 1}
+	s := c.Shape()
+	if inputBytes(s, b.opts.dtype.Size()) < rotateBelowBytes {
+		res.Sets = rotateSets
+	}
+	arena := &benchArena{rt: b.rt}
+	defer arena.free()
+	sets, err := b.uploadSets(arena, s, res.Sets)
+	if err != nil {
+		return res, err
+	}
+	// A copy from pageable memory may return before its DMA ends, and the
+	// benchmark's stream does not wait for the legacy stream the copies ran
+	// on: wait for the whole context once.
+	if err := b.rt.Context().Synchronize(); err != nil {
+		return res, err
+	}
+	p, err := gdn.ValidateCore(sets[0])
+	if err != nil {
+		return res, err
+	}
+	if res.Plan, err = gdn.PlanCore(p, b.rt.Device().SMs); err != nil {
+		return res, err
+	}
+	fmt.Fprintf(stderr, "  plan %v\n", res.Plan)
+	for _, a := range sets {
+		if err := b.poison(a); err != nil {
+			return res, err
+		}
+	}
+	if err := b.measure(sets, &res); err != nil {
+		return res, err
+	}
+	for _, a := range sets {
+		n, err := countNonFinite(b.rt, a)
+		if err != nil {
+			return res, err
+		}
+		res.NonFinite += n
+	}
+	fmt.Fprintf(stderr, "  %.4f ms median (%s of %d calls, %d input sets)\n", res.MedianMs, res.Timing, res.Calls, res.Sets)
+	return res, nil
+}
+
+// uploadSets draws n input sets (seeds seed, seed+1, ...) and copies them
+// to the device with their outputs.
+func (b *bencher) uploadSets(arena *benchArena, s ref.Shape, n int) ([]*gdn.CoreArgs, error) {
+	sets := make([]*gdn.CoreArgs, n)
+	for i := range sets {
+		start := time.Now()
+		h := genInputs(s, b.opts.dtype, b.opts.seed+uint64(i))
+		fmt.Fprintf(stderr, "  input set %d: %d tokens, %.1f MB, drawn in %.2f s\n",
+			i+1, s.Tokens(), float64(h.Bytes())/1e6, time.Since(start).Seconds())
+		a, err := arena.upload(h)
+		if err != nil {
+			return nil, err
+		}
+		sets[i] = a
+	}
+	return sets, nil
+}
+
+// poison fills o and ht with NaN, so that an element no call writes shows
+// up in the final check.
+func (b *bencher) poison(a *gdn.CoreArgs) error {
+	ctx := b.rt.Context()
+	if err := ctx.MemsetD16(driver.DevicePtr(a.O.Ptr), 0x7fff, a.O.Elems(), b.stream); err != nil {
+		return err
+	}
+	return ctx.MemsetD32(driver.DevicePtr(a.Ht.Ptr), 0x7fffffff, a.Ht.Elems(), b.stream)
+}
+
+// measure times one Forward call: a first call that compiles (or loads) the
+// kernel, warm-up calls timed together to size the graph, then the median
+// over replays of a graph of res.Calls calls, divided by res.Calls. Calls
+// cycle through the input sets.
+func (b *bencher) measure(sets []*gdn.CoreArgs, res *benchResult) error {
+	call := func(i int) error { return b.rt.Forward(sets[i%len(sets)], gdn.Stream(b.stream.Handle())) }
+	ctx := b.rt.Context()
+	start, err := ctx.NewEvent()
+	if err != nil {
+		return err
+	}
+	defer start.Destroy()
+	end, err := ctx.NewEvent()
+	if err != nil {
+		return err
+	}
+	defer end.Destroy()
+	timed := func(region func() error) (float64, error) {
+		if err := start.Record(b.stream); err != nil {
+			return 0, err
+		}
+		if err := region(); err != nil {
+			return 0, err
+		}
+		if err := end.Record(b.stream); err != nil {
+			return 0, err
+		}
+		if err := end.Synchronize(); err != nil {
+			return 0, err
+		}
+		ms, err := driver.ElapsedMs(start, end)
+		return float64(ms), err
+	}
+	calls := func(n int) func() error {
+		return func() error {
+			for i := range n {
+				if err := call(i); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+
+	compileStart := time.Now()
+	if err := call(0); err != nil {
+		return err
+	}
+	if err := b.stream.Synchronize(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "  first call (kernel compile or load) %.0f ms\n", time.Since(compileStart).Seconds()*1e3)
+	warm, err := timed(calls(b.opts.warmup))
+	if err != nil {
+		return err
+	}
+	res.Calls = graphCalls(b.opts.calls, warm/float64(b.opts.warmup))
+
+	region := calls(res.Calls)
+	res.Timing = "stream"
+	if exec, err := captureCalls(b.stream, res.Calls, call); err != nil {
+		fmt.Fprintf(stderr, "  graph capture failed, timing plain calls instead: %v\n", err)
+	} else {
+		defer exec.Destroy()
+		region = func() error { return exec.Launch(b.stream) }
+		res.Timing = "graph"
+	}
+	times := make([]float64, b.opts.reps)
+	for i := range times {
+		ms, err := timed(region)
+		if err != nil {
+			return err
+		}
+		times[i] = ms / float64(res.Calls)
+	}
+	res.MedianMs, res.MinMs = median(times), slices.Min(times)
+	return nil
+}
+
+// graphCalls is the number of calls per graph: the --calls flag, else 20
+// for calls under shortCallMs and 5 for longer ones.
+func graphCalls(flag int, estimateMs float64) int {
+	switch {
+	case flag > 0:
+		return flag
+	case estimateMs < shortCallMs:
+		return shortGraphCalls
+	default:
+		return longGraphCalls
+	}
+}
+
+// captureCalls records calls 0..n-1 on s into a graph and instantiates it.
+// The capture always ends, so s is usable after a failure.
+func captureCalls(s *driver.Stream, n int, call func(int) error) (*driver.GraphExec, error) {
+	if err := s.BeginCapture(); err != nil {
+		return nil, err
+	}
+	var callErr error
+	for i := range n {
+		if callErr = call(i); callErr != nil {
+			break
+		}
+	}
+	g, err := s.EndCapture()
+	if callErr != nil || err != nil {
+		if g != nil {
+			g.Destroy()
+		}
+		return nil, errors.Join(callErr, err)
+	}
+	defer g.Destroy()
+	return g.Instantiate()
+}
+
+// median returns the middle of x (the mean of the two middles for an even
+// count).
+func median(x []float64) float64 {
+	s := slices.Clone(x)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// benchArena owns the device buffers of one case.
+type benchArena struct {
+	rt   *gdn.Runtime
+	ptrs []uintptr
+}
+
+// upload copies one input set to the device and allocates its outputs.
+func (a *benchArena) upload(h *hostInputs) (*gdn.CoreArgs, error) {
+	s := h.Shape
+	bt := func(last ...int) []int { return append([]int{s.B, s.T}, last...) }
+	state := []int{s.N(), s.Hv, ref.D, ref.D}
+	args := &gdn.CoreArgs{CuSeqlens: s.CuSeqlens}
+	var err error
+	// set runs the steps in order until one fails.
+	set := func(dst *gdn.Tensor, f func() (gdn.Tensor, error)) {
+		if err == nil {
+			*dst, err = f()
+		}
+	}
+	set(&args.Q, func() (gdn.Tensor, error) { return uploadSlice(a, h.Dtype, bt(s.Hq, ref.D), h.Q) })
+	set(&args.K, func() (gdn.Tensor, error) { return uploadSlice(a, h.Dtype, bt(s.Hq, ref.D), h.K) })
+	set(&args.V, func() (gdn.Tensor, error) { return uploadSlice(a, h.Dtype, bt(s.Hv, ref.D), h.V) })
+	set(&args.G, func() (gdn.Tensor, error) { return uploadSlice(a, gdn.FP32, bt(s.Hv), h.G) })
+	set(&args.Beta, func() (gdn.Tensor, error) { return uploadSlice(a, gdn.FP32, bt(s.Hv), h.Beta) })
+	set(&args.A, func() (gdn.Tensor, error) { return uploadSlice(a, gdn.FP32, bt(s.Hv, ref.C), h.A) })
+	set(&args.H0, func() (gdn.Tensor, error) { return uploadSlice(a, gdn.FP32, state, h.H0) })
+	set(&args.O, func() (gdn.Tensor, error) { return a.alloc(h.Dtype, bt(s.Hv, ref.D)) })
+	set(&args.Ht, func() (gdn.Tensor, error) { return a.alloc(gdn.FP32, state) })
+	if s.CuSeqlens != nil {
+		cu := make([]int32, len(s.CuSeqlens))
+		for i, x := range s.CuSeqlens {
+			cu[i] = int32(x)
+		}
+		set(&args.CuSeqlensDevice, func() (gdn.Tensor, error) { return uploadSlice(a, gdn.Int32, []int{len(cu)}, cu) })
+	}
+	return args, err
+}
+
+// alloc allocates a device tensor.
+func (a *benchArena) alloc(dt gdn.Dtype, shape []int) (gdn.Tensor, error) {
+	t := gdn.Tensor{Dtype: dt, Shape: shape}
+	t.Bytes = t.Elems() * dt.Size()
+	if t.Bytes == 0 {
+		return t, fmt.Errorf("empty tensor of shape %v", shape)
+	}
+	p, err := a.rt.Malloc(t.Bytes)
+	if err != nil {
+		return t, fmt.Errorf("allocate %d bytes for shape %v: %w", t.Bytes, shape, err)
+	}
+	a.ptrs = append(a.ptrs, p)
+	t.Ptr = p
+	return t, nil
+}
+
+// uploadSlice allocates a tensor of dt and shape and copies x into it; x
+// holds the tensor's elements in their device encoding.
+func uploadSlice[T uint16 | float32 | int32](a *benchArena, dt gdn.Dtype, shape []int, x []T) (gdn.Tensor, error) {
+	t, err := a.alloc(dt, shape)
+	if err != nil {
+		return t, err
+	}
+	if len(x)*int(unsafe.Sizeof(x[0])) != t.Bytes {
+		return t, fmt.Errorf("%d host elements for shape %v of %v", len(x), shape, dt)
+	}
+	return t, a.rt.CopyToDevice(t.Ptr, unsafe.Pointer(&x[0]), t.Bytes)
+}
+
+func (a *benchArena) free() {
+	for _, p := range a.ptrs {
+		a.rt.Free(p)
+	}
+	a.ptrs = nil
+}
+
+// countNonFinite downloads o and ht and counts NaN and Inf elements.
+func countNonFinite(rt *gdn.Runtime, a *gdn.CoreArgs) (int, error) {
+	o := make([]uint16, a.O.Elems())
+	if err := rt.CopyToHost(unsafe.Pointer(&o[0]), a.O.Ptr, a.O.Bytes); err != nil {
+		return 0, err
+	}
+	// All-ones exponent: NaN or Inf, in bf16 (8 bits) or fp16 (5 bits).
+	expMask := uint16(0x7f80)
+	if a.O.Dtype == gdn.FP16 {
+		expMask = 0x7c00
+	}
+	n := 0
+	for _, v := range o {
+		if v&expMask == expMask {
+			n++
+		}
+	}
+	ht := make([]float32, a.Ht.Elems())
+	if err := rt.CopyToHost(unsafe.Pointer(&ht[0]), a.Ht.Ptr, a.Ht.Bytes); err != nil {
+		return 0, err
+	}
+	for _, v := range ht {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Derived figures of a result.
+
+func (r benchResult) tflops() float64 { return r.Case.FLOPs() / (r.MedianMs * 1e-3) / 1e12 }
+func (r benchResult) gbps() float64 {
+	return r.Case.MinBytes(r.Dtype.Size()) / (r.MedianMs * 1e-3) / 1e9
+}
+func (r benchResult) overFloor() float64 { return r.MedianMs / r.Case.FloorMs() }
+func (r benchResult) anchor() anchor     { return anchorFor(r.Case.Hq, r.Case.Hv, r.Case.Lens) }
+
+// vsFLACore is FLA's core time over ours (> 1: gdn is faster), 0 without
+// an anchor row.
+func (r benchResult) vsFLACore() float64 {
+	if a := r.anchor(); a.FLACoreMs > 0 {
+		return a.FLACoreMs / r.MedianMs
+	}
+	return 0
+}
+
+// lensSummary writes sequence lengths compactly: runs of equal lengths as
+// LENxCOUNT, joined by '+' (e.g. "4096x8", "7000+33+1").
+func lensSummary(lens []int) string {
+	var parts []string
+	for i := 0; i < len(lens); {
+		j := i
+		for j < len(lens) && lens[j] == lens[i] {
+			j++
+		}
+		p := strconv.Itoa(lens[i])
+		if j-i > 1 {
+			p += "x" + strconv.Itoa(j-i)
+		}
+		parts = append(parts, p)
+		i = j
+	}
+	return strings.Join(parts, "+")
+}
+
+// lensShort is lensSummary cut to a table column's width.
+func lensShort(lens []int) string {
+	s := lensSummary(lens)
+	if len(s) <= 16 {
+		return s
+	}
+	total := 0
+	for _, l := range lens {
+		total += l
+	}
+	return fmt.Sprintf("%d seqs, %d", len(lens), total)
+}
+
+// optMs formats an anchor time, "-" when there is none.
+func optMs(ms float64, format string) string {
+	if ms == 0 {
+		return "-"
+	}
+	return fmt.Sprintf(format, ms)
+}
+
+// printBenchTable writes the human-readable table.
+func printBenchTable(w io.Writer, results []benchResult) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "case\tHq\tHv\tlens\tms\tTFLOP/s\tGB/s\tx floor\tFLA core ms\tvs FLA core\ttiming\tvariant\t")
+	for _, r := range results {
+		a := r.anchor()
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%.4f\t%.1f\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t\n",
+			r.Case.Name, r.Case.Hq, r.Case.Hv, lensShort(r.Case.Lens), r.MedianMs, r.tflops(), r.gbps(), r.overFloor(),
+			optMs(a.FLACoreMs, "%.4f"), optMs(r.vsFLACore(), "%.2fx"), fmt.Sprintf("%s/%d", r.Timing, r.Calls), r.Plan.Variant.Name)
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "x floor: time over the roofline floor (BENCH.md: 790 TFLOP/s, 4.3 TB/s).")
+	fmt.Fprintln(w, "vs FLA core: FLA's time for the same work (recompute_w_u + fwd_h + fwd_o given g_cumsum and A,")
+	fmt.Fprintln(w, "measured on the H200 2026-11-29) over ours; > 1 means gdn is faster. Full-forward anchors are in --csv.")
+}
+
+// benchCSVHeader names the CSV columns.
+var benchCSVHeader = []string{
+	"case", "hq", "hv", "lens", "tokens", "seqs", "dtype",
+	"median_ms", "min_ms", "tflops", "gbps", "floor_ms", "x_floor",
+	"fla_core_ms", "vs_fla_core", "fla_full_ms",
+	"flashqla_fwd_ms", "flashinfer_fwd_ms", "fla_fwd_published_ms",
+	"timing", "calls_per_timing", "input_sets", "reps", "variant", "plan", "nonfinite",
+}
+
+// writeBenchCSV writes one row per result; anchor cells are empty where
+// the tables have no row.
+func writeBenchCSV(w io.Writer, results []benchResult) error {
+	cw := csv.NewWriter(w)
+	cw.Write(benchCSVHeader)
+	num := func(x float64) string {
+		if x == 0 {
+			return ""
+		}
+		return strconv.FormatFloat(x, 'g', 6, 64)
+	}
+	for _, r := range results {
+		a, c := r.anchor(), r.Case
+		cw.Write([]string{
+			c.Name, strconv.Itoa(c.Hq), strconv.Itoa(c.Hv), lensSummary(c.Lens),
+			strconv.Itoa(c.Shape().Tokens()), strconv.Itoa(len(c.Lens)), r.Dtype.String(),
+			num(r.MedianMs), num(r.MinMs), num(r.tflops()), num(r.gbps()), num(c.FloorMs()), num(r.overFloor()),
+			num(a.FLACoreMs), num(r.vsFLACore()), num(a.FLAFullMs),
+			num(a.FlashQLAMs), num(a.FlashInferMs), num(a.FLAFullPublishedMs),
+			r.Timing, strconv.Itoa(r.Calls), strconv.Itoa(r.Sets), strconv.Itoa(r.Reps),
+			r.Plan.Variant.Name, r.Plan.String(), strconv.Itoa(r.NonFinite),
+		})
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// writeBenchCSVFile writes the CSV to path.
+func writeBenchCSVFile(path string, results []benchResult) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := writeBenchCSV(f, results); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return f.Close()
+}

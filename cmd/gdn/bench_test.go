@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bytes"
+	"encoding/csv"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/gdnjit/gdn"
+	"github.com/gdnjit/gdn/kernsrc"
+	"github.com/gdnjit/gdn/ref"
+)
+
+func TestParseBenchArgs(t *testing.T) {
+	o, err := parseBenchArgs(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.cases) != len(ref.Suite) || o.reps != 30 || o.warmup != 5 || o.calls != 0 || o.dtype != gdn.BF16 || o.runtimeGraphs {
+		t.Errorf("defaults: %+v", o)
+	}
+	o, err = parseBenchArgs([]string{"--cases", " q397_32k, tp8_2k ", "--dtype", "fp16", "--reps", "3", "--csv", "x.csv"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.cases) != 2 || o.cases[0].Name != "q397_32k" || o.cases[1].Name != "tp8_2k" || o.dtype != gdn.FP16 || o.reps != 3 || o.csvPath != "x.csv" {
+		t.Errorf("parsed %+v", o)
+	}
+
+	var errBuf bytes.Buffer
+	stderr = &errBuf
+	defer func() { stderr = os.Stderr }()
+	bad := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--cases", "tp8_32k,nope"}, `unknown case "nope"; the suite has tp8_32k, tp8_8k`},
+		{[]string{"--dtype", "fp32"}, "--dtype"},
+		{[]string{"--reps", "0"}, "--reps 0"},
+		{[]string{"--warmup", "0"}, "--warmup 0"},
+		{[]string{"--calls", "-1"}, "--calls -1"},
+	}
+	for _, c := range bad {
+		_, err := parseBenchArgs(c.args)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: err = %v, want one containing %q", c.args, err, c.want)
+		}
+	}
+	if _, err := parseBenchArgs([]string{"extra"}); !errors.Is(err, errUsage) {
+		t.Errorf("stray argument: err = %v, want errUsage", err)
+	}
+}
+
+// TestBenchWithoutGPU: without a GPU the command stops with a clear error
+// (wrapping ErrNoCUDA) before drawing any input.
+func TestBenchWithoutGPU(t *testing.T) {
+	if rt, err := gdn.Open(gdn.Options{}); !errors.Is(err, gdn.ErrNoCUDA) {
+		if rt != nil {
+			rt.Close()
+		}
+		t.Skip("this build can reach a GPU")
+	}
+	err := runBench([]string{"--cases", "tp8_2k"})
+	if !errors.Is(err, gdn.ErrNoCUDA) || !strings.Contains(err.Error(), "no GPU") {
+		t.Errorf("err = %v, want a no-GPU error wrapping ErrNoCUDA", err)
+	}
+}
+
+func TestAnchorFor(t *testing.T) {
+	cases := []struct {
+		name               string
+		flaCore, flashQLA  float64
+		flashInfer, flaPub float64
+	}{
+		{"tp8_32k", 0.8002, 0.320, 1.655, 0.902},
+		{"tp8_2k", 0.0593, 0.061, 0.109, 0.081},
+		{"tp2_16kx2", 1.4867, 0.773, 0.778, 1.877},
+		{"q35_4kx8", 1.5122, 0.619, 0.431, 1.914},
+		{"q35_1kx8", 0.3944, 0.178, 0.119, 0.501},
+		{"q397_32k", 2.6292, 1.521, 1.552, 3.331},
+		{"sym32_8kx4", 0, 0.629, 0.442, 1.952},
+		{"chain_equal", 0, 0, 0, 0},
+		{"varlen_mix", 0, 0, 0, 0},
+	}
+	for _, c := range cases {
+		k, _ := ref.CaseByName(c.name)
+		a := anchorFor(k.Hq, k.Hv, k.Lens)
+		if a.FLACoreMs != c.flaCore || a.FlashQLAMs != c.flashQLA || a.FlashInferMs != c.flashInfer || a.FLAFullPublishedMs != c.flaPub {
+			t.Errorf("%s: anchor %+v, want FLA core %v, FlashQLA %v, FlashInfer %v, FLA %v",
+				c.name, a, c.flaCore, c.flashQLA, c.flashInfer, c.flaPub)
+		}
+	}
+}
+
+// TestAnchorTables checks the copied numbers for transcription slips that
+// a lookup would not notice: heads, token totals and sane times.
+func TestAnchorTables(t *testing.T) {
+	tokens := func(l []int) int {
+		n := 0
+		for _, x := range l {
+			n += x
+		}
+		return n
+	}
+	if len(flaMeasured) != 30 || len(flashQLATable) != 9*19 {
+		t.Errorf("%d FLA rows and %d FlashQLA rows, want 30 and 171", len(flaMeasured), len(flashQLATable))
+	}
+	for _, r := range flaMeasured {
+		if r.Hv%r.Hq != 0 || r.CoreMs <= 0 || r.FullMs <= r.CoreMs {
+			t.Errorf("FLA row %+v", r)
+		}
+	}
+	for _, r := range flashQLATable {
+		switch tokens(r.Lens) {
+		case 2048, 4096, 8192, 16384, 32768:
+		default:
+			t.Errorf("FlashQLA row %+v: %d tokens", r, tokens(r.Lens))
+		}
+		if r.Hv%r.Hq != 0 || r.FlashQLAMs <= 0 || r.FlashInferMs <= 0 || r.FLAMs <= 0 {
+			t.Errorf("FlashQLA row %+v", r)
+		}
+	}
+}
+
+func TestLensSummary(t *testing.T) {
+	cases := []struct {
+		lens        []int
+		full, short string
+	}{
+		{[]int{32768}, "32768", "32768"},
+		{[]int{16384, 16384}, "16384x2", "16384x2"},
+		{[]int{4096, 4096, 4096, 4096, 4096, 4096, 4096, 4096}, "4096x8", "4096x8"},
+		{[]int{7000, 33, 1, 4096, 511, 2048, 64, 129}, "7000+33+1+4096+511+2048+64+129", "8 seqs, 13882"},
+		{[]int{5, 5, 1}, "5x2+1", "5x2+1"},
+	}
+	for _, c := range cases {
+		if got := lensSummary(c.lens); got != c.full {
+			t.Errorf("lensSummary(%v) = %q, want %q", c.lens, got, c.full)
+		}
+		if got := lensShort(c.lens); got != c.short {
+			t.Errorf("lensShort(%v) = %q, want %q", c.lens, got, c.short)
+		}
+	}
+}
+
+func TestGraphCallsAndMedian(t *testing.T) {
+	if graphCalls(0, 0.05) != 20 || graphCalls(0, 0.5) != 5 || graphCalls(7, 0.05) != 7 {
+		t.Error("graphCalls")
+	}
+	if m := median([]float64{3, 1, 2}); m != 2 {
+		t.Errorf("median odd = %v", m)
+	}
+	if m := median([]float64{4, 1, 3, 2}); m != 2.5 {
+		t.Errorf("median even = %v", m)
+	}
+}
+
+// fakeResults are measurements as a GPU run would give them.
+func fakeResults() []benchResult {
+	tp8, _ := ref.CaseByName("tp8_32k")
+	mix, _ := ref.CaseByName("varlen_mix")
+	plan := gdn.Plan{Variant: kernsrc.Variant{Name: "gdn_core_bf16_bv64"}}
+	return []benchResult{
+		{Case: tp8, Dtype: gdn.BF16, Plan: plan, MedianMs: 0.4001, MinMs: 0.39, Timing: "graph", Calls: 5, Sets: 1, Reps: 30},
+		{Case: mix, Dtype: gdn.BF16, Plan: plan, MedianMs: 0.2, MinMs: 0.19, Timing: "stream", Calls: 20, Sets: 3, Reps: 30},
+	}
+}
+
+func TestPrintBenchTable(t *testing.T) {
+	var b bytes.Buffer
+	printBenchTable(&b, fakeResults())
+	out := b.String()
+	for _, want := range []string{"tp8_32k", "0.4001", "0.8002", "2.00x", "graph/5", "gdn_core_bf16_bv64", "8 seqs, 13882", "stream/20"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	// TFLOP/s of tp8_32k: 36.5 GFLOP in 0.4001 ms.
+	if !strings.Contains(out, "91.2") {
+		t.Errorf("table lacks the TFLOP/s figure 91.2:\n%s", out)
+	}
+}
+
+func TestWriteBenchCSV(t *testing.T) {
+	var b bytes.Buffer
+	if err := writeBenchCSV(&b, fakeResults()); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(&b).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 3 {
+		t.Fatalf("%d rows, want a header and 2", len(rows))
+	}
+	col := map[string]int{}
+	for i, h := range rows[0] {
+		col[h] = i
+	}
+	tp8, mix := rows[1], rows[2]
+	checks := []struct{ row, col, want string }{
+		{tp8[col["case"]], "case", "tp8_32k"},
+		{tp8[col["fla_core_ms"]], "fla_core_ms", "0.8002"},
+		{tp8[col["fla_full_ms"]], "fla_full_ms", "0.9061"},
+		{tp8[col["flashqla_fwd_ms"]], "flashqla_fwd_ms", "0.32"},
+		{tp8[col["flashinfer_fwd_ms"]], "flashinfer_fwd_ms", "1.655"},
+		{tp8[col["fla_fwd_published_ms"]], "fla_fwd_published_ms", "0.902"},
+		{tp8[col["vs_fla_core"]], "vs_fla_core", "2"},
+		{mix[col["lens"]], "lens", "7000+33+1+4096+511+2048+64+129"},
+		{mix[col["fla_core_ms"]], "fla_core_ms", ""},
+		{mix[col["input_sets"]], "input_sets", "3"},
+	}
+	for _, c := range checks {
+		if !strings.HasPrefix(c.row, c.want) || (c.want == "" && c.row != "") {
+			t.Errorf("column %s = %q, want %q", c.col, c.row, c.want)
+		}
+	}
+}
+
+func TestRotationThreshold(t *testing.T) {
+	// The short cases rotate input sets; the 32k-token cases do not.
+	for name, rotate := range map[string]bool{"short_tail_state": true, "tp8_2k": true, "tp8_32k": false, "q397_32k": false} {
+		c, _ := ref.CaseByName(name)
+		if got := inputBytes(c.Shape(), 2) < rotateBelowBytes; got != rotate {
+			t.Errorf("%s: %d input bytes, rotate = %v, want %v", name, inputBytes(c.Shape(), 2), got, rotate)
+		}
+	}
+}

@@ -1,0 +1,288 @@
+package main
+
+import (
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gdnjit/gdn"
+	"github.com/gdnjit/gdn/ref"
+)
+
+// Fast host-side inputs for the benchmark. ref.Recipe draws the same recipe
+// in float64 on one goroutine, which takes minutes for the largest suite case
+// (32768 tokens x 64 value heads); this file draws it in float32, in
+// parallel, and precomputes what the core forward is given (g_cumsum and A)
+// the same way. The draws differ from ref.Recipe's, the distribution does not.
+
+// hostInputs is one set of core-forward inputs in the layouts of
+// gdn.CoreArgs, ready to upload.
+type hostInputs struct {
+	Shape   ref.Shape
+	Dtype   gdn.Dtype // of Q, K, V: BF16 or FP16
+	Q, K, V []uint16  // bits of Dtype
+	GRaw    []float32 // [B,T,Hv] per-token log-gate (kept for checks)
+	G       []float32 // [B,T,Hv] chunk-local cumulative log-gate
+	Beta    []float32 // [B,T,Hv]
+	A       []float32 // [B,T,Hv,64]
+	H0      []float32 // [N,Hv,128,128]
+}
+
+// Bytes is the size of the set on the device.
+func (h *hostInputs) Bytes() int {
+	return 2*(len(h.Q)+len(h.K)+len(h.V)) + 4*(len(h.G)+len(h.Beta)+len(h.A)+len(h.H0))
+}
+
+// inputBytes is hostInputs.Bytes for a shape, without drawing anything
+// (q, k, v at dtypeBytes; g_cumsum, beta, A and h0 in fp32).
+func inputBytes(s ref.Shape, dtypeBytes int) int {
+	return dtypeBytes*(2*s.QKLen()+s.VLen()) + 4*(2*s.GateLen()+s.ALen()+s.StateLen())
+}
+
+// RNG streams: every tensor, and every block of it, has its own PCG stream,
+// so the values depend on the seed alone, not on the number of goroutines.
+const (
+	rngQ uint64 = iota + 1
+	rngK
+	rngV
+	rngG
+	rngBeta
+	rngH0
+)
+
+// rngBlock is the number of elements (rows, for q and k) one PCG stream
+// fills: large enough to amortise seeding, small enough to balance load.
+const rngBlock = 1 << 16
+
+// genInputs draws the SPEC recipe for shape s in float32: q, k L2-normalised
+// per token and head; v ~ N(0,1); raw g = logsigmoid(N(0,1))/16 except 0 on
+// value heads h%4 == 0; beta = sigmoid(N(0,1)); h0 ~ N(0,1). q, k and v are
+// rounded to dt (BF16 or FP16); g_cumsum and A are computed from the rounded
+// k, as the kernel sees it.
+func genInputs(s ref.Shape, dt gdn.Dtype, seed uint64) *hostInputs {
+	h := &hostInputs{Shape: s, Dtype: dt}
+	round, widen := roundFuncs(dt)
+
+	var kf []float32 // rounded k, widened back, for A
+	h.Q, _ = unitRows(s.QKLen(), seed, rngQ, round, widen, false)
+	h.K, kf = unitRows(s.QKLen(), seed, rngK, round, widen, true)
+	h.V = make([]uint16, s.VLen())
+	fillRand(len(h.V), seed, rngV, func(r *rand.Rand, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			h.V[i] = round(float32(r.NormFloat64()))
+		}
+	})
+
+	h.GRaw = make([]float32, s.GateLen())
+	fillRand(len(h.GRaw), seed, rngG, func(r *rand.Rand, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			x := r.NormFloat64() // drawn for every head, so zero-gate heads do not shift the stream
+			if !ref.ZeroGateHead(i % s.Hv) {
+				h.GRaw[i] = float32(logSigmoid(x) / 16)
+			}
+		}
+	})
+	h.Beta = make([]float32, s.GateLen())
+	fillRand(len(h.Beta), seed, rngBeta, func(r *rand.Rand, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			h.Beta[i] = float32(sigmoid(r.NormFloat64()))
+		}
+	})
+	h.H0 = make([]float32, s.StateLen())
+	fillRand(len(h.H0), seed, rngH0, func(r *rand.Rand, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			h.H0[i] = float32(r.NormFloat64())
+		}
+	})
+
+	chunks := chunkList(s)
+	h.G = chunkCumsum(s, chunks, h.GRaw)
+	h.A = solveA(s, chunks, kf, h.Beta, h.G)
+	return h
+}
+
+// roundFuncs returns the rounding of float32 to dt's bits and the widening
+// back.
+func roundFuncs(dt gdn.Dtype) (round func(float32) uint16, widen func(uint16) float32) {
+	if dt == gdn.FP16 {
+		return ref.RoundFP16, ref.FP16ToFloat32
+	}
+	return ref.RoundBF16, ref.BF16ToFloat32
+}
+
+// unitRows draws n normals, scales each 128-vector (one token of one head)
+// to unit L2 norm and rounds to 16 bits. With keep it also returns the
+// rounded values widened to float32.
+func unitRows(n int, seed, stream uint64, round func(float32) uint16, widen func(uint16) float32, keep bool) ([]uint16, []float32) {
+	bits := make([]uint16, n)
+	var wide []float32
+	if keep {
+		wide = make([]float32, n)
+	}
+	rows := n / ref.D
+	fillRand(rows, seed, stream, func(r *rand.Rand, lo, hi int) {
+		var row [ref.D]float64
+		for i := lo; i < hi; i++ {
+			norm := 0.0
+			for j := range row {
+				row[j] = r.NormFloat64()
+				norm += row[j] * row[j]
+			}
+			inv := 1 / math.Sqrt(norm) // norm > 0 with probability 1
+			for j, x := range row {
+				b := round(float32(x * inv))
+				bits[i*ref.D+j] = b
+				if keep {
+					wide[i*ref.D+j] = widen(b)
+				}
+			}
+		}
+	})
+	return bits, wide
+}
+
+// fillRand calls f(r, lo, hi) for consecutive blocks of [0, n), in parallel,
+// each block with its own PCG stream derived from (seed, stream, block).
+func fillRand(n int, seed, stream uint64, f func(r *rand.Rand, lo, hi int)) {
+	blocks := (n + rngBlock - 1) / rngBlock
+	parallelFor(blocks, func(b int) {
+		r := rand.New(rand.NewPCG(seed, stream<<40|uint64(b)))
+		f(r, b*rngBlock, min(n, (b+1)*rngBlock))
+	})
+}
+
+// parallelFor runs f(0..n-1) on runtime.NumCPU goroutines, handing out
+// indices one at a time so that uneven work (long and short chunks)
+// balances.
+func parallelFor(n int, f func(i int)) {
+	workers := min(runtime.NumCPU(), n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// chunk is one chunk of a sequence: tokens [start, start+len) of the packed
+// token axis.
+type chunk struct{ start, len int }
+
+// chunkList returns the chunks of every sequence of s, in order; chunks
+// restart at every sequence start and the last one of a sequence may be
+// short.
+func chunkList(s ref.Shape) []chunk {
+	var cs []chunk
+	for _, se := range s.Seqs() {
+		for c0 := se[0]; c0 < se[1]; c0 += ref.C {
+			cs = append(cs, chunk{c0, min(ref.C, se[1]-c0)})
+		}
+	}
+	return cs
+}
+
+// chunkCumsum returns the chunk-local running sum of g per value head.
+func chunkCumsum(s ref.Shape, chunks []chunk, g []float32) []float32 {
+	out := make([]float32, len(g))
+	parallelFor(len(chunks), func(ci int) {
+		c := chunks[ci]
+		for h := range s.Hv {
+			var sum float64
+			for t := c.start; t < c.start+c.len; t++ {
+				sum += float64(g[t*s.Hv+h])
+				out[t*s.Hv+h] = float32(sum)
+			}
+		}
+	})
+	return out
+}
+
+// solveA computes A = (I + StrictLower(diag(beta) K K^T * Gamma))^-1 per
+// chunk and value head by forward substitution, in float32. K K^T depends on
+// the key head only, so it is formed once per (chunk, key head) and reused
+// by the G value heads that share it. Row t of the result holds row
+// t - chunk start of its chunk's A; the columns past the chunk's end stay 0.
+func solveA(s ref.Shape, chunks []chunk, k, beta, gcum []float32) []float32 {
+	A := make([]float32, s.ALen())
+	g := s.G()
+	parallelFor(len(chunks)*s.Hq, func(task int) {
+		c, hk := chunks[task/s.Hq], task%s.Hq
+		var kk [ref.C][ref.C]float32
+		for i := range c.len {
+			ki := k[((c.start+i)*s.Hq+hk)*ref.D:][:ref.D]
+			for j := range i {
+				kk[i][j] = dot32(ki, k[((c.start+j)*s.Hq+hk)*ref.D:][:ref.D])
+			}
+		}
+		for h := hk * g; h < (hk+1)*g; h++ {
+			solveChunk(s, c, h, &kk, beta, gcum, A)
+		}
+	})
+	return A
+}
+
+// solveChunk fills the rows of A of one chunk and value head: with
+// M_ij = beta_i (k_i . k_j) exp(g_i - g_j) for j < i, (I + M) A = I gives
+// A_i = e_i - sum_{j<i} M_ij A_j, and A_j (j < i) is already known.
+func solveChunk(s ref.Shape, c chunk, h int, kk *[ref.C][ref.C]float32, beta, gcum, A []float32) {
+	row := func(i int) []float32 { return A[((c.start+i)*s.Hv+h)*ref.C:][:ref.C] }
+	for i := range c.len {
+		ai := row(i)
+		ai[i] = 1
+		gi := float64(gcum[(c.start+i)*s.Hv+h])
+		bi := beta[(c.start+i)*s.Hv+h]
+		for j := range i {
+			// The difference first: exp(-g_j) alone overflows under strong decay.
+			m := bi * kk[i][j] * float32(math.Exp(gi-float64(gcum[(c.start+j)*s.Hv+h])))
+			if m == 0 {
+				continue
+			}
+			aj := row(j)
+			for x := 0; x <= j; x++ {
+				ai[x] -= m * aj[x]
+			}
+		}
+	}
+}
+
+// dot32 is the inner product of two 128-vectors. Four partial sums break
+// the dependency chain of one running sum: this loop is most of the time
+// spent drawing inputs.
+func dot32(x, y []float32) float32 {
+	x, y = x[:ref.D], y[:ref.D]
+	var s0, s1, s2, s3 float32
+	for i := 0; i < ref.D; i += 4 {
+		s0 += x[i] * y[i]
+		s1 += x[i+1] * y[i+1]
+		s2 += x[i+2] * y[i+2]
+		s3 += x[i+3] * y[i+3]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// logSigmoid returns log(1/(1+exp(-x))) without overflow for large |x|.
+func logSigmoid(x float64) float64 {
+	if x >= 0 {
+		return -math.Log1p(math.Exp(-x))
+	}
+	return x - math.Log1p(math.Exp(x))
+}
+
+// sigmoid returns 1/(1+exp(-x)) without overflow for large |x|.
+func sigmoid(x float64) float64 {
+	if x >= 0 {
+		return 1 / (1 + math.Exp(-x))
+	}
+	e := math.Exp(x)
+	return e / (1 + e)
+}

@@ -1,0 +1,137 @@
+// Command gdn is gdn's command-line tool: one binary with subcommands.
+//
+//	gdn warmup [--arch sm_90a] [--variants a,b]   compile kernels into the disk cache
+//	gdn info                                      device, NVRTC and cache facts
+//	gdn help [command]                            usage
+//
+// The default build (no -tags cuda) links the driver stub: it compiles
+// kernels and reports on NVRTC and the cache, and says there is no device.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+)
+
+// command is one subcommand: a one-line summary for the usage text and the
+// function that runs it with the arguments after its name.
+type command struct {
+	summary string
+	run     func(args []string) error
+}
+
+// commands is the subcommand table. Each subcommand lives in its own file
+// and adds itself from that file's init:
+//
+//	func init() { register("bench", "time the kernels on the benchmark suite", runBench) }
+var commands = map[string]command{}
+
+// register adds a subcommand to the table; a duplicate name is a programming
+// error.
+func register(name, summary string, run func(args []string) error) {
+	if _, dup := commands[name]; dup {
+		panic("gdn: subcommand " + name + " registered twice")
+	}
+	commands[name] = command{summary: summary, run: run}
+}
+
+// Subcommands write their results to stdout and their progress and
+// diagnostics to stderr; tests replace both.
+var (
+	stdout io.Writer = os.Stdout
+	stderr io.Writer = os.Stderr
+)
+
+// errUsage marks a command line that could not be parsed; the flag package
+// (or newUsageError) has already said why, and gdn exits with status 2.
+var errUsage = errors.New("usage error")
+
+func main() { os.Exit(gdnMain(os.Args[1:])) }
+
+// gdnMain runs one command line and returns the exit status: 0 on success
+// (and for help), 1 when the command fails, 2 for a bad command line.
+func gdnMain(args []string) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	name, rest := args[0], args[1:]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		if len(rest) > 0 {
+			if c, ok := commands[rest[0]]; ok {
+				c.run([]string{"-h"}) // prints the command's flags
+				return 0
+			}
+			fmt.Fprintf(stderr, "gdn: unknown command %q\n", rest[0])
+			usage(stderr)
+			return 2
+		}
+		usage(stdout)
+		return 0
+	}
+	c, ok := commands[name]
+	if !ok {
+		fmt.Fprintf(stderr, "gdn: unknown command %q\n", name)
+		usage(stderr)
+		return 2
+	}
+	err := c.run(rest)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
+	default:
+		fmt.Fprintf(stderr, "gdn %s: %v\n", name, err)
+		return 1
+	}
+}
+
+// usage lists the subcommands.
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: gdn <command> [flags]\n\ncommands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w, "  help     this text; 'gdn help <command>' for a command's flags")
+}
+
+// newFlags returns a flag set for a subcommand that reports errors instead of
+// exiting and prints its usage on stderr.
+func newFlags(name, synopsis string) *flag.FlagSet {
+	fs := flag.NewFlagSet("gdn "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: gdn %s %s\n\n%s\n\nflags:\n", name, synopsis, commands[name].summary)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses args into fs. It returns flag.ErrHelp for -h, and
+// errUsage (after printing why) for a bad flag or an unexpected argument.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "%s: unexpected arguments: %s\n", fs.Name(), strings.Join(fs.Args(), " "))
+		fs.Usage()
+		return errUsage
+	}
+	return nil
+}

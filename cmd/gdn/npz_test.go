@@ -1,0 +1,346 @@
+package main
+
+import (
+	"archive/zip"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/gdnjit/gdn"
+)
+
+func npzBytes(t *testing.T, arrays []namedArray, method uint16) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := writeNpz(&b, arrays, method); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func readNpzBytes(b []byte) (map[string]*npyArray, error) {
+	return readNpz(bytes.NewReader(b), int64(len(b)))
+}
+
+func TestNpyRoundTrip(t *testing.T) {
+	cases := map[string]*npyArray{
+		"f4":       {Shape: []int{2, 3}, Data: []float32{1, -2.5, 3e-7, 4, 5, 6}},
+		"f8":       {Shape: []int{3}, Data: []float64{1, 2, 3.25}},
+		"i4":       {Shape: []int{4}, Data: []int32{0, -1, 2147483647, -2147483648}},
+		"i8":       {Shape: []int{2, 1, 2}, Data: []int64{1 << 40, -3, 0, 7}},
+		"scalar":   {Shape: []int{}, Data: []float32{0.125}},
+		"scalar64": {Shape: []int{}, Data: []float64{0.088}},
+		"empty":    {Shape: []int{0, 128}, Data: []float32{}},
+	}
+	for name, a := range cases {
+		t.Run(name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := writeNpy(&b, a); err != nil {
+				t.Fatal(err)
+			}
+			if b.Len()%64 != 0 && a.size() == 0 {
+				t.Errorf("header of %d bytes is not padded to 64", b.Len())
+			}
+			got, err := readNpy(&b, int64(b.Len()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, a) {
+				t.Errorf("read back %+v, wrote %+v", got, a)
+			}
+		})
+	}
+}
+
+// TestNpyHeaderLikeNumPy pins the exact bytes NumPy writes for a 2x3
+// float32 array (format 1.0, header padded to 64 bytes, newline last).
+func TestNpyHeaderLikeNumPy(t *testing.T) {
+	dict := "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"
+	want := "\x93NUMPY\x01\x00\x76\x00" + dict + strings.Repeat(" ", 128-10-len(dict)-1) + "\n"
+	var b bytes.Buffer
+	if err := writeNpy(&b, &npyArray{Shape: []int{2, 3}, Data: make([]float32, 6)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.String()[:128]; got != want {
+		t.Errorf("header\n%q\nwant\n%q", got, want)
+	}
+}
+
+// TestNpyVersion2 reads a format 2.0 file (32-bit header length), as NumPy
+// writes for very large headers.
+func TestNpyVersion2(t *testing.T) {
+	hdr := "{'descr': '<i8', 'fortran_order': False, 'shape': (2,), }\n"
+	b := append([]byte("\x93NUMPY\x02\x00"), binary.LittleEndian.AppendUint32(nil, uint32(len(hdr)))...)
+	b = append(b, hdr...)
+	b = binary.LittleEndian.AppendUint64(b, 5)
+	b = binary.LittleEndian.AppendUint64(b, 1<<62)
+	a, err := readNpy(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int64{5, 1 << 62}; !reflect.DeepEqual(a.Data, want) || !reflect.DeepEqual(a.Shape, []int{2}) {
+		t.Errorf("got %v %v, want [2] %v", a.Shape, a.Data, want)
+	}
+}
+
+func TestNpyMalformed(t *testing.T) {
+	v1 := func(dict string, data ...byte) []byte {
+		b := append([]byte("\x93NUMPY\x01\x00"), binary.LittleEndian.AppendUint16(nil, uint16(len(dict)))...)
+		return append(append(b, dict...), data...)
+	}
+	f4 := make([]byte, 24)
+	cases := []struct {
+		name, want string
+		file       []byte
+	}{
+		{"bad magic", "bad magic", []byte("PK\x03\x04 not numpy at all")},
+		{"truncated", "header", []byte("\x93NUM")},
+		{"version", "version 9.0", []byte("\x93NUMPY\x09\x00\x00\x00")},
+		{"short header", "header", append([]byte("\x93NUMPY\x01\x00"), 0xff, 0x00, '{')},
+		{"not a dict", "not a dictionary", v1("descr='<f4'")},
+		{"big endian", "not supported", v1("{'descr': '>f4', 'fortran_order': False, 'shape': (2, 3), }", f4...)},
+		{"float16", "not supported", v1("{'descr': '<f2', 'fortran_order': False, 'shape': (2, 3), }", f4...)},
+		{"fortran", "Fortran", v1("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", f4...)},
+		{"no shape", "missing key \"shape\"", v1("{'descr': '<f4', 'fortran_order': False, }", f4...)},
+		{"bad shape", "bad dimension", v1("{'descr': '<f4', 'fortran_order': False, 'shape': (2, -3), }", f4...)},
+		{"unclosed", "expected", v1("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3 }", f4...)},
+		{"short data", "data of shape [7] <f4", v1("{'descr': '<f4', 'fortran_order': False, 'shape': (7,), }", f4...)},
+		{"huge shape", "too large", v1("{'descr': '<f4', 'fortran_order': False, 'shape': (1000000, 1000000, 1000000), }", f4...)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := readNpy(bytes.NewReader(c.file), int64(len(c.file)))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("err = %v, want one containing %q", err, c.want)
+			}
+		})
+	}
+	// A header claiming more data than the zip member holds fails before
+	// anything is allocated.
+	long := v1("{'descr': '<f4', 'fortran_order': False, 'shape': (7,), }", f4...)
+	if _, err := readNpy(bytes.NewReader(long), 24); err == nil || !strings.Contains(err.Error(), "needs 28 bytes") {
+		t.Errorf("err = %v, want one about the 28 bytes the shape needs", err)
+	}
+}
+
+func TestNpzStoredAndDeflated(t *testing.T) {
+	arrays := []namedArray{
+		{"x", &npyArray{Shape: []int{2, 2}, Data: []float32{1, 2, 3, 4}}},
+		{"cu_seqlens", &npyArray{Shape: []int{3}, Data: []int64{0, 1, 4}}},
+		{"scale", &npyArray{Shape: []int{}, Data: []float64{0.5}}},
+	}
+	for _, method := range []uint16{zip.Store, zip.Deflate} {
+		b := npzBytes(t, arrays, method)
+		zr, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := zr.File[0].Method; got != method {
+			t.Fatalf("member method %d, want %d", got, method)
+		}
+		m, err := readNpzBytes(b)
+		if err != nil {
+			t.Fatalf("method %d: %v", method, err)
+		}
+		for _, na := range arrays {
+			if !reflect.DeepEqual(m[na.Name], na.Array) {
+				t.Errorf("method %d: %s = %+v, want %+v", method, na.Name, m[na.Name], na.Array)
+			}
+		}
+	}
+}
+
+func TestNpzMalformedMember(t *testing.T) {
+	var b bytes.Buffer
+	zw := zip.NewWriter(&b)
+	w, _ := zw.Create("q.npy")
+	w.Write([]byte("\x93NUMPY\x01\x00\x04\x00{}\n\n"))
+	zw.Close()
+	_, err := readNpzBytes(b.Bytes())
+	if err == nil || !strings.Contains(err.Error(), "q") || !strings.Contains(err.Error(), "missing key") {
+		t.Errorf("err = %v, want one naming q and the missing key", err)
+	}
+	if _, err := readNpzBytes([]byte("not a zip")); err == nil {
+		t.Error("a non-zip file read without error")
+	}
+}
+
+// smallRunInput returns the arrays of a `gdn run` input: two packed
+// sequences (lengths 2 and 3), Hq = 1, Hv = 2, with h0, int64 cu_seqlens
+// and a float64 scale.
+func smallRunInput() []namedArray {
+	const B, T, Hq, Hv, N = 1, 5, 1, 2, 2
+	fill := func(n int, v float32) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = v * float32(i%7+1) / 7
+		}
+		return x
+	}
+	f := func(v float32, shape ...int) *npyArray {
+		n := 1
+		for _, d := range shape {
+			n *= d
+		}
+		return &npyArray{Shape: shape, Data: fill(n, v)}
+	}
+	return []namedArray{
+		{"q", f(0.1, B, T, Hq, 128)},
+		{"k", f(0.1, B, T, Hq, 128)},
+		{"v", f(1, B, T, Hv, 128)},
+		{"g", f(-0.01, B, T, Hv)},
+		{"beta", f(0.5, B, T, Hv)},
+		{"A", f(0.01, B, T, Hv, 64)},
+		{"h0", f(1, N, Hv, 128, 128)},
+		{"cu_seqlens", &npyArray{Shape: []int{N + 1}, Data: []int64{0, 2, 5}}},
+		{"scale", &npyArray{Shape: []int{}, Data: []float64{0.25}}},
+	}
+}
+
+func TestHostArgsFromNpz(t *testing.T) {
+	m, err := readNpzBytes(npzBytes(t, smallRunInput(), zip.Deflate))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := hostArgsFromNpz(m, gdn.FP16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.B != 1 || h.T != 5 || h.Hq != 1 || h.Hv != 2 || h.Dtype != gdn.FP16 || !h.FinalState {
+		t.Errorf("sizes B=%d T=%d Hq=%d Hv=%d dtype %v final %v", h.B, h.T, h.Hq, h.Hv, h.Dtype, h.FinalState)
+	}
+	if !reflect.DeepEqual(h.CuSeqlens, []int{0, 2, 5}) || h.SeqlensDtype != gdn.Int64 {
+		t.Errorf("cu_seqlens %v (%v), want [0 2 5] (int64)", h.CuSeqlens, h.SeqlensDtype)
+	}
+	if h.Scale != 0.25 {
+		t.Errorf("scale %v, want 0.25", h.Scale)
+	}
+	lens := map[string]int{"q": len(h.Q), "k": len(h.K), "v": len(h.V), "g": len(h.G), "beta": len(h.Beta), "A": len(h.A), "h0": len(h.H0)}
+	want := map[string]int{"q": 640, "k": 640, "v": 1280, "g": 10, "beta": 10, "A": 640, "h0": 2 * 2 * 128 * 128}
+	if !reflect.DeepEqual(lens, want) {
+		t.Errorf("lengths %v, want %v", lens, want)
+	}
+	if h.G[1] != m["g"].Data.([]float32)[1] {
+		t.Error("g not taken from the file")
+	}
+
+	// Without the optional arrays.
+	for _, k := range []string{"h0", "cu_seqlens", "scale"} {
+		delete(m, k)
+	}
+	if h, err = hostArgsFromNpz(m, gdn.BF16); err != nil {
+		t.Fatal(err)
+	}
+	if h.H0 != nil || h.CuSeqlens != nil || h.Scale != 0 {
+		t.Errorf("optional arrays absent, got h0 %d values, cu_seqlens %v, scale %v", len(h.H0), h.CuSeqlens, h.Scale)
+	}
+}
+
+func TestHostArgsFromNpzErrors(t *testing.T) {
+	f4 := func(shape ...int) *npyArray {
+		n := 1
+		for _, d := range shape {
+			n *= d
+		}
+		return &npyArray{Shape: shape, Data: make([]float32, n)}
+	}
+	cases := []struct {
+		name string
+		edit func(m map[string]*npyArray)
+		want string
+	}{
+		{"missing A", func(m map[string]*npyArray) { delete(m, "A") }, "array A is missing"},
+		{"missing q", func(m map[string]*npyArray) { delete(m, "q") }, "array q is missing"},
+		{"g float64", func(m map[string]*npyArray) { m["g"] = &npyArray{Shape: []int{1, 5, 2}, Data: make([]float64, 10)} }, "array g: dtype <f8, want float32"},
+		{"beta rank 2", func(m map[string]*npyArray) { m["beta"] = f4(5, 2) }, "array beta: rank 2"},
+		{"head dim", func(m map[string]*npyArray) { m["q"] = f4(1, 5, 1, 64) }, "array q: shape [1 5 1 64]: head dimension 64"},
+		{"k shape", func(m map[string]*npyArray) { m["k"] = f4(1, 5, 2, 128) }, "array k: shape [1 5 2 128], want [1 5 1 128]"},
+		{"v tokens", func(m map[string]*npyArray) { m["v"] = f4(1, 4, 2, 128) }, "array v: shape"},
+		{"A width", func(m map[string]*npyArray) { m["A"] = f4(1, 5, 2, 128) }, "array A: shape [1 5 2 128], want [1 5 2 64]"},
+		{"h0 count", func(m map[string]*npyArray) { m["h0"] = f4(1, 2, 128, 128) }, "array h0: shape [1 2 128 128], want [2 2 128 128]"},
+		{"cu float", func(m map[string]*npyArray) { m["cu_seqlens"] = f4(3) }, "array cu_seqlens: dtype <f4"},
+		{"cu rank", func(m map[string]*npyArray) {
+			m["cu_seqlens"] = &npyArray{Shape: []int{1, 3}, Data: []int32{0, 2, 5}}
+		}, "array cu_seqlens: shape [1 3]"},
+		{"scale 1-d", func(m map[string]*npyArray) { m["scale"] = f4(1) }, "array scale: shape [1], want a 0-d"},
+		{"scale int", func(m map[string]*npyArray) { m["scale"] = &npyArray{Shape: []int{}, Data: []int32{1}} }, "array scale: dtype <i4"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := map[string]*npyArray{}
+			for _, na := range smallRunInput() {
+				m[na.Name] = na.Array
+			}
+			c.edit(m)
+			_, err := hostArgsFromNpz(m, gdn.BF16)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("err = %v, want one containing %q", err, c.want)
+			}
+		})
+	}
+}
+
+// TestRunCommand runs `gdn run` end to end as far as this machine allows:
+// without a GPU it must stop with a clear error wrapping ErrNoCUDA after the
+// input was read and checked; with one it must write o and ht.
+func TestRunCommand(t *testing.T) {
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in.npz"), filepath.Join(dir, "out.npz")
+	if err := writeNpzFile(in, smallRunInput()); err != nil {
+		t.Fatal(err)
+	}
+	var stdoutBuf, stderrBuf bytes.Buffer
+	stdout, stderr = &stdoutBuf, &stderrBuf
+	defer func() { stdout, stderr = os.Stdout, os.Stderr }()
+
+	err := runRun([]string{"--in", in, "--out", out})
+	if errors.Is(err, gdn.ErrNoCUDA) {
+		if !strings.Contains(err.Error(), "no GPU") {
+			t.Errorf("error %q does not say there is no GPU", err)
+		}
+		if !strings.Contains(stderrBuf.String(), "B=1 T=5 Hq=1 Hv=2 N=2") {
+			t.Errorf("stderr %q does not describe the input", stderrBuf.String())
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := readNpzFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ht := m["o"], m["ht"]; o == nil || ht == nil ||
+		!reflect.DeepEqual(o.Shape, []int{1, 5, 2, 128}) || !reflect.DeepEqual(ht.Shape, []int{2, 2, 128, 128}) {
+		t.Errorf("out.npz arrays: %v", m)
+	}
+}
+
+func TestRunCommandArgs(t *testing.T) {
+	var errBuf bytes.Buffer
+	stderr = &errBuf
+	defer func() { stderr = os.Stderr }()
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--out", "x.npz"}, "--in is required"},
+		{[]string{"--in", "x.npz"}, "--out is required"},
+		{[]string{"--in", "a", "--out", "b", "--dtype", "fp32"}, `--dtype "fp32": want bf16 or fp16`},
+		{[]string{"--in", filepath.Join(t.TempDir(), "none.npz"), "--out", "b"}, "no such file"},
+	}
+	for _, c := range cases {
+		err := runRun(c.args)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("run %v: err = %v, want one containing %q", c.args, err, c.want)
+		}
+	}
+	if err := runRun([]string{"--bogus"}); !errors.Is(err, errUsage) {
+		t.Errorf("unknown flag: err = %v, want errUsage", err)
+	}
+}

@@ -1,0 +1,290 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gdnjit/gdn/driver"
+	"github.com/gdnjit/gdn/jit"
+	"github.com/gdnjit/gdn/kernsrc"
+)
+
+func init() {
+	register("warmup", "compile kernel variants into the disk cache and report registers and spills", runWarmup)
+}
+
+// catalogue and requestFor are the variant list and how a variant becomes a
+// compile request; tests replace them.
+var (
+	catalogue  = kernsrc.Catalogue
+	requestFor = jit.RequestFor
+)
+
+// warmResult is the outcome of one variant.
+type warmResult struct {
+	variant kernsrc.Variant
+	art     *jit.Artifact
+	err     error
+}
+
+// failed reports whether the variant failed to compile, failed to reach the
+// disk cache, or spills.
+func (r warmResult) failed() bool {
+	return r.err != nil || r.art.DiskErr != nil || r.art.Report.Spills()
+}
+
+func runWarmup(args []string) error {
+	fs := newFlags("warmup", "[--arch sm_90a] [--all | --variants a,b] [--cache-dir DIR] [--jobs N]")
+	arch := fs.String("arch", "", "target architecture, e.g. sm_90a (default: detected from GPU 0)")
+	list := fs.String("variants", "", "comma-separated variant names (default: every variant)")
+	fs.Bool("all", true, "compile every catalogue variant (the default unless --variants is given)")
+	cacheDir := fs.String("cache-dir", "", "disk cache folder (default: $"+jit.CacheDirEnv+", else the user cache folder's gdn/kernels)")
+	jobs := fs.Int("jobs", min(runtime.NumCPU(), 4), "variants compiled at once")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	variants, err := selectVariants(*list)
+	if err != nil {
+		return err
+	}
+	n, err := jit.LoadNVRTC()
+	if err != nil {
+		return err
+	}
+	target, err := warmupTarget(*arch, n)
+	if err != nil {
+		return err
+	}
+	disk, err := jit.OpenDiskCache(*cacheDir)
+	if err != nil {
+		return err
+	}
+
+	fmt.Fprintf(stderr, "warmup: %d variants for %s with %s into %s\n", len(variants), target, n, disk.Dir())
+	start := time.Now()
+	results := compileAll(jit.NewCompiler(disk), variants, target, max(*jobs, 1), newProgress(stderr, len(variants)))
+	printWarmTable(results)
+	fromDisk := 0
+	for _, r := range results {
+		if r.err == nil && r.art.FromDisk {
+			fromDisk++
+		}
+	}
+	fmt.Fprintf(stderr, "warmup: %d variants in %.1f s, %d from disk\n", len(results), time.Since(start).Seconds(), fromDisk)
+
+	bad := 0
+	for _, r := range results {
+		if !r.failed() {
+			continue
+		}
+		bad++
+		switch {
+		case r.err != nil:
+			fmt.Fprintf(stderr, "\n%s failed:\n%v\n", r.variant.Name, r.err)
+		case r.art.DiskErr != nil:
+			fmt.Fprintf(stderr, "\n%s compiled but was not cached: %v\n", r.variant.Name, r.art.DiskErr)
+		default:
+			fmt.Fprintf(stderr, "\n%s spills registers:\n%s\n", r.variant.Name, r.art.Report)
+		}
+	}
+	if bad > 0 {
+		return fmt.Errorf("%d of %d variants failed or spill", bad, len(results))
+	}
+	return nil
+}
+
+// selectVariants returns the catalogue, or the named variants of it.
+func selectVariants(list string) ([]kernsrc.Variant, error) {
+	all := catalogue()
+	if strings.TrimSpace(list) == "" {
+		return all, nil
+	}
+	byName := map[string]kernsrc.Variant{}
+	var names []string
+	for _, v := range all {
+		byName[v.Name] = v
+		names = append(names, v.Name)
+	}
+	var out []kernsrc.Variant
+	seen := map[string]bool{}
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" || seen[name] {
+			continue
+		}
+		v, ok := byName[name]
+		if !ok {
+			return nil, fmt.Errorf("no variant %q; the catalogue has: %s", name, strings.Join(names, ", "))
+		}
+		seen[name] = true
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// warmupTarget reads --arch, or asks GPU 0 for its compute capability.
+func warmupTarget(arch string, n *jit.NVRTC) (jit.Target, error) {
+	if arch != "" {
+		t, err := jit.ParseTarget(arch)
+		if err != nil {
+			return t, err
+		}
+		if !n.Supports(t.CC()) {
+			return t, fmt.Errorf("%s cannot compile for %s (it knows %v)", n, t, n.SupportedArchs())
+		}
+		return t, nil
+	}
+	ctx, err := driver.Open(0)
+	if err != nil {
+		hint := "pass --arch sm_90a to compile for an H100/H200 without one"
+		if errors.Is(err, driver.ErrNoCUDA) {
+			hint = "this gdn is built without -tags cuda; " + hint
+		}
+		return jit.Target{}, fmt.Errorf("no --arch given and no GPU to detect it from (%v); %s", err, hint)
+	}
+	info := ctx.Info()
+	ctx.Close()
+	t, err := jit.TargetFor(info.Major, info.Minor, n)
+	if err != nil {
+		return t, err
+	}
+	fmt.Fprintf(stderr, "warmup: GPU 0 is %s (compute capability %d.%d): target %s\n", info.Name, info.Major, info.Minor, t)
+	return t, nil
+}
+
+// compileAll compiles the variants, jobs at a time, and returns the results
+// in the variants' order.
+func compileAll(c *jit.Compiler, variants []kernsrc.Variant, t jit.Target, jobs int, bar *progress) []warmResult {
+	results := make([]warmResult, len(variants))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(jobs, len(variants)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				v := variants[i]
+				r := warmResult{variant: v}
+				req, err := requestFor(v, t)
+				if err == nil {
+					r.art, err = c.Compile(req)
+				}
+				r.err = err
+				results[i] = r
+				bar.step(v.Name, r)
+			}
+		}()
+	}
+	for i := range variants {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	bar.finish()
+	return results
+}
+
+// printWarmTable prints one row per variant on stdout.
+func printWarmTable(results []warmResult) {
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "variant\tcompile ms\tregisters\tspill B\tstack B\tsmem B\tstatus")
+	for _, r := range results {
+		if r.err != nil {
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t%s\n", r.variant.Name, failWord(r.err))
+			continue
+		}
+		a := r.art
+		when := fmt.Sprintf("%.0f", ms(a.CompileTime))
+		if a.FromDisk {
+			when = "disk"
+		}
+		regs, stack, smem := "-", "-", "-"
+		if f, ok := a.Report.Function(a.Symbol(r.variant.Kernel)); ok {
+			regs, stack, smem = fmt.Sprint(f.Registers), fmt.Sprint(f.StackFrame), fmt.Sprint(f.SharedBytes)
+		}
+		status := "ok"
+		switch {
+		case a.IsPTX:
+			status = "ok (ptx)"
+		case a.DiskErr != nil:
+			status = "NOT CACHED"
+		case a.Report.Spills():
+			status = "SPILLS"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.variant.Name, when, regs, a.Report.SpillBytes(), stack, smem, status)
+	}
+	tw.Flush()
+}
+
+// failWord is the table's status for a variant that did not compile.
+func failWord(err error) string {
+	var ce *jit.CompileError
+	if errors.As(err, &ce) {
+		return "COMPILE ERROR"
+	}
+	return "FAILED"
+}
+
+func ms(d time.Duration) float64 { return d.Seconds() * 1e3 }
+
+// progress is a text progress bar: redrawn in place with \r on a terminal,
+// one line per finished variant otherwise (logs, CI).
+type progress struct {
+	mu          sync.Mutex
+	w           io.Writer
+	tty         bool
+	total, done int
+}
+
+// newProgress returns a bar for total steps written to w.
+func newProgress(w io.Writer, total int) *progress {
+	f, ok := w.(*os.File)
+	return &progress{w: w, tty: ok && isTerminal(f), total: total}
+}
+
+// isTerminal reports whether f is a character device (a terminal).
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// step records one finished variant.
+func (p *progress) step(name string, r warmResult) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.done++
+	what := "compiled"
+	switch {
+	case r.err != nil:
+		what = "FAILED"
+	case r.art.FromDisk:
+		what = "from disk"
+	case r.art.Report.Spills():
+		what = "compiled, SPILLS"
+	}
+	if !p.tty {
+		fmt.Fprintf(p.w, "[%d/%d] %s: %s\n", p.done, p.total, name, what)
+		return
+	}
+	const width = 30
+	filled := width * p.done / max(p.total, 1)
+	line := fmt.Sprintf("[%s%s] %d/%d %s: %s", strings.Repeat("#", filled), strings.Repeat(".", width-filled),
+		p.done, p.total, name, what)
+	fmt.Fprintf(p.w, "\r%-90s", line) // pad to wipe a longer previous line
+}
+
+// finish ends the bar's line on a terminal.
+func (p *progress) finish() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tty {
+		fmt.Fprintln(p.w)
+	}
+}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/gdnjit/gdn/jit"
+	"github.com/gdnjit/gdn/kernsrc"
+)
+
+func TestWarmupOneVariant(t *testing.T) {
+	needNVRTC(t)
+	dir := t.TempDir()
+	t.Setenv(jit.CacheDirEnv, dir)
+	code, out, errOut := runGDN(t, "warmup", "--arch", "sm_90a", "--variants", "test_axpy")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	row := regexp.MustCompile(`(?m)^test_axpy\s+(\d+)\s+(\d+)\s+0\s+0\s+0\s+ok$`)
+	if !row.MatchString(out) || !strings.HasPrefix(out, "variant ") {
+		t.Errorf("no compiled test_axpy row in:\n%s", out)
+	}
+	if strings.Contains(out, "test_smem_reverse") {
+		t.Errorf("--variants test_axpy compiled more:\n%s", out)
+	}
+	if !strings.Contains(errOut, "[1/1] test_axpy: compiled") {
+		t.Errorf("no progress line in stderr:\n%s", errOut)
+	}
+	disk, _ := jit.OpenDiskCache(dir)
+	if n, _, err := disk.Size(); n != 1 || err != nil {
+		t.Errorf("cache holds %d entries (%v), want 1", n, err)
+	}
+
+	code, out, _ = runGDN(t, "warmup", "--arch", "sm_90a", "--variants", "test_axpy")
+	if code != 0 || !regexp.MustCompile(`(?m)^test_axpy\s+disk\s+\d+\s+0\s`).MatchString(out) {
+		t.Errorf("second warm-up: exit %d, want a disk row:\n%s", code, out)
+	}
+	t.Logf("\n%s", out)
+}
+
+func TestWarmupAll(t *testing.T) {
+	if testing.Short() {
+		t.Skip("compiles the whole catalogue (jit's TestCatalogueCompiles checks it too)")
+	}
+	needNVRTC(t)
+	code, out, errOut := runGDN(t, "warmup", "--arch", "sm_90a", "--cache-dir", t.TempDir())
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	for _, v := range kernsrc.Catalogue() {
+		if !regexp.MustCompile(`(?m)^` + v.Name + `\s+\d+\s+\d+\s+0\s`).MatchString(out) {
+			t.Errorf("no row for %s", v.Name)
+		}
+	}
+	t.Logf("\n%s", out)
+}
+
+func TestWarmupFailsOnSpillAndCompileError(t *testing.T) {
+	needNVRTC(t)
+	oldCat, oldReq := catalogue, requestFor
+	defer func() { catalogue, requestFor = oldCat, oldReq }()
+	catalogue = func() []kernsrc.Variant {
+		return []kernsrc.Variant{
+			{Name: "test_axpy", File: "test_kernels.cu", Kernel: "gdn_test_axpy"},
+			{Name: "spiller", Kernel: "spill"},
+			{Name: "broken", Kernel: "broken"},
+		}
+	}
+	requestFor = func(v kernsrc.Variant, t jit.Target) (jit.Request, error) {
+		switch v.Name {
+		case "spiller":
+			return jit.Request{Name: v.Name, Target: t, Entries: []string{"spill"}, Options: []string{"-maxrregcount=16"},
+				Source: spillSource}, nil
+		case "broken":
+			return jit.Request{Name: v.Name, Target: t, Source: "extern \"C\" __global__ void broken() { nope(); }\n"}, nil
+		}
+		return jit.RequestFor(v, t)
+	}
+	code, out, errOut := runGDN(t, "warmup", "--arch", "sm_90a", "--cache-dir", t.TempDir())
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	for _, re := range []string{`(?m)^test_axpy\s.*\sok$`, `(?m)^spiller\s+\d+\s+\d+\s+[1-9]\d*\s.*SPILLS$`, `(?m)^broken\s.*COMPILE ERROR$`} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Errorf("table lacks %s:\n%s", re, out)
+		}
+	}
+	for _, s := range []string{"spiller spills registers", "broken failed", "nope", "2 of 3 variants failed or spill"} {
+		if !strings.Contains(errOut, s) {
+			t.Errorf("stderr lacks %q:\n%s", s, errOut)
+		}
+	}
+}
+
+// spillSource needs far more than the 24 registers -maxrregcount allows.
+const spillSource = `extern "C" __global__ void spill(const float* x, float* y) {
+  float v[48];
+#pragma unroll
+  for (int i = 0; i < 48; i++) v[i] = x[threadIdx.x * 48 + i];
+  float s = 0;
+#pragma unroll
+  for (int j = 0; j < 48; j++)
+#pragma unroll
+    for (int i = 0; i < 48; i++) s += v[i] * v[(i + j) % 48];
+  y[threadIdx.x] = s;
+}
+`
+
+func TestWarmupBadArguments(t *testing.T) {
+	needNVRTC(t)
+	code, _, errOut := runGDN(t, "warmup", "--arch", "sm_90a", "--variants", "test_axpy,nope", "--cache-dir", t.TempDir())
+	if code != 1 || !strings.Contains(errOut, `no variant "nope"`) || !strings.Contains(errOut, "test_axpy") {
+		t.Errorf("unknown variant: exit %d, stderr:\n%s", code, errOut)
+	}
+	code, _, errOut = runGDN(t, "warmup", "--arch", "hopper", "--cache-dir", t.TempDir())
+	if code != 1 || !strings.Contains(errOut, "hopper") {
+		t.Errorf("bad arch: exit %d, stderr:\n%s", code, errOut)
+	}
+	code, _, errOut = runGDN(t, "warmup", "--arch", "sm_200", "--cache-dir", t.TempDir())
+	if code != 1 || !strings.Contains(errOut, "cannot compile for sm_200") {
+		t.Errorf("unknown arch: exit %d, stderr:\n%s", code, errOut)
+	}
+}
+
+func TestProgressPlain(t *testing.T) {
+	var b strings.Builder
+	p := newProgress(&b, 2)
+	p.step("a", warmResult{art: &jit.Artifact{}})
+	p.step("b", warmResult{art: &jit.Artifact{FromDisk: true}})
+	p.finish()
+	if b.String() != "[1/2] a: compiled\n[2/2] b: from disk\n" {
+		t.Errorf("plain progress:\n%q", b.String())
+	}
+	f, err := os.CreateTemp(t.TempDir(), "notatty")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if isTerminal(f) {
+		t.Error("a regular file is a terminal")
+	}
+}

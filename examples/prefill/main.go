@@ -1,0 +1,368 @@
+// Command prefill runs one realistic Gated DeltaNet prefill batch through
+// gdn and checks it against the float64 reference.
+//
+// The batch has Qwen3.5's head layout (16 query/key heads, 32 value heads,
+// head dimension 128) and four packed sequences of 4096, 1000, 2500 and 300
+// tokens, with an initial state h0 and the final state ht returned, in
+// bf16. The inputs follow SPEC.md's recipe; g_cumsum and A, which the core
+// forward is given, come from the reference package.
+//
+// The whole batch is too big for the token-by-token reference on a CPU, so
+// the check runs it on two query/key heads and the value heads that read
+// them (heads 0-1 and 30-31): the recurrence of one value head depends on
+// no other head, so the slice is checked exactly as in the full call.
+//
+// Without a GPU (a build without -tags cuda), it says so and instead
+// checks the reference's chunked form against its recurrence on a small
+// case, then exits 0.
+//
+//	make run        # picks -tags cuda where /dev/nvidia* exists
+//	go run ./examples/prefill
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/gdnjit/gdn"
+	"github.com/gdnjit/gdn/driver"
+	"github.com/gdnjit/gdn/ref"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "prefill:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	rt, err := gdn.Open(gdn.Options{})
+	if errors.Is(err, gdn.ErrNoCUDA) {
+		fmt.Println("no GPU: this build has no CUDA support (build with -tags cuda on a GPU machine); checking the CPU reference on a small case instead")
+		return cpuReference()
+	}
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	return gpuBatch(rt)
+}
+
+// The batch: Qwen3.5's layout, four packed sequences.
+var (
+	batchLens      = []int{4096, 1000, 2500, 300}
+	batchHq        = 16
+	batchHv        = 32
+	batchSeed      = uint64(2026)
+	checkedKeyHead = []int{0, 15} // value heads 0-1 and 30-31
+)
+
+// gpuBatch runs the batch on the GPU, checks a slice of it and times it.
+func gpuBatch(rt *gdn.Runtime) error {
+	info := rt.Device()
+	fmt.Printf("GPU: %s, %d SMs, kernels for %s\n", info.Name, info.SMs, rt.Target())
+	c := ref.Case{Name: "prefill", Hq: batchHq, Hv: batchHv, Lens: batchLens}
+	s := c.Shape()
+
+	start := time.Now()
+	in, gcum, A, err := prepare(s)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("batch: %d sequences %v, %d tokens, Hq=%d Hv=%d, bf16, h0 and ht; inputs, g_cumsum and A prepared in %.1f s\n",
+		s.N(), batchLens, s.T, s.Hq, s.Hv, time.Since(start).Seconds())
+
+	args := hostArgs(in, gcum, A)
+	var res *gdn.HostCoreResult
+	for _, label := range []string{"first call, compiles or loads the kernel", "second call"} {
+		start = time.Now()
+		if res, err = rt.ForwardHost(args); err != nil {
+			return err
+		}
+		fmt.Printf("ForwardHost: %7.1f ms wall (%s; with allocation, upload and download)\n",
+			float64(time.Since(start).Microseconds())/1e3, label)
+	}
+
+	if err := timeOnDevice(rt, args, c); err != nil {
+		return err
+	}
+	return checkSlice(in, res)
+}
+
+// prepare draws the recipe inputs (q, k, v rounded to bf16) and computes
+// the chunk-local cumulative gates and A.
+func prepare(s ref.Shape) (in ref.Inputs, gcum, A []float64, err error) {
+	in, err = ref.Recipe(s, batchSeed, ref.RecipeOptions{Dtype: ref.BF16, WithH0: true})
+	if err != nil {
+		return in, nil, nil, err
+	}
+	if gcum, err = ref.ChunkCumsum(s, in.G); err != nil {
+		return in, nil, nil, err
+	}
+	A, err = ref.SolveA(s, in.K, in.Beta, gcum)
+	return in, gcum, A, err
+}
+
+// hostArgs packs reference inputs into ForwardHost's arguments. The values
+// of q, k and v are already bf16, so rounding them again changes nothing.
+func hostArgs(in ref.Inputs, gcum, A []float64) *gdn.HostCoreArgs {
+	s := in.Shape
+	return &gdn.HostCoreArgs{
+		B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, CuSeqlens: s.CuSeqlens, Dtype: gdn.BF16,
+		Q: f32(in.Q), K: f32(in.K), V: f32(in.V), G: f32(gcum), Beta: f32(in.Beta), A: f32(A), H0: f32(in.H0),
+		FinalState: true,
+	}
+}
+
+// checkSlice compares o and ht of the checked heads with ref.Recurrent and
+// fails when either misses SPEC.md's pass line.
+func checkSlice(in ref.Inputs, res *gdn.HostCoreResult) error {
+	start := time.Now()
+	var oGot, htGot []float32
+	var oRef, htRef []float64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make([]error, len(checkedKeyHead))
+	for i, kh := range checkedKeyHead {
+		wg.Go(func() {
+			sub := keyHeadSlice(in, kh)
+			o, ht, err := ref.Recurrent(sub)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			og, hg := resultSlice(in.Shape, res, kh)
+			mu.Lock()
+			defer mu.Unlock()
+			oRef, htRef = append(oRef, o...), append(htRef, ht...)
+			oGot, htGot = append(oGot, og...), append(htGot, hg...)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	g := in.Shape.G()
+	fmt.Printf("check: value heads %d-%d and %d-%d of all %d tokens against the float64 recurrence (%.1f s)\n",
+		checkedKeyHead[0]*g, checkedKeyHead[0]*g+g-1, checkedKeyHead[1]*g, checkedKeyHead[1]*g+g-1, in.Shape.T, time.Since(start).Seconds())
+	eo, eht := ref.Compare32(oGot, oRef), ref.Compare32(htGot, htRef)
+	errO, errHt := eo.Within(ref.PassO), eht.Within(ref.PassHt)
+	fmt.Printf("  o : %v   (pass line: ratio %.0e, max %.0e) %s\n", eo, ref.PassO.Ratio, ref.PassO.MaxAbs, verdict(errO))
+	fmt.Printf("  ht: %v   (pass line: ratio %.0e, max %.1e) %s\n", eht, ref.PassHt.Ratio, ref.PassHt.MaxAbs, verdict(errHt))
+	return errors.Join(errO, errHt)
+}
+
+func verdict(err error) string {
+	if err != nil {
+		return "FAIL"
+	}
+	return "ok"
+}
+
+// keyHeadSlice returns the inputs of query/key head kh alone: Hq = 1 and the
+// G value heads that read it.
+func keyHeadSlice(in ref.Inputs, kh int) ref.Inputs {
+	s := in.Shape
+	g := s.G()
+	sub := ref.Inputs{Shape: ref.Shape{B: s.B, T: s.T, Hq: 1, Hv: g, CuSeqlens: s.CuSeqlens}, Scale: in.Scale}
+	for t := range s.Tokens() {
+		sub.Q = append(sub.Q, in.Q[(t*s.Hq+kh)*ref.D:][:ref.D]...)
+		sub.K = append(sub.K, in.K[(t*s.Hq+kh)*ref.D:][:ref.D]...)
+		sub.V = append(sub.V, in.V[(t*s.Hv+kh*g)*ref.D:][:g*ref.D]...)
+		sub.G = append(sub.G, in.G[t*s.Hv+kh*g:][:g]...)
+		sub.Beta = append(sub.Beta, in.Beta[t*s.Hv+kh*g:][:g]...)
+	}
+	for n := range s.N() {
+		sub.H0 = append(sub.H0, in.H0[(n*s.Hv+kh*g)*ref.D*ref.D:][:g*ref.D*ref.D]...)
+	}
+	return sub
+}
+
+// resultSlice cuts the value heads of key head kh out of the GPU's o and ht,
+// in the layouts of keyHeadSlice.
+func resultSlice(s ref.Shape, res *gdn.HostCoreResult, kh int) (o, ht []float32) {
+	g := s.G()
+	for t := range s.Tokens() {
+		o = append(o, res.O[(t*s.Hv+kh*g)*ref.D:][:g*ref.D]...)
+	}
+	for n := range s.N() {
+		ht = append(ht, res.Ht[(n*s.Hv+kh*g)*ref.D*ref.D:][:g*ref.D*ref.D]...)
+	}
+	return o, ht
+}
+
+// timeOnDevice shows the fast path: inputs stay on the device and Forward
+// is called on a stream, here timed with CUDA events over repeated calls
+// (the Runtime replays a cached CUDA graph from the third identical call).
+func timeOnDevice(rt *gdn.Runtime, h *gdn.HostCoreArgs, c ref.Case) error {
+	d := &deviceBatch{rt: rt}
+	defer d.free()
+	a, err := d.upload(h)
+	if err != nil {
+		return err
+	}
+	ctx := rt.Context()
+	// A copy from pageable memory may return before its DMA ends, and a
+	// stream of our own does not wait for the legacy stream it ran on.
+	if err := ctx.Synchronize(); err != nil {
+		return err
+	}
+	stream, err := ctx.NewStream()
+	if err != nil {
+		return err
+	}
+	defer stream.Destroy()
+	start, err := ctx.NewEvent()
+	if err != nil {
+		return err
+	}
+	defer start.Destroy()
+	end, err := ctx.NewEvent()
+	if err != nil {
+		return err
+	}
+	defer end.Destroy()
+
+	const warm, calls = 3, 20
+	for i := 0; i < warm+calls; i++ {
+		if i == warm {
+			if err := start.Record(stream); err != nil {
+				return err
+			}
+		}
+		if err := rt.Forward(a, gdn.Stream(stream.Handle())); err != nil {
+			return err
+		}
+	}
+	if err := end.Record(stream); err != nil {
+		return err
+	}
+	if err := end.Synchronize(); err != nil {
+		return err
+	}
+	total, err := driver.ElapsedMs(start, end)
+	if err != nil {
+		return err
+	}
+	ms := float64(total) / calls
+	fmt.Printf("Forward on device buffers: %.4f ms per call (CUDA events, mean of %d calls), %.0f TFLOP/s, %.1fx the roofline floor\n",
+		ms, calls, c.FLOPs()/(ms*1e-3)/1e12, ms/c.FloorMs())
+	return nil
+}
+
+// deviceBatch owns the device copies of one batch.
+type deviceBatch struct {
+	rt   *gdn.Runtime
+	ptrs []uintptr
+}
+
+// upload copies h (packed sequences with h0, as this example's batch) to
+// the device in the dtypes ForwardHost would use (q, k, v bf16; g, beta, A,
+// h0 fp32; cu_seqlens int32) and allocates o and ht.
+func (d *deviceBatch) upload(h *gdn.HostCoreArgs) (*gdn.CoreArgs, error) {
+	bt := func(last ...int) []int { return append([]int{h.B, h.T}, last...) }
+	state := []int{len(h.CuSeqlens) - 1, h.Hv, gdn.HeadDim, gdn.HeadDim}
+	cu := make([]int32, len(h.CuSeqlens))
+	for i, x := range h.CuSeqlens {
+		cu[i] = int32(x)
+	}
+	a := &gdn.CoreArgs{CuSeqlens: h.CuSeqlens}
+	var err error
+	set := func(dst *gdn.Tensor, dt gdn.Dtype, shape []int, src unsafe.Pointer) {
+		if err == nil {
+			*dst, err = d.tensor(dt, shape, src)
+		}
+	}
+	set(&a.Q, gdn.BF16, bt(h.Hq, gdn.HeadDim), bf16(h.Q))
+	set(&a.K, gdn.BF16, bt(h.Hq, gdn.HeadDim), bf16(h.K))
+	set(&a.V, gdn.BF16, bt(h.Hv, gdn.HeadDim), bf16(h.V))
+	set(&a.G, gdn.FP32, bt(h.Hv), unsafe.Pointer(&h.G[0]))
+	set(&a.Beta, gdn.FP32, bt(h.Hv), unsafe.Pointer(&h.Beta[0]))
+	set(&a.A, gdn.FP32, bt(h.Hv, gdn.ChunkLen), unsafe.Pointer(&h.A[0]))
+	set(&a.H0, gdn.FP32, state, unsafe.Pointer(&h.H0[0]))
+	set(&a.CuSeqlensDevice, gdn.Int32, []int{len(cu)}, unsafe.Pointer(&cu[0]))
+	set(&a.O, gdn.BF16, bt(h.Hv, gdn.HeadDim), nil)
+	set(&a.Ht, gdn.FP32, state, nil)
+	return a, err
+}
+
+// tensor allocates a device tensor and, unless src is nil, fills it from
+// host memory holding its elements in their device encoding.
+func (d *deviceBatch) tensor(dt gdn.Dtype, shape []int, src unsafe.Pointer) (gdn.Tensor, error) {
+	t := gdn.Tensor{Dtype: dt, Shape: shape}
+	t.Bytes = t.Elems() * dt.Size()
+	p, err := d.rt.Malloc(t.Bytes)
+	if err != nil {
+		return t, err
+	}
+	d.ptrs = append(d.ptrs, p)
+	t.Ptr = p
+	if src == nil {
+		return t, nil
+	}
+	return t, d.rt.CopyToDevice(p, src, t.Bytes)
+}
+
+func (d *deviceBatch) free() {
+	for _, p := range d.ptrs {
+		d.rt.Free(p)
+	}
+}
+
+// bf16 rounds x to bfloat16 and returns a pointer to the bits.
+func bf16(x []float32) unsafe.Pointer {
+	b := make([]uint16, len(x))
+	for i, v := range x {
+		b[i] = ref.RoundBF16(v)
+	}
+	return unsafe.Pointer(&b[0])
+}
+
+// cpuReference is the no-GPU path: the reference's chunked form (what the
+// kernels compute) against its token-by-token recurrence on a small case
+// with two chunks, a tail chunk and G = 2.
+func cpuReference() error {
+	s := ref.Shape{B: 1, T: 200, Hq: 2, Hv: 4}
+	in, err := ref.Recipe(s, batchSeed, ref.RecipeOptions{Dtype: ref.BF16, WithH0: true})
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	oRef, htRef, err := ref.Recurrent(in)
+	if err != nil {
+		return err
+	}
+	gcum, err := ref.ChunkCumsum(s, in.G)
+	if err != nil {
+		return err
+	}
+	A, err := ref.SolveA(s, in.K, in.Beta, gcum)
+	if err != nil {
+		return err
+	}
+	o, ht, err := ref.Chunked(in, gcum, A)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("CPU reference: T=%d Hq=%d Hv=%d, bf16 inputs, h0 ~ N(0,1), float64 (%.0f ms)\n",
+		s.T, s.Hq, s.Hv, float64(time.Since(start).Microseconds())/1e3)
+	fmt.Printf("  o[t=%d, head 3, 0:4] = %.5f (chunked) vs %.5f (recurrent)\n", s.T-1, o[((s.T-1)*s.Hv+3)*ref.D:][:4], oRef[((s.T-1)*s.Hv+3)*ref.D:][:4])
+	eo, eht := ref.Compare64(o, oRef), ref.Compare64(ht, htRef)
+	errO, errHt := eo.Within(ref.PassO), eht.Within(ref.PassHt)
+	fmt.Printf("  chunked vs recurrent: o %v %s, ht %v %s (SPEC pass line: o %.0e/%.0e, ht %.0e/%.1e)\n",
+		eo, verdict(errO), eht, verdict(errHt), ref.PassO.Ratio, ref.PassO.MaxAbs, ref.PassHt.Ratio, ref.PassHt.MaxAbs)
+	return errors.Join(errO, errHt)
+}
+
+func f32(x []float64) []float32 {
+	out := make([]float32, len(x))
+	for i, v := range x {
+		out[i] = float32(v)
+	}
+	return out
+}
