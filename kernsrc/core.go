@@ -40,7 +40,8 @@ func CoreVariant(dt CoreDtype, tileWidth int) (Variant, error) {
 		Name:    fmt.Sprintf("gdn_core_%s_bv%d", dt, tileWidth),
 		File:    "gdn_core.cu",
 		Kernel:  CoreKernel,
-		Defines: []string{fmt.Sprintf("GDN_FP16=%d", fp16), fmt.Sprintf("GDN_BV=%d", tileWidth)},
+		Defines: []string{fmt.Sprintf("GDN_FP16=%d", fp16), fmt.Sprintf("GDN_BV=%d", tileWidth),
+			fmt.Sprintf("GDN_SMEM_BYTES=%d", CoreSharedBytes(tileWidth))},
 	}, nil
 }
 

@@ -13,7 +13,7 @@
 // columns) and walks its chunks in order; the fp32 state tile S (128 x BV)
 // lives in the warps' tensor-core accumulators for the whole sequence. Every
 // matrix product runs on the tensor cores (mma.sync m16n8k16, fp32
-// accumulate); operands are staged in padded shared memory (no bank
+// accumulate, fp16 operands); operands are staged in padded shared memory (no bank
 // conflicts for ldmatrix). Phases are separated by __syncthreads: simple and
 // exact first; overlap and asynchronous copies come in later versions.
 //
@@ -66,15 +66,23 @@ constexpr int kLdC = kC + 8;
 constexpr int kLdV = kBV + 8;
 constexpr int kNT = kBV / 8;   // n-tiles of 8 across a value tile
 
+// E is the input/output dtype. Every tensor-core operand, whatever E, is
+// fp16: q and k convert exactly, and the intermediates (the state copy, W,
+// Vn, A, P, the decayed keys) keep 3 more mantissa bits than bf16 would, which
+// is 8x less rounding error in o and ht at no cost. Values must stay within
+// fp16's range (|x| < 65504): true of normalised q and k, unit-scale v and
+// the state of the delta rule, which beta <= 1 keeps bounded by the values
+// it stores.
 typedef Elem<GDN_FP16 != 0> E;
+constexpr bool kConvert = GDN_FP16 == 0;  // bf16 q and k need converting
 
 // Shared memory of one CTA, in 16-bit elements unless said otherwise.
 struct Smem {
-  uint16_t q[kC * kLdD];
-  uint16_t k[kC * kLdD];
+  uint16_t q[kC * kLdD];     // fp16
+  uint16_t k[kC * kLdD];     // fp16
   uint16_t kd[kC * kLdD];   // K * exp(g_last - g), rows past the chunk zero
   uint16_t s[kD * kLdV];    // the state tile rounded to 16 bits, operand of K@S and Q@S
-  uint16_t v[kC * kLdV];
+  uint16_t v[kC * kLdV];    // input dtype, only read as floats
   uint16_t w[kC * kLdV];    // W  = beta * (V - exp(g) * U)
   uint16_t vn[kC * kLdV];   // Vn = A @ W
   uint16_t a[kC * kLdC];    // A, masked to its lower triangle and the chunk
@@ -83,6 +91,13 @@ struct Smem {
   float beta[kC];
   float eg[kC];             // exp(g), zero past the chunk
 };
+
+// The host sizes the dynamic shared memory from its own formula
+// (kernsrc.CoreSharedBytes) and passes it here, so a layout change that
+// forgets the Go side fails to compile instead of overrunning at run time.
+#ifdef GDN_SMEM_BYTES
+static_assert(sizeof(Smem) == GDN_SMEM_BYTES, "kernsrc.CoreSharedBytes disagrees with struct Smem");
+#endif
 
 GDN_DEVICE float read_beta(const GdnCoreParams& p, int64_t idx) {
   if (p.flags & kBetaFP32) return static_cast<const float*>(p.beta)[idx];
@@ -96,7 +111,10 @@ GDN_DEVICE float read_a(const GdnCoreParams& p, int64_t idx) {
 
 // Copies rows [0, len) of a [64, 8*vecs_per_row] slab of 16-bit elements
 // whose rows are row_stride elements apart into shared memory with leading
-// dimension ld, writing zeros to rows past len.
+// dimension ld, writing zeros to rows past len. With TO_FP16 the elements
+// are input-dtype values converted to fp16 (exact for bf16 values of
+// magnitude 2^-14 to 65504, the range of normalised q and k).
+template <bool TO_FP16>
 GDN_DEVICE void load_rows(uint16_t* dst, int ld, const uint16_t* src, int64_t row_stride, int vecs_per_row,
                           int len) {
   const int total = kC * vecs_per_row;
@@ -104,6 +122,12 @@ GDN_DEVICE void load_rows(uint16_t* dst, int ld, const uint16_t* src, int64_t ro
     const int r = i / vecs_per_row, c = (i % vecs_per_row) * 8;
     uint4 val = make_uint4(0, 0, 0, 0);
     if (r < len) val = *reinterpret_cast<const uint4*>(src + r * row_stride + c);
+    if (TO_FP16) {
+      uint32_t* w = reinterpret_cast<uint32_t*>(&val);
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        w[j] = pack_fp16x2(E::to_float((uint16_t)(w[j] & 0xffff)), E::to_float((uint16_t)(w[j] >> 16)));
+    }
     *reinterpret_cast<uint4*>(dst + r * ld + c) = val;
   }
 }
@@ -112,8 +136,8 @@ GDN_DEVICE void load_rows(uint16_t* dst, int ld, const uint16_t* src, int64_t ro
 // shared-memory matrix with leading dimension ld.
 GDN_DEVICE void store_tile(uint16_t* M, int ld, int r0, int c0, const float c[4], int lane) {
   const int r = r0 + (lane >> 2), col = c0 + 2 * (lane & 3);
-  *reinterpret_cast<uint32_t*>(M + r * ld + col) = E::pack2(c[0], c[1]);
-  *reinterpret_cast<uint32_t*>(M + (r + 8) * ld + col) = E::pack2(c[2], c[3]);
+  *reinterpret_cast<uint32_t*>(M + r * ld + col) = pack_fp16x2(c[0], c[1]);
+  *reinterpret_cast<uint32_t*>(M + (r + 8) * ld + col) = pack_fp16x2(c[2], c[3]);
 }
 
 }  // namespace
@@ -167,9 +191,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_core_fwd(const Gdn
     const int len = (int)min((int64_t)kC, eos - cs);
 
     // --- 1. Stage the chunk's inputs; rows past its end become zeros.
-    load_rows(sm.q, kLdD, p.q + cs * qk_stride + hk * kD, qk_stride, kD / 8, len);
-    load_rows(sm.k, kLdD, p.k + cs * qk_stride + hk * kD, qk_stride, kD / 8, len);
-    load_rows(sm.v, kLdV, p.v + cs * v_stride + h * kD + v0, v_stride, kBV / 8, len);
+    load_rows<kConvert>(sm.q, kLdD, p.q + cs * qk_stride + hk * kD, qk_stride, kD / 8, len);
+    load_rows<kConvert>(sm.k, kLdD, p.k + cs * qk_stride + hk * kD, qk_stride, kD / 8, len);
+    load_rows<false>(sm.v, kLdV, p.v + cs * v_stride + h * kD + v0, v_stride, kBV / 8, len);
     for (int i = threadIdx.x; i < kC; i += kThreads) {
       const bool in = i < len;
       const int64_t idx = (cs + i) * p.Hv + h;
@@ -183,7 +207,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_core_fwd(const Gdn
       const int64_t base = ((cs + r) * p.Hv + h) * kC + c;
       const float a0 = (r < len && c <= r) ? read_a(p, base) : 0.f;
       const float a1 = (r < len && c + 1 <= r) ? read_a(p, base + 1) : 0.f;
-      *reinterpret_cast<uint32_t*>(sm.a + r * kLdC + c) = E::pack2(a0, a1);
+      *reinterpret_cast<uint32_t*>(sm.a + r * kLdC + c) = pack_fp16x2(a0, a1);
     }
     __syncthreads();
 
@@ -194,7 +218,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_core_fwd(const Gdn
       const float f = r < len ? __expf(g_last - sm.g[r]) : 0.f;
       const uint32_t kk = *reinterpret_cast<const uint32_t*>(sm.k + r * kLdD + c);
       *reinterpret_cast<uint32_t*>(sm.kd + r * kLdD + c) =
-          E::pack2(E::to_float((uint16_t)(kk & 0xffff)) * f, E::to_float((uint16_t)(kk >> 16)) * f);
+          pack_fp16x2(fp16_to_float((uint16_t)(kk & 0xffff)) * f, fp16_to_float((uint16_t)(kk >> 16)) * f);
     }
     for (int i = threadIdx.x; i < kC; i += kThreads) sm.eg[i] = i < len ? __expf(sm.g[i]) : 0.f;
 #pragma unroll
@@ -222,10 +246,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_core_fwd(const Gdn
 #pragma unroll
         for (int np = 0; np < kNT / 2; ++np) {
           load_b_pair(b, sm.s, kLdV, 16 * ks, 16 * np, lane);
-          mma_16816<GDN_FP16 != 0>(U[2 * np], ak, b[0], b[1]);
-          mma_16816<GDN_FP16 != 0>(U[2 * np + 1], ak, b[2], b[3]);
-          mma_16816<GDN_FP16 != 0>(O[2 * np], aq, b[0], b[1]);
-          mma_16816<GDN_FP16 != 0>(O[2 * np + 1], aq, b[2], b[3]);
+          mma_16816<true>(U[2 * np], ak, b[0], b[1]);
+          mma_16816<true>(U[2 * np + 1], ak, b[2], b[3]);
+          mma_16816<true>(O[2 * np], aq, b[0], b[1]);
+          mma_16816<true>(O[2 * np + 1], aq, b[2], b[3]);
         }
       }
       const float eg_lo = sm.eg[r_lo], eg_hi = sm.eg[r_hi];
@@ -253,8 +277,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_core_fwd(const Gdn
 #pragma unroll
         for (int np = 0; np < kC / 16; ++np) {
           load_bt_pair(b, sm.k, kLdD, 16 * ks, 16 * np, lane);
-          mma_16816<GDN_FP16 != 0>(P[2 * np], aq, b[0], b[1]);
-          mma_16816<GDN_FP16 != 0>(P[2 * np + 1], aq, b[2], b[3]);
+          mma_16816<true>(P[2 * np], aq, b[0], b[1]);
+          mma_16816<true>(P[2 * np + 1], aq, b[2], b[3]);
         }
       }
       const float g_lo = sm.g[r_lo], g_hi = sm.g[r_hi];
@@ -285,8 +309,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_core_fwd(const Gdn
 #pragma unroll
         for (int np = 0; np < kNT / 2; ++np) {
           load_b_pair(b, sm.w, kLdV, 16 * ks, 16 * np, lane);
-          mma_16816<GDN_FP16 != 0>(Vn[2 * np], a, b[0], b[1]);
-          mma_16816<GDN_FP16 != 0>(Vn[2 * np + 1], a, b[2], b[3]);
+          mma_16816<true>(Vn[2 * np], a, b[0], b[1]);
+          mma_16816<true>(Vn[2 * np + 1], a, b[2], b[3]);
         }
       }
 #pragma unroll
@@ -302,8 +326,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_core_fwd(const Gdn
 #pragma unroll
       for (int np = 0; np < kNT / 2; ++np) {
         load_b_pair(b, sm.vn, kLdV, 16 * ks, 16 * np, lane);
-        mma_16816<GDN_FP16 != 0>(O[2 * np], a, b[0], b[1]);
-        mma_16816<GDN_FP16 != 0>(O[2 * np + 1], a, b[2], b[3]);
+        mma_16816<true>(O[2 * np], a, b[0], b[1]);
+        mma_16816<true>(O[2 * np + 1], a, b[2], b[3]);
       }
     }
     {
@@ -334,8 +358,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_core_fwd(const Gdn
 #pragma unroll
         for (int np = 0; np < kNT / 2; ++np) {
           load_b_pair(b, sm.vn, kLdV, 16 * ks, 16 * np, lane);
-          mma_16816<GDN_FP16 != 0>(S[mt][2 * np], a, b[0], b[1]);
-          mma_16816<GDN_FP16 != 0>(S[mt][2 * np + 1], a, b[2], b[3]);
+          mma_16816<true>(S[mt][2 * np], a, b[0], b[1]);
+          mma_16816<true>(S[mt][2 * np + 1], a, b[2], b[3]);
         }
       }
     }
