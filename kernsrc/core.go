@@ -37,9 +37,9 @@ func CoreVariant(dt CoreDtype, tileWidth int) (Variant, error) {
 		return Variant{}, fmt.Errorf("kernsrc: core value-tile width %d: want 32 or 64", tileWidth)
 	}
 	return Variant{
-		Name:    fmt.Sprintf("gdn_core_%s_bv%d", dt, tileWidth),
-		File:    "gdn_core.cu",
-		Kernel:  CoreKernel,
+		Name:   fmt.Sprintf("gdn_core_%s_bv%d", dt, tileWidth),
+		File:   "gdn_core.cu",
+		Kernel: CoreKernel,
 		Defines: []string{fmt.Sprintf("GDN_FP16=%d", fp16), fmt.Sprintf("GDN_BV=%d", tileWidth),
 			fmt.Sprintf("GDN_SMEM_BYTES=%d", CoreSharedBytes(tileWidth))},
 	}, nil
