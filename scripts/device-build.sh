@@ -12,8 +12,9 @@ cd "$(dirname "$0")/.."
 eval "$(scripts/cuda-sdk.sh)"
 mkdir -p .bin
 rm -f .bin/*.test .bin/gdn
-for pkg in . ./driver ./jit; do
-	name=$(basename "$(go list "$pkg")")
+for pkg in . ./driver ./jit ./cmd/gdn; do
+	name=$(go list "$pkg" | sed "s|^github.com/gdnjit/gdn/\{0,1\}||; s|/|-|g")
+	[[ -n $name ]] || name=gdn
 	go test -tags cuda -c -o ".bin/$name.test" "$pkg"
 done
 go build -tags cuda -o .bin/gdn ./cmd/gdn

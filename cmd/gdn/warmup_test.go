@@ -49,8 +49,17 @@ func TestWarmupAll(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
+	// NVRTC 13 (the GPU machine's) serves kernels it compiled before from a
+	// cache of its own, without a ptxas report: registers show as "-" there.
+	// CI's NVRTC 12.4 always reports them.
+	regs := `\d+`
+	if n, err := jit.LoadNVRTC(); err == nil {
+		if major, _ := n.Version(); major >= 13 {
+			regs = `(\d+|-)`
+		}
+	}
 	for _, v := range kernsrc.Catalogue() {
-		if !regexp.MustCompile(`(?m)^` + v.Name + `\s+\d+\s+\d+\s+0\s`).MatchString(out) {
+		if !regexp.MustCompile(`(?m)^` + v.Name + `\s+\d+\s+` + regs + `\s+0\s`).MatchString(out) {
 			t.Errorf("no row for %s", v.Name)
 		}
 	}
