@@ -25,13 +25,14 @@ func (pl Plan) String() string {
 // PlanCore chooses the kernel variant and launch geometry of a core forward
 // on a device with sms multiprocessors (a MIG slice has few).
 //
-// One CTA runs one (sequence, value head, value tile) chain of chunks. The
-// 64-wide tile repeats Q K^T half as often as the 32-wide one, so it is
-// preferred as soon as it alone gives every multiprocessor a CTA; otherwise
-// the narrower tile doubles the number of chains running at once.
+// One CTA (one per multiprocessor: it takes most of the shared memory) runs
+// one (sequence, value head, value tile) chain of chunks. The 64-wide tile
+// repeats Q K^T half as often as the 32-wide one; the 32-wide tile is chosen
+// when its CTAs still fit in one wave, since then twice the chains run at
+// once at no cost.
 func PlanCore(p Problem, sms int) (Plan, error) {
 	bv := 64
-	if p.N*p.Hv*(HeadDim/64) < sms {
+	if p.N*p.Hv*(HeadDim/32) <= sms {
 		bv = 32
 	}
 	dt := kernsrc.CoreBF16

@@ -122,7 +122,7 @@ func ValidateCore(a *CoreArgs) (Problem, error) {
 		{"v", a.V, []Dtype{p.Dtype}, append(bt[:2:2], p.Hv, HeadDim), 16},
 		{"g", a.G, []Dtype{FP32}, append(bt[:2:2], p.Hv), 4},
 		{"beta", a.Beta, []Dtype{FP32, p.Dtype}, append(bt[:2:2], p.Hv), 4},
-		{"A", a.A, []Dtype{FP32, BF16}, append(bt[:2:2], p.Hv, ChunkLen), 4},
+		{"A", a.A, []Dtype{FP32, BF16}, append(bt[:2:2], p.Hv, ChunkLen), 16}, // copied in 16-byte vectors
 		{"o", a.O, []Dtype{p.Dtype}, append(bt[:2:2], p.Hv, HeadDim), 16},
 	}
 	for _, s := range shapes {

@@ -149,10 +149,11 @@ func TestPlanCoreTileWidth(t *testing.T) {
 		n, hv, sms, bv int
 		dt             Dtype
 	}{
-		{1, 8, 132, 32, BF16},  // 16 chains of 64: too few for 132 SMs
-		{8, 32, 132, 64, BF16}, // 512 chains
-		{1, 64, 132, 32, FP16}, // 128 < 132
-		{1, 8, 14, 64, BF16},   // a MIG slice: 16 chains already fill 14 SMs
+		{1, 8, 132, 32, BF16},  // 32 chains of 32 columns fit one wave of 132 SMs
+		{1, 32, 132, 32, FP16}, // 128 fit too
+		{8, 32, 132, 64, BF16}, // 1024 would not: the 64-wide tile halves the Q K^T work
+		{1, 64, 132, 64, BF16}, // 256 > 132
+		{1, 8, 14, 64, BF16},   // a MIG slice: 16 chains of 64 columns already fill 14 SMs
 	}
 	for _, c := range cases {
 		pl, err := PlanCore(Problem{N: c.n, Hq: 1, Hv: c.hv, Dtype: c.dt}, c.sms)

@@ -5,8 +5,8 @@ import "fmt"
 // CoreKernel is the entry point of the GDN core forward (gdn_core.cu).
 const CoreKernel = "gdn_core_fwd"
 
-// CoreThreads is the block size of the core kernel: four warps.
-const CoreThreads = 128
+// CoreThreads is the block size of the core kernel: eight warps.
+const CoreThreads = 256
 
 // CoreTileWidths are the value-tile widths the core kernel is built for. A
 // narrower tile gives more CTAs (one per sequence, value head and tile) at the
@@ -46,14 +46,16 @@ func CoreVariant(dt CoreDtype, tileWidth int) (Variant, error) {
 }
 
 // CoreSharedBytes is the dynamic shared memory the core kernel needs for a
-// value-tile width: it mirrors struct Smem in gdn_core.cu (padded 16-bit
-// tiles: q, k, kd of 64 x 136; the state of 128 x (bv+8); v, w, vn of
-// 64 x (bv+8); a, p of 64 x 72; then three fp32 vectors of 64).
+// value-tile width. It mirrors struct Smem in gdn_core.cu (16-bit tiles padded
+// by 8 elements): two stages of q, k (64 x 136), v (64 x (bv+8)) and A (64 x 64
+// fp32); the decayed keys (64 x 136); the fp16 state (128 x (bv+8)); W and Vn
+// (64 x (bv+8)); A and P (64 x 72); three fp32 vectors of 64. The kernel
+// checks the sum with a static_assert (define GDN_SMEM_BYTES).
 func CoreSharedBytes(tileWidth int) int {
 	const c, ldD, ldC = 64, 136, 72
 	ldV := tileWidth + 8
-	elems := 3*c*ldD + 128*ldV + 3*c*ldV + 2*c*ldC
-	return 2*elems + 3*c*4
+	stage := 2*(2*c*ldD+c*ldV) + 4*c*c
+	return 2*stage + 2*(c*ldD+128*ldV+2*c*ldV+2*c*ldC) + 3*c*4
 }
 
 // CoreVariants lists every core-forward variant (each dtype and tile width).
