@@ -248,3 +248,34 @@ func (rt *Runtime) CopyToHost(dst unsafe.Pointer, src uintptr, bytes int) error 
 // Context exposes the driver context for tools that time or manage streams
 // (the bench command, tests).
 func (rt *Runtime) Context() *driver.Context { return rt.ctx }
+
+// TimeMs measures GPU time: it records a CUDA event on stream s, runs region
+// (which should enqueue work on s), records a second event, waits for it and
+// returns the milliseconds between the two.
+func (rt *Runtime) TimeMs(s Stream, region func() error) (float64, error) {
+	stream := rt.ctx.WrapStream(uintptr(s))
+	start, err := rt.ctx.NewEvent()
+	if err != nil {
+		return 0, err
+	}
+	defer start.Destroy()
+	end, err := rt.ctx.NewEvent()
+	if err != nil {
+		return 0, err
+	}
+	defer end.Destroy()
+	if err := start.Record(stream); err != nil {
+		return 0, err
+	}
+	if err := region(); err != nil {
+		return 0, err
+	}
+	if err := end.Record(stream); err != nil {
+		return 0, err
+	}
+	if err := end.Synchronize(); err != nil {
+		return 0, err
+	}
+	ms, err := driver.ElapsedMs(start, end)
+	return float64(ms), err
+}

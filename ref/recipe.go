@@ -127,7 +127,7 @@ func Recipe(s Shape, seed uint64, opts RecipeOptions) (Inputs, error) {
 		case ZeroGateHead(i % s.Hv):
 			in.G[i] = 0
 		default:
-			in.G[i] = float64(float32(logSigmoid(r.NormFloat64()) / 16))
+			in.G[i] = float64(float32(LogSigmoid(r.NormFloat64()) / 16))
 		}
 	}
 
@@ -137,7 +137,7 @@ func Recipe(s Shape, seed uint64, opts RecipeOptions) (Inputs, error) {
 		if opts.BetaValue != nil {
 			in.Beta[i] = float64(float32(*opts.BetaValue))
 		} else {
-			in.Beta[i] = float64(float32(sigmoid(r.NormFloat64())))
+			in.Beta[i] = float64(float32(Sigmoid(r.NormFloat64())))
 		}
 	}
 
@@ -173,16 +173,18 @@ func unitRows(r *rand.Rand, n int) []float64 {
 	return x
 }
 
-// logSigmoid returns log(1/(1+exp(-x))) without overflow for large |x|.
-func logSigmoid(x float64) float64 {
+// LogSigmoid returns log(1/(1+exp(-x))) without overflow for large |x|: the
+// recipe's raw log-gate is LogSigmoid(N(0,1))/16.
+func LogSigmoid(x float64) float64 {
 	if x >= 0 {
 		return -math.Log1p(math.Exp(-x))
 	}
 	return x - math.Log1p(math.Exp(x))
 }
 
-// sigmoid returns 1/(1+exp(-x)).
-func sigmoid(x float64) float64 {
+// Sigmoid returns 1/(1+exp(-x)) without overflow for large |x|: the recipe's
+// beta is Sigmoid(N(0,1)).
+func Sigmoid(x float64) float64 {
 	if x >= 0 {
 		return 1 / (1 + math.Exp(-x))
 	}

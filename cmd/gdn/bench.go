@@ -267,32 +267,8 @@ func (b *bencher) poison(a *gdn.CoreArgs) error {
 // cycle through the input sets.
 func (b *bencher) measure(sets []*gdn.CoreArgs, res *benchResult) error {
 	call := func(i int) error { return b.rt.Forward(sets[i%len(sets)], gdn.Stream(b.stream.Handle())) }
-	ctx := b.rt.Context()
-	start, err := ctx.NewEvent()
-	if err != nil {
-		return err
-	}
-	defer start.Destroy()
-	end, err := ctx.NewEvent()
-	if err != nil {
-		return err
-	}
-	defer end.Destroy()
 	timed := func(region func() error) (float64, error) {
-		if err := start.Record(b.stream); err != nil {
-			return 0, err
-		}
-		if err := region(); err != nil {
-			return 0, err
-		}
-		if err := end.Record(b.stream); err != nil {
-			return 0, err
-		}
-		if err := end.Synchronize(); err != nil {
-			return 0, err
-		}
-		ms, err := driver.ElapsedMs(start, end)
-		return float64(ms), err
+		return b.rt.TimeMs(gdn.Stream(b.stream.Handle()), region)
 	}
 	calls := func(n int) func() error {
 		return func() error {

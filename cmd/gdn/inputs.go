@@ -80,14 +80,14 @@ func genInputs(s ref.Shape, dt gdn.Dtype, seed uint64) *hostInputs {
 		for i := lo; i < hi; i++ {
 			x := r.NormFloat64() // drawn for every head, so zero-gate heads do not shift the stream
 			if !ref.ZeroGateHead(i % s.Hv) {
-				h.GRaw[i] = float32(logSigmoid(x) / 16)
+				h.GRaw[i] = float32(ref.LogSigmoid(x) / 16)
 			}
 		}
 	})
 	h.Beta = make([]float32, s.GateLen())
 	fillRand(len(h.Beta), seed, rngBeta, func(r *rand.Rand, lo, hi int) {
 		for i := lo; i < hi; i++ {
-			h.Beta[i] = float32(sigmoid(r.NormFloat64()))
+			h.Beta[i] = float32(ref.Sigmoid(r.NormFloat64()))
 		}
 	})
 	h.H0 = make([]float32, s.StateLen())
@@ -268,21 +268,4 @@ func dot32(x, y []float32) float32 {
 		s3 += x[i+3] * y[i+3]
 	}
 	return (s0 + s1) + (s2 + s3)
-}
-
-// logSigmoid returns log(1/(1+exp(-x))) without overflow for large |x|.
-func logSigmoid(x float64) float64 {
-	if x >= 0 {
-		return -math.Log1p(math.Exp(-x))
-	}
-	return x - math.Log1p(math.Exp(x))
-}
-
-// sigmoid returns 1/(1+exp(-x)) without overflow for large |x|.
-func sigmoid(x float64) float64 {
-	if x >= 0 {
-		return 1 / (1 + math.Exp(-x))
-	}
-	e := math.Exp(x)
-	return e / (1 + e)
 }

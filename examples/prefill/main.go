@@ -29,7 +29,6 @@ import (
 	"unsafe"
 
 	"github.com/gdnjit/gdn"
-	"github.com/gdnjit/gdn/driver"
 	"github.com/gdnjit/gdn/ref"
 )
 
@@ -217,35 +216,20 @@ func timeOnDevice(rt *gdn.Runtime, h *gdn.HostCoreArgs, c ref.Case) error {
 		return err
 	}
 	defer stream.Destroy()
-	start, err := ctx.NewEvent()
-	if err != nil {
-		return err
-	}
-	defer start.Destroy()
-	end, err := ctx.NewEvent()
-	if err != nil {
-		return err
-	}
-	defer end.Destroy()
-
 	const warm, calls = 3, 20
-	for i := 0; i < warm+calls; i++ {
-		if i == warm {
-			if err := start.Record(stream); err != nil {
-				return err
-			}
-		}
+	for i := 0; i < warm; i++ {
 		if err := rt.Forward(a, gdn.Stream(stream.Handle())); err != nil {
 			return err
 		}
 	}
-	if err := end.Record(stream); err != nil {
-		return err
-	}
-	if err := end.Synchronize(); err != nil {
-		return err
-	}
-	total, err := driver.ElapsedMs(start, end)
+	total, err := rt.TimeMs(gdn.Stream(stream.Handle()), func() error {
+		for i := 0; i < calls; i++ {
+			if err := rt.Forward(a, gdn.Stream(stream.Handle())); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
