@@ -5,7 +5,8 @@ import "fmt"
 // CoreKernel is the entry point of the GDN core forward (gdn_core.cu).
 const CoreKernel = "gdn_core_fwd"
 
-// CoreThreads is the block size of the core kernel: eight warps.
+// CoreThreads is the block size of the core kernel: two warp groups of four
+// warps (one prepares chunk c+1 while the other runs chunk c).
 const CoreThreads = 256
 
 // CoreTileWidths are the value-tile widths the core kernel is built for. A
@@ -47,15 +48,15 @@ func CoreVariant(dt CoreDtype, tileWidth int) (Variant, error) {
 
 // CoreSharedBytes is the dynamic shared memory the core kernel needs for a
 // value-tile width. It mirrors struct Smem in gdn_core.cu (16-bit tiles padded
-// by 8 elements): two stages of q, k (64 x 136), v (64 x (bv+8)) and A (64 x 64
-// fp32); the decayed keys (64 x 136); the fp16 state (128 x (bv+8)); W and Vn
-// (64 x (bv+8)); A and P (64 x 72); three fp32 vectors of 64. The kernel
+// by 8 elements): two slots, each with q, k and the decayed keys (64 x 136),
+// the value tile (64 x (bv+8)), A and P (64 x 72) and three fp32 vectors of
+// 64; then the fp16 state (128 x (bv+8)), W and Vn (64 x (bv+8)). The kernel
 // checks the sum with a static_assert (define GDN_SMEM_BYTES).
 func CoreSharedBytes(tileWidth int) int {
 	const c, ldD, ldC = 64, 136, 72
 	ldV := tileWidth + 8
-	stage := 2*(2*c*ldD+c*ldV) + 4*c*c
-	return 2*stage + 2*(c*ldD+128*ldV+2*c*ldV+2*c*ldC) + 3*c*4
+	slot := 2*(3*c*ldD+c*ldV+2*c*ldC) + 3*c*4
+	return 2*slot + 2*(128*ldV+2*c*ldV)
 }
 
 // CoreVariants lists every core-forward variant (each dtype and tile width).

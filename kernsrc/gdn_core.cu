@@ -9,19 +9,24 @@
 //   O   = scale * (exp(g) * (Q @ S) + P @ Vn)
 //   S  <- exp(g_last) * S + (K * exp(g_last - g))^T @ Vn
 //
-// One CTA of eight warps owns one (sequence, value head, value tile of BV
-// columns) and walks its chunks in order; the fp32 state tile S (128 x BV)
-// lives in the warps' tensor-core accumulators for the whole sequence (warp w
-// holds rows 16w..16w+15). Every matrix product runs on the tensor cores
-// (mma.sync m16n8k16, fp32 accumulate, fp16 operands) from padded shared
-// memory (no bank conflicts for ldmatrix).
+// One CTA owns one (sequence, value head, value tile of BV columns) and walks
+// its chunks in order. Only the products that involve the state S must wait
+// for the previous chunk; everything else about a chunk (loading it,
+// converting q and k to fp16, the decayed keys, A, the gated Q K^T) does not.
+// So the CTA is two warp groups that run side by side:
 //
-// The chain of chunks is latency-bound (docs/PERF.md, v1), so the inputs of
-// chunk c+1 are fetched with asynchronous copies (cp.async, zero-filled past
-// the sequence) into a second stage buffer while chunk c computes, and g and
-// beta travel one chunk ahead in registers. Per chunk: B1 (stage landed) ->
-// prepare operands -> B2 -> K@S, Q@S, Q K^T -> B3 -> A@W -> B4 -> P@Vn, the
-// output, the state update -> next chunk.
+//   prep  (warps 4-7) loads chunk c+1 and builds its operands into one of two
+//         slots while
+//   chain (warps 0-3) runs chunk c from the other slot: K@S and Q@S, W, A@W,
+//         the output and the state update. The fp32 state tile (128 x BV)
+//         lives in the chain warps' accumulators (warp w: rows 32w..32w+31).
+//
+// The groups hand slots over with named barriers: FULL[s] (prep arrives when
+// slot s is ready, chain waits) and EMPTY[s] (chain arrives when it is done
+// with slot s, prep waits before refilling it). Each group orders its own
+// phases with a barrier of its 128 threads. Every matrix product runs on the
+// tensor cores (mma.sync m16n8k16, fp32 accumulate, fp16 operands) from
+// padded shared memory (no bank conflicts for ldmatrix).
 //
 // Compile-time choices (-D): GDN_FP16 (0: bf16, 1: fp16 inputs and output),
 // GDN_BV (value-tile width, 32 or 64), GDN_SMEM_BYTES (the host's idea of
@@ -67,12 +72,18 @@ namespace {
 constexpr int kD = 128;        // head dimension
 constexpr int kC = 64;         // chunk length
 constexpr int kBV = GDN_BV;    // value-tile width
-constexpr int kWarps = 8;
-constexpr int kThreads = 32 * kWarps;
+constexpr int kGroup = 128;    // threads per warp group
+constexpr int kThreads = 2 * kGroup;
 constexpr int kLdD = kD + 8;   // padded leading dimensions (16 bytes) for conflict-free ldmatrix
 constexpr int kLdC = kC + 8;
 constexpr int kLdV = kBV + 8;
 constexpr int kNT = kBV / 8;   // n-tiles of 8 across a value tile
+
+// Named barriers (0 is __syncthreads).
+constexpr int kBarFull = 1;    // + slot
+constexpr int kBarEmpty = 3;   // + slot
+constexpr int kBarChain = 5;   // the chain group's own phases
+constexpr int kBarPrep = 6;    // the prep group's own phases
 
 // E is the input/output dtype. Every tensor-core operand, whatever E, is
 // fp16: q and k convert exactly, and the intermediates (the state copy, W,
@@ -84,28 +95,25 @@ constexpr int kNT = kBV / 8;   // n-tiles of 8 across a value tile
 typedef Elem<GDN_FP16 != 0> E;
 constexpr bool kConvert = GDN_FP16 == 0;  // bf16 q and k need converting
 
-// One chunk's inputs as the asynchronous copies leave them: q and k rows in
-// the input dtype (converted to fp16 in place before use), the value tile,
-// and A's rows as stored (64 floats, or 64 bf16 in the first half of a row).
-struct Stage {
-  uint16_t q[kC * kLdD];
-  uint16_t k[kC * kLdD];
-  uint16_t v[kC * kLdV];
-  float a[kC * kC];
+// One chunk's operands, written by the prep group, read by the chain group.
+struct Slot {
+  uint16_t q[kC * kLdD];    // fp16 (loaded in the input dtype, converted in place)
+  uint16_t k[kC * kLdD];    // fp16
+  uint16_t kd[kC * kLdD];   // K * exp(g_last - g), rows past the chunk zero
+  uint16_t v[kC * kLdV];    // the value tile, input dtype (read as floats)
+  uint16_t a[kC * kLdC];    // A in fp16, masked to its lower triangle and the chunk
+  uint16_t p[kC * kLdC];    // P = Lower(Q K^T * Gamma) in fp16
+  float g[kC];              // zero past the chunk
+  float beta[kC];
+  float eg[kC];             // exp(g), zero past the chunk
 };
 
 // Shared memory of one CTA, in 16-bit elements unless said otherwise.
 struct Smem {
-  Stage st[2];              // chunk c computes from one while chunk c+1 lands in the other
-  uint16_t kd[kC * kLdD];   // K * exp(g_last - g), rows past the chunk zero
+  Slot slot[2];
   uint16_t s[kD * kLdV];    // the state tile rounded to fp16, operand of K@S and Q@S
   uint16_t w[kC * kLdV];    // W  = beta * (V - exp(g) * U)
   uint16_t vn[kC * kLdV];   // Vn = A @ W
-  uint16_t a[kC * kLdC];    // A, masked to its lower triangle and the chunk
-  uint16_t p[kC * kLdC];    // P = Lower(Q K^T * Gamma)
-  float g[kC];
-  float beta[kC];
-  float eg[kC];             // exp(g), zero past the chunk
 };
 
 // The host sizes the dynamic shared memory from its own formula
@@ -114,6 +122,13 @@ struct Smem {
 #ifdef GDN_SMEM_BYTES
 static_assert(sizeof(Smem) == GDN_SMEM_BYTES, "kernsrc.CoreSharedBytes disagrees with struct Smem");
 #endif
+
+// Named-barrier wait and arrive for count threads (a multiple of 32). Like
+// __syncthreads they order the shared-memory accesses before them.
+GDN_DEVICE void bar_sync(int id, int count) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory"); }
+GDN_DEVICE void bar_arrive(int id, int count) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
 
 GDN_DEVICE float read_beta(const GdnCoreParams& p, int64_t idx) {
   if (p.flags & kBetaFP32) return static_cast<const float*>(p.beta)[idx];
@@ -129,42 +144,6 @@ GDN_DEVICE void cp_async16(void* dst, const void* src, bool valid) {
 }
 GDN_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 GDN_DEVICE void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
-
-// Issues the copies of one chunk (rows cs .. cs+len-1; rows past len are
-// zero-filled) into a stage buffer. Every thread issues a fixed share, all
-// independent, so they are in flight together.
-GDN_DEVICE void load_stage(Stage& st, const GdnCoreParams& p, int64_t cs, int len, int hk, int h, int v0) {
-  const int tid = threadIdx.x;
-  const int64_t qk_stride = (int64_t)p.Hq * kD, v_stride = (int64_t)p.Hv * kD;
-  const uint16_t* q = p.q + cs * qk_stride + hk * kD;
-  const uint16_t* k = p.k + cs * qk_stride + hk * kD;
-#pragma unroll
-  for (int i = tid; i < kC * kD / 8; i += kThreads) {  // q and k: 16 vectors of 8 per row
-    const int r = i / (kD / 8), c = (i % (kD / 8)) * 8;
-    const bool in = r < len;
-    cp_async16(st.q + r * kLdD + c, in ? q + r * qk_stride + c : p.q, in);
-    cp_async16(st.k + r * kLdD + c, in ? k + r * qk_stride + c : p.k, in);
-  }
-  const uint16_t* v = p.v + cs * v_stride + h * kD + v0;
-#pragma unroll
-  for (int i = tid; i < kC * kBV / 8; i += kThreads) {
-    const int r = i / (kBV / 8), c = (i % (kBV / 8)) * 8;
-    const bool in = r < len;
-    cp_async16(st.v + r * kLdV + c, in ? v + r * v_stride + c : p.v, in);
-  }
-  // A rows: 256 bytes (fp32) or 128 bytes (bf16) each, contiguous in memory.
-  const int row_vecs = (p.flags & kAFP32) ? kC * 4 / 16 : kC * 2 / 16;
-  const char* a = static_cast<const char*>(p.A) + ((cs * p.Hv + h) * kC) * ((p.flags & kAFP32) ? 4 : 2);
-  const int64_t a_stride = (int64_t)p.Hv * kC * ((p.flags & kAFP32) ? 4 : 2);  // bytes between tokens
-#pragma unroll
-  for (int i = tid; i < kC * 16; i += kThreads) {
-    const int r = i / 16, c = i % 16;
-    if (c < row_vecs) {
-      const bool in = r < len;
-      cp_async16(reinterpret_cast<char*>(st.a + r * kC) + 16 * c, in ? a + r * a_stride + 16 * c : p.A, in);
-    }
-  }
-}
 
 // Stores an m16 x n8 accumulator tile as fp16 at (r0, c0) of a shared-memory
 // matrix with leading dimension ld.
@@ -194,6 +173,139 @@ GDN_DEVICE uint4 scale_fp16x8(uint4 x, float f) {
   return x;
 }
 
+// Where a CTA's chain runs: its sequence, heads and value columns.
+struct Chain {
+  int64_t bos, eos;  // token range of the sequence
+  int nch;           // chunks
+  int h, hk, v0;     // value head, its query/key head, first value column
+};
+
+// The prep group builds chunk c's operands into sl: t is the thread's index
+// in the group (0..127), warp its warp in the group (0..3).
+GDN_DEVICE void prepare_chunk(Slot& sl, const GdnCoreParams& p, const Chain& ch, int c, int t, int warp, int lane) {
+  const int64_t cs = ch.bos + (int64_t)kC * c;
+  const int len = (int)min((int64_t)kC, ch.eos - cs);
+  const int64_t qk_stride = (int64_t)p.Hq * kD, v_stride = (int64_t)p.Hv * kD;
+
+  // 1. Asynchronous copies of q, k and the value tile (zero past the chunk);
+  // A's rows, g and beta through registers meanwhile.
+  const uint16_t* q = p.q + cs * qk_stride + ch.hk * kD;
+  const uint16_t* k = p.k + cs * qk_stride + ch.hk * kD;
+#pragma unroll
+  for (int i = t; i < kC * kD / 8; i += kGroup) {
+    const int r = i / (kD / 8), col = (i % (kD / 8)) * 8;
+    const bool in = r < len;
+    cp_async16(sl.q + r * kLdD + col, in ? q + r * qk_stride + col : p.q, in);
+    cp_async16(sl.k + r * kLdD + col, in ? k + r * qk_stride + col : p.k, in);
+  }
+  const uint16_t* v = p.v + cs * v_stride + ch.h * kD + ch.v0;
+#pragma unroll
+  for (int i = t; i < kC * kBV / 8; i += kGroup) {
+    const int r = i / (kBV / 8), col = (i % (kBV / 8)) * 8;
+    const bool in = r < len;
+    cp_async16(sl.v + r * kLdV + col, in ? v + r * v_stride + col : p.v, in);
+  }
+  cp_async_commit();
+
+  // A: thread t takes half a row, columns [32 half, 32 half + 32).
+  const int ar = t >> 1, ahalf = t & 1;
+  float av[32];
+  {
+    const bool in = ar < len;
+    const int64_t row = ((cs + ar) * p.Hv + ch.h) * kC + 32 * ahalf;
+    if (p.flags & kAFP32) {
+      const float4* src = reinterpret_cast<const float4*>(static_cast<const float*>(p.A) + row);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float4 x = in ? src[j] : make_float4(0.f, 0.f, 0.f, 0.f);
+        av[4 * j] = x.x, av[4 * j + 1] = x.y, av[4 * j + 2] = x.z, av[4 * j + 3] = x.w;
+      }
+    } else {
+      const uint4* src = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.A) + row);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint4 x = in ? src[j] : make_uint4(0, 0, 0, 0);
+        const uint32_t w[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          av[8 * j + 2 * e] = bf16_to_float((uint16_t)(w[e] & 0xffff));
+          av[8 * j + 2 * e + 1] = bf16_to_float((uint16_t)(w[e] >> 16));
+        }
+      }
+    }
+  }
+  if (t < kC) {
+    const bool in = t < len;
+    sl.g[t] = in ? p.g[(cs + t) * p.Hv + ch.h] : 0.f;
+    sl.beta[t] = in ? read_beta(p, (cs + t) * p.Hv + ch.h) : 0.f;
+  }
+  // A kept where col <= row < len: columns past the chunk may hold anything
+  // (SPEC), and 0 * NaN would poison the product.
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    const int col = 32 * ahalf + 2 * j;
+    const float a0 = (ar < len && col <= ar) ? av[2 * j] : 0.f;
+    const float a1 = (ar < len && col + 1 <= ar) ? av[2 * j + 1] : 0.f;
+    *reinterpret_cast<uint32_t*>(sl.a + ar * kLdC + col) = pack_fp16x2(a0, a1);
+  }
+  cp_async_wait_all();
+  bar_sync(kBarPrep, kGroup);  // the group's copies, g and beta are visible
+
+  // 2. Gate factors; q and k to fp16 in place; the decayed keys. Two
+  // threads per row, 64 columns each.
+  {
+    const float g_last = sl.g[len - 1];
+    const int r = t >> 1, half = t & 1;
+    const float f = r < len ? __expf(g_last - sl.g[r]) : 0.f;
+    if (half == 0) sl.eg[r] = r < len ? __expf(sl.g[r]) : 0.f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int col = 64 * half + 8 * j;
+      const uint4 kk = to_fp16x8(*reinterpret_cast<const uint4*>(sl.k + r * kLdD + col));
+      if (kConvert) {
+        *reinterpret_cast<uint4*>(sl.k + r * kLdD + col) = kk;
+        *reinterpret_cast<uint4*>(sl.q + r * kLdD + col) =
+            to_fp16x8(*reinterpret_cast<const uint4*>(sl.q + r * kLdD + col));
+      }
+      *reinterpret_cast<uint4*>(sl.kd + r * kLdD + col) = scale_fp16x8(kk, f);
+    }
+  }
+  bar_sync(kBarPrep, kGroup);
+
+  // 3. P = Lower(Q K^T * Gamma), rows [16 warp, 16 warp + 16).
+  {
+    const int m0 = 16 * warp, gid = lane >> 2, tig = lane & 3;
+    float P[kC / 8][4];
+#pragma unroll
+    for (int nt = 0; nt < kC / 8; ++nt) P[nt][0] = P[nt][1] = P[nt][2] = P[nt][3] = 0.f;
+#pragma unroll 2
+    for (int ks = 0; ks < kD / 16; ++ks) {
+      uint32_t a[4], b[4];
+      load_a(a, sl.q, kLdD, m0, 16 * ks, lane);
+#pragma unroll
+      for (int np = 0; np < kC / 16; ++np) {
+        load_bt_pair(b, sl.k, kLdD, 16 * ks, 16 * np, lane);
+        mma_16816<true>(P[2 * np], a, b[0], b[1]);
+        mma_16816<true>(P[2 * np + 1], a, b[2], b[3]);
+      }
+    }
+    const int r_lo = m0 + gid, r_hi = r_lo + 8;
+    const float g_lo = sl.g[r_lo], g_hi = sl.g[r_hi];
+#pragma unroll
+    for (int nt = 0; nt < kC / 8; ++nt) {
+      const int col = 8 * nt + 2 * tig;
+      float pm[4];
+      // Gamma only where it multiplies a kept entry: exp of a difference,
+      // never of -g alone (it would overflow under strong decay).
+      pm[0] = (col <= r_lo && col < len) ? P[nt][0] * __expf(g_lo - sl.g[col]) : 0.f;
+      pm[1] = (col + 1 <= r_lo && col + 1 < len) ? P[nt][1] * __expf(g_lo - sl.g[col + 1]) : 0.f;
+      pm[2] = (col <= r_hi && col < len) ? P[nt][2] * __expf(g_hi - sl.g[col]) : 0.f;
+      pm[3] = (col + 1 <= r_hi && col + 1 < len) ? P[nt][3] * __expf(g_hi - sl.g[col + 1]) : 0.f;
+      store_tile(sl.p, kLdC, m0, 8 * nt, pm, lane);
+    }
+  }
+}
+
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_core_fwd(const GdnCoreParams p) {
@@ -203,272 +315,190 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_core_fwd(const Gdn
   const int tid = threadIdx.x;
   const int lane = tid & 31, warp = tid >> 5;
   const int gid = lane >> 2, tig = lane & 3;
+
+  Chain ch;
   const int tiles = kD / kBV;
-  const int h = blockIdx.x / tiles;           // value head
-  const int v0 = (blockIdx.x % tiles) * kBV;  // first value column of the tile
-  const int n = blockIdx.y;                   // sequence
-  const int hk = h / (p.Hv / p.Hq);           // its query/key head (GVA)
-
-  int64_t bos, eos;
+  ch.h = blockIdx.x / tiles;
+  ch.v0 = (blockIdx.x % tiles) * kBV;
+  ch.hk = ch.h / (p.Hv / p.Hq);
+  const int n = blockIdx.y;  // sequence
   if (p.cu_seqlens == nullptr) {
-    bos = (int64_t)n * p.T;
-    eos = bos + p.T;
+    ch.bos = (int64_t)n * p.T;
+    ch.eos = ch.bos + p.T;
   } else if (p.flags & kSeqlensInt64) {
-    bos = static_cast<const int64_t*>(p.cu_seqlens)[n];
-    eos = static_cast<const int64_t*>(p.cu_seqlens)[n + 1];
+    ch.bos = static_cast<const int64_t*>(p.cu_seqlens)[n];
+    ch.eos = static_cast<const int64_t*>(p.cu_seqlens)[n + 1];
   } else {
-    bos = static_cast<const int32_t*>(p.cu_seqlens)[n];
-    eos = static_cast<const int32_t*>(p.cu_seqlens)[n + 1];
+    ch.bos = static_cast<const int32_t*>(p.cu_seqlens)[n];
+    ch.eos = static_cast<const int32_t*>(p.cu_seqlens)[n + 1];
+  }
+  ch.nch = (int)((ch.eos - ch.bos + kC - 1) / kC);
+
+  if (warp >= 4) {
+    // ---- The prep group: fill slot c%2 with chunk c, two chunks ahead at most.
+    const int t = tid - kGroup, pw = warp - 4;
+    for (int c = 0; c < ch.nch; ++c) {
+      const int s = c & 1;
+      if (c >= 2) bar_sync(kBarEmpty + s, kThreads);  // the chain is done with chunk c-2
+      prepare_chunk(sm.slot[s], p, ch, c, t, pw, lane);
+      bar_arrive(kBarFull + s, kThreads);
+    }
+    return;
   }
 
-  // The state tile: warp w owns state rows [16w, 16w+16).
-  float S[kNT][4];
-  const int64_t state_base = ((int64_t)n * p.Hv + h) * kD * kD + v0;
-  const int srow = 16 * warp + gid;
+  // ---- The chain group. Warp w holds state rows [32w, 32w+32) as two m16
+  // tiles; in the 64-row products it works on rows [16w, 16w+16).
+  float S[2][kNT][4];
+  const int64_t state_base = ((int64_t)n * p.Hv + ch.h) * kD * kD + ch.v0;
 #pragma unroll
-  for (int nt = 0; nt < kNT; ++nt) {
-    const int c = 8 * nt + 2 * tig;
-    if (p.h0 != nullptr) {
-      const float2 lo = *reinterpret_cast<const float2*>(p.h0 + state_base + (int64_t)srow * kD + c);
-      const float2 hi = *reinterpret_cast<const float2*>(p.h0 + state_base + (int64_t)(srow + 8) * kD + c);
-      S[nt][0] = lo.x, S[nt][1] = lo.y, S[nt][2] = hi.x, S[nt][3] = hi.y;
-    } else {
-      S[nt][0] = S[nt][1] = S[nt][2] = S[nt][3] = 0.f;
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt) {
+      const int r = 32 * warp + 16 * mt + gid, col = 8 * nt + 2 * tig;
+      if (p.h0 != nullptr) {
+        const float2 lo = *reinterpret_cast<const float2*>(p.h0 + state_base + (int64_t)r * kD + col);
+        const float2 hi = *reinterpret_cast<const float2*>(p.h0 + state_base + (int64_t)(r + 8) * kD + col);
+        S[mt][nt][0] = lo.x, S[mt][nt][1] = lo.y, S[mt][nt][2] = hi.x, S[mt][nt][3] = hi.y;
+      } else {
+        S[mt][nt][0] = S[mt][nt][1] = S[mt][nt][2] = S[mt][nt][3] = 0.f;
+      }
     }
-  }
 
   const int64_t v_stride = (int64_t)p.Hv * kD;
-  const int mt = warp & 3, half = warp >> 2;  // in the 64-row products: m-tile and which half of the work
-  const int m0 = 16 * mt;
+  const int m0 = 16 * warp;
   const int r_lo = m0 + gid, r_hi = r_lo + 8;
-  float O[kNT][4];  // the output rows [m0, m0+16) of warps with half == 1
+  for (int c = 0; c < ch.nch; ++c) {
+    const int s = c & 1;
+    const Slot& sl = sm.slot[s];
+    const int64_t cs = ch.bos + (int64_t)kC * c;
+    const int len = (int)min((int64_t)kC, ch.eos - cs);
+    bar_sync(kBarFull + s, kThreads);  // chunk c's operands are ready
 
-  // Prologue: the first chunk's copies, g and beta.
-  float g_next = 0.f, beta_next = 0.f;
-  if (bos < eos) {
-    const int len0 = (int)min((int64_t)kC, eos - bos);
-    load_stage(sm.st[0], p, bos, len0, hk, h, v0);
-    if (tid < len0) {
-      g_next = p.g[(bos + tid) * p.Hv + h];
-      beta_next = read_beta(p, (bos + tid) * p.Hv + h);
-    }
-  }
-  cp_async_commit();
+    // The 16-bit state operand. Its readers of the previous chunk passed
+    // two chain barriers since.
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) store_tile(sm.s, kLdV, 32 * warp + 16 * mt, 8 * nt, S[mt][nt], lane);
+    bar_sync(kBarChain, kGroup);
 
-  int stage = 0;
-  for (int64_t cs = bos; cs < eos; cs += kC, stage ^= 1) {
-    const int len = (int)min((int64_t)kC, eos - cs);
-    Stage& st = sm.st[stage];
-
-    // --- B1: this chunk's stage has landed; publish its g and beta.
-    if (tid < kC) {
-      sm.g[tid] = g_next;  // zero past the chunk
-      sm.beta[tid] = beta_next;
-    }
-    cp_async_wait_all();
-    __syncthreads();
-
-    // Start the next chunk's copies into the other stage (last read by the
-    // previous chunk, which every thread has finished).
-    const int64_t cn = cs + kC;
-    g_next = beta_next = 0.f;
-    if (cn < eos) {
-      const int len1 = (int)min((int64_t)kC, eos - cn);
-      load_stage(sm.st[stage ^ 1], p, cn, len1, hk, h, v0);
-      if (tid < len1) {
-        g_next = p.g[(cn + tid) * p.Hv + h];
-        beta_next = read_beta(p, (cn + tid) * p.Hv + h);
-      }
-    }
-    cp_async_commit();
-
-    // --- Prepare the operands: four threads per row r, a quarter of its
-    // columns each. q and k become fp16 in place; the decayed keys, A
-    // (masked) and the fp16 state copy are written.
-    const float g_last = sm.g[len - 1];
+    // U = K@S -> W = beta (V - exp(g) U); Q@S starts O.
+    float O[kNT][4];
     {
-      const int r = tid >> 2, part = tid & 3;
-      const float f = r < len ? __expf(g_last - sm.g[r]) : 0.f;
-      if (part == 0) sm.eg[r] = r < len ? __expf(sm.g[r]) : 0.f;
+      float U[kNT][4];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int c = 32 * part + 8 * j;
-        const uint4 kk = to_fp16x8(*reinterpret_cast<const uint4*>(st.k + r * kLdD + c));
-        if (kConvert) {
-          *reinterpret_cast<uint4*>(st.k + r * kLdD + c) = kk;
-          *reinterpret_cast<uint4*>(st.q + r * kLdD + c) = to_fp16x8(*reinterpret_cast<const uint4*>(st.q + r * kLdD + c));
-        }
-        *reinterpret_cast<uint4*>(sm.kd + r * kLdD + c) = scale_fp16x8(kk, f);
+      for (int nt = 0; nt < kNT; ++nt) {
+        U[nt][0] = U[nt][1] = U[nt][2] = U[nt][3] = 0.f;
+        O[nt][0] = O[nt][1] = O[nt][2] = O[nt][3] = 0.f;
       }
-      // A row r, columns [16 part, 16 part + 16): kept where c <= r < len
-      // (columns past the chunk may hold anything, SPEC; 0 * NaN would
-      // poison the product).
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const int c = 16 * part + 2 * j;
-        float a0, a1;
-        if (p.flags & kAFP32) {
-          const float2 x = *reinterpret_cast<const float2*>(st.a + r * kC + c);
-          a0 = x.x, a1 = x.y;
-        } else {
-          const uint32_t x = *reinterpret_cast<const uint32_t*>(reinterpret_cast<const uint16_t*>(st.a + r * kC) + c);
-          a0 = bf16_to_float((uint16_t)(x & 0xffff)), a1 = bf16_to_float((uint16_t)(x >> 16));
-        }
-        a0 = (r < len && c <= r) ? a0 : 0.f;
-        a1 = (r < len && c + 1 <= r) ? a1 : 0.f;
-        *reinterpret_cast<uint32_t*>(sm.a + r * kLdC + c) = pack_fp16x2(a0, a1);
-      }
-    }
-#pragma unroll
-    for (int nt = 0; nt < kNT; ++nt) store_tile(sm.s, kLdV, 16 * warp, 8 * nt, S[nt], lane);
-    __syncthreads();  // B2
-
-    // --- Rows [m0, m0+16). half 0: U = K@S, then W; half 1: Q@S (starts O).
-    // Both: half of the columns of P = Q K^T.
-    {
-      float X[kNT][4];
-#pragma unroll
-      for (int nt = 0; nt < kNT; ++nt) X[nt][0] = X[nt][1] = X[nt][2] = X[nt][3] = 0.f;
-      const uint16_t* lhs = half == 0 ? st.k : st.q;
 #pragma unroll 2
       for (int ks = 0; ks < kD / 16; ++ks) {
-        uint32_t a[4], b[4];
-        load_a(a, lhs, kLdD, m0, 16 * ks, lane);
+        uint32_t aq[4], ak[4], b[4];
+        load_a(ak, sl.k, kLdD, m0, 16 * ks, lane);
+        load_a(aq, sl.q, kLdD, m0, 16 * ks, lane);
 #pragma unroll
         for (int np = 0; np < kNT / 2; ++np) {
           load_b_pair(b, sm.s, kLdV, 16 * ks, 16 * np, lane);
-          mma_16816<true>(X[2 * np], a, b[0], b[1]);
-          mma_16816<true>(X[2 * np + 1], a, b[2], b[3]);
+          mma_16816<true>(U[2 * np], ak, b[0], b[1]);
+          mma_16816<true>(U[2 * np + 1], ak, b[2], b[3]);
+          mma_16816<true>(O[2 * np], aq, b[0], b[1]);
+          mma_16816<true>(O[2 * np + 1], aq, b[2], b[3]);
         }
       }
-      const float eg_lo = sm.eg[r_lo], eg_hi = sm.eg[r_hi];
-      if (half == 0) {
-        const float b_lo = sm.beta[r_lo], b_hi = sm.beta[r_hi];
+      const float eg_lo = sl.eg[r_lo], eg_hi = sl.eg[r_hi];
+      const float b_lo = sl.beta[r_lo], b_hi = sl.beta[r_hi];
 #pragma unroll
-        for (int nt = 0; nt < kNT; ++nt) {
-          const int c = 8 * nt + 2 * tig;
-          float w[4];
-          w[0] = b_lo * (E::to_float(st.v[r_lo * kLdV + c]) - eg_lo * X[nt][0]);
-          w[1] = b_lo * (E::to_float(st.v[r_lo * kLdV + c + 1]) - eg_lo * X[nt][1]);
-          w[2] = b_hi * (E::to_float(st.v[r_hi * kLdV + c]) - eg_hi * X[nt][2]);
-          w[3] = b_hi * (E::to_float(st.v[r_hi * kLdV + c + 1]) - eg_hi * X[nt][3]);
-          store_tile(sm.w, kLdV, m0, 8 * nt, w, lane);
-        }
-      } else {
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt) {
-          O[nt][0] = eg_lo * X[nt][0], O[nt][1] = eg_lo * X[nt][1];
-          O[nt][2] = eg_hi * X[nt][2], O[nt][3] = eg_hi * X[nt][3];
-        }
+      for (int nt = 0; nt < kNT; ++nt) {
+        const int col = 8 * nt + 2 * tig;
+        float w[4];
+        w[0] = b_lo * (E::to_float(sl.v[r_lo * kLdV + col]) - eg_lo * U[nt][0]);
+        w[1] = b_lo * (E::to_float(sl.v[r_lo * kLdV + col + 1]) - eg_lo * U[nt][1]);
+        w[2] = b_hi * (E::to_float(sl.v[r_hi * kLdV + col]) - eg_hi * U[nt][2]);
+        w[3] = b_hi * (E::to_float(sl.v[r_hi * kLdV + col + 1]) - eg_hi * U[nt][3]);
+        store_tile(sm.w, kLdV, m0, 8 * nt, w, lane);
+        O[nt][0] *= eg_lo, O[nt][1] *= eg_lo, O[nt][2] *= eg_hi, O[nt][3] *= eg_hi;
       }
     }
-    {
-      constexpr int kPN = kC / 16;  // n-tiles of P per warp: 4 of the 8
-      float P[kPN][4];
-#pragma unroll
-      for (int nt = 0; nt < kPN; ++nt) P[nt][0] = P[nt][1] = P[nt][2] = P[nt][3] = 0.f;
-      const int n0 = (kC / 2) * half;
-#pragma unroll 2
-      for (int ks = 0; ks < kD / 16; ++ks) {
-        uint32_t a[4], b[4];
-        load_a(a, st.q, kLdD, m0, 16 * ks, lane);
-#pragma unroll
-        for (int np = 0; np < kPN / 2; ++np) {
-          load_bt_pair(b, st.k, kLdD, 16 * ks, n0 + 16 * np, lane);
-          mma_16816<true>(P[2 * np], a, b[0], b[1]);
-          mma_16816<true>(P[2 * np + 1], a, b[2], b[3]);
-        }
-      }
-      const float g_lo = sm.g[r_lo], g_hi = sm.g[r_hi];
-#pragma unroll
-      for (int nt = 0; nt < kPN; ++nt) {
-        const int c = n0 + 8 * nt + 2 * tig;
-        float pm[4];
-        // Gamma only where it multiplies a kept entry: exp of a difference,
-        // never of -g alone (it would overflow under strong decay).
-        pm[0] = (c <= r_lo && c < len) ? P[nt][0] * __expf(g_lo - sm.g[c]) : 0.f;
-        pm[1] = (c + 1 <= r_lo && c + 1 < len) ? P[nt][1] * __expf(g_lo - sm.g[c + 1]) : 0.f;
-        pm[2] = (c <= r_hi && c < len) ? P[nt][2] * __expf(g_hi - sm.g[c]) : 0.f;
-        pm[3] = (c + 1 <= r_hi && c + 1 < len) ? P[nt][3] * __expf(g_hi - sm.g[c + 1]) : 0.f;
-        store_tile(sm.p, kLdC, m0, n0 + 8 * nt, pm, lane);
-      }
-    }
-    __syncthreads();  // B3
+    bar_sync(kBarChain, kGroup);
 
-    // --- Vn = A @ W, rows [m0, m0+16), columns of this warp's half.
+    // Vn = A @ W.
     {
-      constexpr int kHN = kNT / 2;  // n-tiles per half
-      float Vn[kHN][4];
+      float Vn[kNT][4];
 #pragma unroll
-      for (int nt = 0; nt < kHN; ++nt) Vn[nt][0] = Vn[nt][1] = Vn[nt][2] = Vn[nt][3] = 0.f;
-      const int n0 = (kBV / 2) * half;
+      for (int nt = 0; nt < kNT; ++nt) Vn[nt][0] = Vn[nt][1] = Vn[nt][2] = Vn[nt][3] = 0.f;
 #pragma unroll
       for (int ks = 0; ks < kC / 16; ++ks) {
         uint32_t a[4], b[4];
-        load_a(a, sm.a, kLdC, m0, 16 * ks, lane);
+        load_a(a, sl.a, kLdC, m0, 16 * ks, lane);
 #pragma unroll
-        for (int np = 0; np < kHN / 2; ++np) {
-          load_b_pair(b, sm.w, kLdV, 16 * ks, n0 + 16 * np, lane);
+        for (int np = 0; np < kNT / 2; ++np) {
+          load_b_pair(b, sm.w, kLdV, 16 * ks, 16 * np, lane);
           mma_16816<true>(Vn[2 * np], a, b[0], b[1]);
           mma_16816<true>(Vn[2 * np + 1], a, b[2], b[3]);
         }
       }
 #pragma unroll
-      for (int nt = 0; nt < kHN; ++nt) store_tile(sm.vn, kLdV, m0, n0 + 8 * nt, Vn[nt], lane);
+      for (int nt = 0; nt < kNT; ++nt) store_tile(sm.vn, kLdV, m0, 8 * nt, Vn[nt], lane);
     }
-    __syncthreads();  // B4
+    bar_sync(kBarChain, kGroup);
 
-    // --- half 1: O += P @ Vn and write it. Every warp: its 16 state rows,
-    // S = exp(g_last) S + Kd^T @ Vn.
-    if (half == 1) {
-#pragma unroll
-      for (int ks = 0; ks < kC / 16; ++ks) {
-        uint32_t a[4], b[4];
-        load_a(a, sm.p, kLdC, m0, 16 * ks, lane);
-#pragma unroll
-        for (int np = 0; np < kNT / 2; ++np) {
-          load_b_pair(b, sm.vn, kLdV, 16 * ks, 16 * np, lane);
-          mma_16816<true>(O[2 * np], a, b[0], b[1]);
-          mma_16816<true>(O[2 * np + 1], a, b[2], b[3]);
-        }
-      }
-#pragma unroll
-      for (int nt = 0; nt < kNT; ++nt) {
-        const int c = v0 + 8 * nt + 2 * tig;
-        if (r_lo < len)
-          *reinterpret_cast<uint32_t*>(p.o + (cs + r_lo) * v_stride + h * kD + c) =
-              E::pack2(p.scale * O[nt][0], p.scale * O[nt][1]);
-        if (r_hi < len)
-          *reinterpret_cast<uint32_t*>(p.o + (cs + r_hi) * v_stride + h * kD + c) =
-              E::pack2(p.scale * O[nt][2], p.scale * O[nt][3]);
-      }
-    }
-    const float decay = __expf(g_last);
-#pragma unroll
-    for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) S[nt][e] *= decay;
+    // O += P @ Vn, written out; S = exp(g_last) S + Kd^T @ Vn.
 #pragma unroll
     for (int ks = 0; ks < kC / 16; ++ks) {
       uint32_t a[4], b[4];
-      load_a_trans(a, sm.kd, kLdD, 16 * warp, 16 * ks, lane);
+      load_a(a, sl.p, kLdC, m0, 16 * ks, lane);
 #pragma unroll
       for (int np = 0; np < kNT / 2; ++np) {
         load_b_pair(b, sm.vn, kLdV, 16 * ks, 16 * np, lane);
-        mma_16816<true>(S[2 * np], a, b[0], b[1]);
-        mma_16816<true>(S[2 * np + 1], a, b[2], b[3]);
+        mma_16816<true>(O[2 * np], a, b[0], b[1]);
+        mma_16816<true>(O[2 * np + 1], a, b[2], b[3]);
       }
     }
-    // The next chunk's B1 orders these reads before anything overwrites them.
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt) {
+      const int col = ch.v0 + 8 * nt + 2 * tig;
+      if (r_lo < len)
+        *reinterpret_cast<uint32_t*>(p.o + (cs + r_lo) * v_stride + ch.h * kD + col) =
+            E::pack2(p.scale * O[nt][0], p.scale * O[nt][1]);
+      if (r_hi < len)
+        *reinterpret_cast<uint32_t*>(p.o + (cs + r_hi) * v_stride + ch.h * kD + col) =
+            E::pack2(p.scale * O[nt][2], p.scale * O[nt][3]);
+    }
+    const float decay = __expf(sl.g[len - 1]);
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) S[mt][nt][e] *= decay;
+#pragma unroll
+    for (int ks = 0; ks < kC / 16; ++ks) {
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+        uint32_t a[4], b[4];
+        load_a_trans(a, sl.kd, kLdD, 32 * warp + 16 * mt, 16 * ks, lane);
+#pragma unroll
+        for (int np = 0; np < kNT / 2; ++np) {
+          load_b_pair(b, sm.vn, kLdV, 16 * ks, 16 * np, lane);
+          mma_16816<true>(S[mt][2 * np], a, b[0], b[1]);
+          mma_16816<true>(S[mt][2 * np + 1], a, b[2], b[3]);
+        }
+      }
+    }
+    // Done with the slot; the prep group may refill it (only if it will).
+    if (c + 2 < ch.nch) bar_arrive(kBarEmpty + s, kThreads);
   }
-  cp_async_wait_all();  // no copy may outlive the block (an empty group when the loop ran)
 
   if (p.ht != nullptr) {
 #pragma unroll
-    for (int nt = 0; nt < kNT; ++nt) {
-      const int c = 8 * nt + 2 * tig;
-      *reinterpret_cast<float2*>(p.ht + state_base + (int64_t)srow * kD + c) = make_float2(S[nt][0], S[nt][1]);
-      *reinterpret_cast<float2*>(p.ht + state_base + (int64_t)(srow + 8) * kD + c) = make_float2(S[nt][2], S[nt][3]);
-    }
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) {
+        const int r = 32 * warp + 16 * mt + gid, col = 8 * nt + 2 * tig;
+        *reinterpret_cast<float2*>(p.ht + state_base + (int64_t)r * kD + col) =
+            make_float2(S[mt][nt][0], S[mt][nt][1]);
+        *reinterpret_cast<float2*>(p.ht + state_base + (int64_t)(r + 8) * kD + col) =
+            make_float2(S[mt][nt][2], S[mt][nt][3]);
+      }
   }
 }
