@@ -3,6 +3,7 @@ package jit
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -48,6 +49,11 @@ func (r Request) CompileOptions() []string {
 	return append(opts, r.Options...)
 }
 
+// DefinesEnv names the environment variable whose space-separated NAME or
+// NAME=VALUE words RequestFor adds as -D options to every variant: a switch
+// for timing experiments, not for production use.
+const DefinesEnv = "GDN_JIT_DEFINES"
+
 // RequestFor builds the request that compiles catalogue variant v for t:
 // the variant's main file, every embedded header, its -D options and its
 // kernel as the one entry.
@@ -56,12 +62,18 @@ func RequestFor(v kernsrc.Variant, t Target) (Request, error) {
 	if err != nil {
 		return Request{}, fmt.Errorf("jit: variant %s: %w", v.Name, err)
 	}
+	opts := v.Options()
+	// Kernel experiments (docs/PERF.md) switch code paths with defines given
+	// here; they are part of the options, hence of the cache key.
+	for _, d := range strings.Fields(os.Getenv(DefinesEnv)) {
+		opts = append(opts, "-D"+d)
+	}
 	return Request{
 		Name:    v.Name,
 		File:    v.File,
 		Source:  src,
 		Headers: kernsrc.Headers(),
-		Options: v.Options(),
+		Options: opts,
 		Entries: []string{v.Kernel},
 		Target:  t,
 	}, nil

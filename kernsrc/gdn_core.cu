@@ -340,7 +340,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_core_fwd(const Gdn
     for (int c = 0; c < ch.nch; ++c) {
       const int s = c & 1;
       if (c >= 2) bar_sync(kBarEmpty + s, kThreads);  // the chain is done with chunk c-2
+#ifndef GDN_EXPERIMENT_NO_PREP  // timing experiment: the chain alone (wrong results)
       prepare_chunk(sm.slot[s], p, ch, c, t, pw, lane);
+#endif
       bar_arrive(kBarFull + s, kThreads);
     }
     return;
@@ -373,6 +375,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_core_fwd(const Gdn
     const int64_t cs = ch.bos + (int64_t)kC * c;
     const int len = (int)min((int64_t)kC, ch.eos - cs);
     bar_sync(kBarFull + s, kThreads);  // chunk c's operands are ready
+#ifdef GDN_EXPERIMENT_NO_CHAIN  // timing experiment: the prep group alone (wrong results)
+    if (c + 2 < ch.nch) bar_arrive(kBarEmpty + s, kThreads);
+    continue;
+#endif
 
     // The 16-bit state operand. Its readers of the previous chunk passed
     // two chain barriers since.
