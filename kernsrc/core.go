@@ -48,15 +48,20 @@ func CoreVariant(dt CoreDtype, tileWidth int) (Variant, error) {
 
 // CoreSharedBytes is the dynamic shared memory the core kernel needs for a
 // value-tile width. It mirrors struct Smem in gdn_core.cu (16-bit tiles padded
-// by 8 elements): two slots, each with q, k and the decayed keys (64 x 136),
-// the value tile (64 x (bv+8)), A and P (64 x 72) and three fp32 vectors of
-// 64; then the fp16 state (128 x (bv+8)), W and Vn (64 x (bv+8)). The kernel
-// checks the sum with a static_assert (define GDN_SMEM_BYTES).
+// by 8 elements): a ring of slots (three for BV 32, two for BV 64), each with
+// q and k (64 x 136), the value tile (64 x (bv+8)), A and P (64 x 72) and
+// four fp32 vectors of 64; then the fp16 state (128 x (bv+8)), W, Vn and the
+// decayed Vn (64 x (bv+8)). The kernel checks the sum with a static_assert
+// (define GDN_SMEM_BYTES).
 func CoreSharedBytes(tileWidth int) int {
 	const c, ldD, ldC = 64, 136, 72
 	ldV := tileWidth + 8
-	slot := 2*(3*c*ldD+c*ldV+2*c*ldC) + 3*c*4
-	return 2*slot + 2*(128*ldV+2*c*ldV)
+	slots := 2
+	if tileWidth == 32 {
+		slots = 3
+	}
+	slot := 2*(2*c*ldD+c*ldV+2*c*ldC) + 4*c*4
+	return slots*slot + 2*(128*ldV+3*c*ldV)
 }
 
 // CoreVariants lists every core-forward variant (each dtype and tile width).

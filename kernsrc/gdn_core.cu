@@ -15,15 +15,18 @@
 // converting q and k to fp16, the decayed keys, A, the gated Q K^T) does not.
 // So the CTA is two warp groups that run side by side:
 //
-//   prep  (warps 4-7) loads chunk c+1 and builds its operands into one of two
-//         slots while
-//   chain (warps 0-3) runs chunk c from the other slot: K@S and Q@S, W, A@W,
-//         the output and the state update. The fp32 state tile (128 x BV)
-//         lives in the chain warps' accumulators (warp w: rows 32w..32w+31).
+//   prep  (warps 4-7) builds chunk c+1's operands into a slot while the
+//         copies of chunk c+2 are in flight into the next one, and
+//   chain (warps 0-3) runs chunk c from its slot: K@S and Q@S, W, A@W, the
+//         output and the state update. The fp32 state tile (128 x BV) lives
+//         in the chain warps' accumulators (warp w: rows 32w..32w+31).
 //
-// The groups hand slots over with named barriers: FULL[s] (prep arrives when
-// slot s is ready, chain waits) and EMPTY[s] (chain arrives when it is done
-// with slot s, prep waits before refilling it). Each group orders its own
+// The slots (three for BV 32, two for BV 64, as shared memory allows) form a
+// ring. The groups hand them over with named barriers: FULL[s] (prep arrives
+// when slot s is ready, chain waits) and EMPTY[s] (chain arrives when it is
+// done with slot s, prep waits before refilling it). Timing experiments
+// (docs/PERF.md) showed the preparation, not the chain, bounding v4, with its
+// loads waited on in place: here they are issued a chunk ahead. Each group orders its own
 // phases with a barrier of its 128 threads. Every matrix product runs on the
 // tensor cores (mma.sync m16n8k16, fp32 accumulate, fp16 operands) from
 // padded shared memory (no bank conflicts for ldmatrix).
@@ -79,11 +82,13 @@ constexpr int kLdC = kC + 8;
 constexpr int kLdV = kBV + 8;
 constexpr int kNT = kBV / 8;   // n-tiles of 8 across a value tile
 
+constexpr int kSlots = kBV == 32 ? 3 : 2;
+
 // Named barriers (0 is __syncthreads).
 constexpr int kBarFull = 1;    // + slot
-constexpr int kBarEmpty = 3;   // + slot
-constexpr int kBarChain = 5;   // the chain group's own phases
-constexpr int kBarPrep = 6;    // the prep group's own phases
+constexpr int kBarEmpty = 4;   // + slot
+constexpr int kBarChain = 7;   // the chain group's own phases
+constexpr int kBarPrep = 8;    // the prep group's own phases
 
 // E is the input/output dtype. Every tensor-core operand, whatever E, is
 // fp16: q and k convert exactly, and the intermediates (the state copy, W,
@@ -99,21 +104,22 @@ constexpr bool kConvert = GDN_FP16 == 0;  // bf16 q and k need converting
 struct Slot {
   uint16_t q[kC * kLdD];    // fp16 (loaded in the input dtype, converted in place)
   uint16_t k[kC * kLdD];    // fp16
-  uint16_t kd[kC * kLdD];   // K * exp(g_last - g), rows past the chunk zero
   uint16_t v[kC * kLdV];    // the value tile, input dtype (read as floats)
   uint16_t a[kC * kLdC];    // A in fp16, masked to its lower triangle and the chunk
   uint16_t p[kC * kLdC];    // P = Lower(Q K^T * Gamma) in fp16
   float g[kC];              // zero past the chunk
   float beta[kC];
   float eg[kC];             // exp(g), zero past the chunk
+  float f[kC];              // exp(g_last - g), zero past the chunk
 };
 
 // Shared memory of one CTA, in 16-bit elements unless said otherwise.
 struct Smem {
-  Slot slot[2];
+  Slot slot[kSlots];
   uint16_t s[kD * kLdV];    // the state tile rounded to fp16, operand of K@S and Q@S
   uint16_t w[kC * kLdV];    // W  = beta * (V - exp(g) * U)
   uint16_t vn[kC * kLdV];   // Vn = A @ W
+  uint16_t vnf[kC * kLdV];  // exp(g_last - g) * Vn, the state update's operand
 };
 
 // The host sizes the dynamic shared memory from its own formula
@@ -164,15 +170,6 @@ GDN_DEVICE uint4 to_fp16x8(uint4 x) {
   return x;
 }
 
-// 8 fp16 values times f, as fp16.
-GDN_DEVICE uint4 scale_fp16x8(uint4 x, float f) {
-  uint32_t* w = reinterpret_cast<uint32_t*>(&x);
-#pragma unroll
-  for (int j = 0; j < 4; ++j)
-    w[j] = pack_fp16x2(fp16_to_float((uint16_t)(w[j] & 0xffff)) * f, fp16_to_float((uint16_t)(w[j] >> 16)) * f);
-  return x;
-}
-
 // Where a CTA's chain runs: its sequence, heads and value columns.
 struct Chain {
   int64_t bos, eos;  // token range of the sequence
@@ -180,15 +177,22 @@ struct Chain {
   int h, hk, v0;     // value head, its query/key head, first value column
 };
 
-// The prep group builds chunk c's operands into sl: t is the thread's index
-// in the group (0..127), warp its warp in the group (0..3).
-GDN_DEVICE void prepare_chunk(Slot& sl, const GdnCoreParams& p, const Chain& ch, int c, int t, int warp, int lane) {
-  const int64_t cs = ch.bos + (int64_t)kC * c;
-  const int len = (int)min((int64_t)kC, ch.eos - cs);
-  const int64_t qk_stride = (int64_t)p.Hq * kD, v_stride = (int64_t)p.Hv * kD;
+// The prep group's share of one chunk. t is the thread's index in the group
+// (0..127), warp its warp in the group (0..3). A chunk goes through
+// issue_copies (q, k and the value tile by cp.async, A's rows, g and beta
+// into registers), then, one chunk later, write_staged (A, g and beta into
+// the slot) and build (fp16 conversion, gate factors, P).
+struct Staged {
+  float a[32];  // half a row of A: row t/2, columns [32 (t%2), +32)
+  float g, beta;
+};
 
-  // 1. Asynchronous copies of q, k and the value tile (zero past the chunk);
-  // A's rows, g and beta through registers meanwhile.
+GDN_DEVICE int chunk_len(const Chain& ch, int c) { return (int)min((int64_t)kC, ch.eos - ch.bos - (int64_t)kC * c); }
+
+GDN_DEVICE void issue_copies(Slot& sl, Staged& st, const GdnCoreParams& p, const Chain& ch, int c, int t) {
+  const int64_t cs = ch.bos + (int64_t)kC * c;
+  const int len = chunk_len(ch, c);
+  const int64_t qk_stride = (int64_t)p.Hq * kD, v_stride = (int64_t)p.Hv * kD;
   const uint16_t* q = p.q + cs * qk_stride + ch.hk * kD;
   const uint16_t* k = p.k + cs * qk_stride + ch.hk * kD;
 #pragma unroll
@@ -207,102 +211,105 @@ GDN_DEVICE void prepare_chunk(Slot& sl, const GdnCoreParams& p, const Chain& ch,
   }
   cp_async_commit();
 
-  // A: thread t takes half a row, columns [32 half, 32 half + 32).
   const int ar = t >> 1, ahalf = t & 1;
-  float av[32];
-  {
-    const bool in = ar < len;
-    const int64_t row = ((cs + ar) * p.Hv + ch.h) * kC + 32 * ahalf;
-    if (p.flags & kAFP32) {
-      const float4* src = reinterpret_cast<const float4*>(static_cast<const float*>(p.A) + row);
+  const bool in = ar < len;
+  const int64_t row = ((cs + ar) * p.Hv + ch.h) * kC + 32 * ahalf;
+  if (p.flags & kAFP32) {
+    const float4* src = reinterpret_cast<const float4*>(static_cast<const float*>(p.A) + row);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const float4 x = in ? src[j] : make_float4(0.f, 0.f, 0.f, 0.f);
-        av[4 * j] = x.x, av[4 * j + 1] = x.y, av[4 * j + 2] = x.z, av[4 * j + 3] = x.w;
-      }
-    } else {
-      const uint4* src = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.A) + row);
+    for (int j = 0; j < 8; ++j) {
+      const float4 x = in ? src[j] : make_float4(0.f, 0.f, 0.f, 0.f);
+      st.a[4 * j] = x.x, st.a[4 * j + 1] = x.y, st.a[4 * j + 2] = x.z, st.a[4 * j + 3] = x.w;
+    }
+  } else {
+    const uint4* src = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.A) + row);
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const uint4 x = in ? src[j] : make_uint4(0, 0, 0, 0);
-        const uint32_t w[4] = {x.x, x.y, x.z, x.w};
+    for (int j = 0; j < 4; ++j) {
+      const uint4 x = in ? src[j] : make_uint4(0, 0, 0, 0);
+      const uint32_t w[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          av[8 * j + 2 * e] = bf16_to_float((uint16_t)(w[e] & 0xffff));
-          av[8 * j + 2 * e + 1] = bf16_to_float((uint16_t)(w[e] >> 16));
-        }
+      for (int e = 0; e < 4; ++e) {
+        st.a[8 * j + 2 * e] = bf16_to_float((uint16_t)(w[e] & 0xffff));
+        st.a[8 * j + 2 * e + 1] = bf16_to_float((uint16_t)(w[e] >> 16));
       }
     }
   }
-  if (t < kC) {
-    const bool in = t < len;
-    sl.g[t] = in ? p.g[(cs + t) * p.Hv + ch.h] : 0.f;
-    sl.beta[t] = in ? read_beta(p, (cs + t) * p.Hv + ch.h) : 0.f;
+  st.g = st.beta = 0.f;
+  if (t < len) {
+    st.g = p.g[(cs + t) * p.Hv + ch.h];
+    st.beta = read_beta(p, (cs + t) * p.Hv + ch.h);
   }
+}
+
+GDN_DEVICE void write_staged(Slot& sl, const Staged& st, int len, int t) {
+  const int ar = t >> 1, ahalf = t & 1;
   // A kept where col <= row < len: columns past the chunk may hold anything
   // (SPEC), and 0 * NaN would poison the product.
 #pragma unroll
   for (int j = 0; j < 16; ++j) {
     const int col = 32 * ahalf + 2 * j;
-    const float a0 = (ar < len && col <= ar) ? av[2 * j] : 0.f;
-    const float a1 = (ar < len && col + 1 <= ar) ? av[2 * j + 1] : 0.f;
+    const float a0 = (ar < len && col <= ar) ? st.a[2 * j] : 0.f;
+    const float a1 = (ar < len && col + 1 <= ar) ? st.a[2 * j + 1] : 0.f;
     *reinterpret_cast<uint32_t*>(sl.a + ar * kLdC + col) = pack_fp16x2(a0, a1);
   }
-  cp_async_wait_all();
-  bar_sync(kBarPrep, kGroup);  // the group's copies, g and beta are visible
+  if (t < kC) {
+    sl.g[t] = st.g;
+    sl.beta[t] = st.beta;
+  }
+}
 
-  // 2. Gate factors; q and k to fp16 in place; the decayed keys. Two
-  // threads per row, 64 columns each.
+// Runs once the slot's copies have landed and write_staged is visible to the
+// group: gate factors, q and k to fp16 in place, then P.
+GDN_DEVICE void build(Slot& sl, int len, int t, int warp, int lane) {
   {
     const float g_last = sl.g[len - 1];
     const int r = t >> 1, half = t & 1;
-    const float f = r < len ? __expf(g_last - sl.g[r]) : 0.f;
-    if (half == 0) sl.eg[r] = r < len ? __expf(sl.g[r]) : 0.f;
+    if (half == 0) {
+      sl.eg[r] = r < len ? __expf(sl.g[r]) : 0.f;
+      sl.f[r] = r < len ? __expf(g_last - sl.g[r]) : 0.f;
+    }
+    if (kConvert) {
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int col = 64 * half + 8 * j;
-      const uint4 kk = to_fp16x8(*reinterpret_cast<const uint4*>(sl.k + r * kLdD + col));
-      if (kConvert) {
-        *reinterpret_cast<uint4*>(sl.k + r * kLdD + col) = kk;
-        *reinterpret_cast<uint4*>(sl.q + r * kLdD + col) =
-            to_fp16x8(*reinterpret_cast<const uint4*>(sl.q + r * kLdD + col));
+      for (int j = 0; j < 8; ++j) {
+        const int col = 64 * half + 8 * j;
+        uint4* k = reinterpret_cast<uint4*>(sl.k + r * kLdD + col);
+        uint4* q = reinterpret_cast<uint4*>(sl.q + r * kLdD + col);
+        *k = to_fp16x8(*k);
+        *q = to_fp16x8(*q);
       }
-      *reinterpret_cast<uint4*>(sl.kd + r * kLdD + col) = scale_fp16x8(kk, f);
     }
   }
   bar_sync(kBarPrep, kGroup);
 
-  // 3. P = Lower(Q K^T * Gamma), rows [16 warp, 16 warp + 16).
-  {
-    const int m0 = 16 * warp, gid = lane >> 2, tig = lane & 3;
-    float P[kC / 8][4];
+  // P = Lower(Q K^T * Gamma), rows [16 warp, 16 warp + 16).
+  const int m0 = 16 * warp, gid = lane >> 2, tig = lane & 3;
+  float P[kC / 8][4];
 #pragma unroll
-    for (int nt = 0; nt < kC / 8; ++nt) P[nt][0] = P[nt][1] = P[nt][2] = P[nt][3] = 0.f;
+  for (int nt = 0; nt < kC / 8; ++nt) P[nt][0] = P[nt][1] = P[nt][2] = P[nt][3] = 0.f;
 #pragma unroll 2
-    for (int ks = 0; ks < kD / 16; ++ks) {
-      uint32_t a[4], b[4];
-      load_a(a, sl.q, kLdD, m0, 16 * ks, lane);
+  for (int ks = 0; ks < kD / 16; ++ks) {
+    uint32_t a[4], b[4];
+    load_a(a, sl.q, kLdD, m0, 16 * ks, lane);
 #pragma unroll
-      for (int np = 0; np < kC / 16; ++np) {
-        load_bt_pair(b, sl.k, kLdD, 16 * ks, 16 * np, lane);
-        mma_16816<true>(P[2 * np], a, b[0], b[1]);
-        mma_16816<true>(P[2 * np + 1], a, b[2], b[3]);
-      }
+    for (int np = 0; np < kC / 16; ++np) {
+      load_bt_pair(b, sl.k, kLdD, 16 * ks, 16 * np, lane);
+      mma_16816<true>(P[2 * np], a, b[0], b[1]);
+      mma_16816<true>(P[2 * np + 1], a, b[2], b[3]);
     }
-    const int r_lo = m0 + gid, r_hi = r_lo + 8;
-    const float g_lo = sl.g[r_lo], g_hi = sl.g[r_hi];
+  }
+  const int r_lo = m0 + gid, r_hi = r_lo + 8;
+  const float g_lo = sl.g[r_lo], g_hi = sl.g[r_hi];
 #pragma unroll
-    for (int nt = 0; nt < kC / 8; ++nt) {
-      const int col = 8 * nt + 2 * tig;
-      float pm[4];
-      // Gamma only where it multiplies a kept entry: exp of a difference,
-      // never of -g alone (it would overflow under strong decay).
-      pm[0] = (col <= r_lo && col < len) ? P[nt][0] * __expf(g_lo - sl.g[col]) : 0.f;
-      pm[1] = (col + 1 <= r_lo && col + 1 < len) ? P[nt][1] * __expf(g_lo - sl.g[col + 1]) : 0.f;
-      pm[2] = (col <= r_hi && col < len) ? P[nt][2] * __expf(g_hi - sl.g[col]) : 0.f;
-      pm[3] = (col + 1 <= r_hi && col + 1 < len) ? P[nt][3] * __expf(g_hi - sl.g[col + 1]) : 0.f;
-      store_tile(sl.p, kLdC, m0, 8 * nt, pm, lane);
-    }
+  for (int nt = 0; nt < kC / 8; ++nt) {
+    const int col = 8 * nt + 2 * tig;
+    float pm[4];
+    // Gamma only where it multiplies a kept entry: exp of a difference,
+    // never of -g alone (it would overflow under strong decay).
+    pm[0] = (col <= r_lo && col < len) ? P[nt][0] * __expf(g_lo - sl.g[col]) : 0.f;
+    pm[1] = (col + 1 <= r_lo && col + 1 < len) ? P[nt][1] * __expf(g_lo - sl.g[col + 1]) : 0.f;
+    pm[2] = (col <= r_hi && col < len) ? P[nt][2] * __expf(g_hi - sl.g[col]) : 0.f;
+    pm[3] = (col + 1 <= r_hi && col + 1 < len) ? P[nt][3] * __expf(g_hi - sl.g[col + 1]) : 0.f;
+    store_tile(sl.p, kLdC, m0, 8 * nt, pm, lane);
   }
 }
 
@@ -335,15 +342,37 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_core_fwd(const Gdn
   ch.nch = (int)((ch.eos - ch.bos + kC - 1) / kC);
 
   if (warp >= 4) {
-    // ---- The prep group: fill slot c%2 with chunk c, two chunks ahead at most.
+    // ---- The prep group. With three slots, chunk c+1's copies fly while
+    // chunk c is built (the slot they fill was freed by chunk c-2, which the
+    // chain has finished while we built c-1). With two, that slot is the
+    // one the chain is still reading, so the copies wait until chunk c is
+    // built and handed over.
     const int t = tid - kGroup, pw = warp - 4;
+    Staged st;
+    if (ch.nch > 0) issue_copies(sm.slot[0], st, p, ch, 0, t);
     for (int c = 0; c < ch.nch; ++c) {
-      const int s = c & 1;
-      if (c >= 2) bar_sync(kBarEmpty + s, kThreads);  // the chain is done with chunk c-2
+      const int s = c % kSlots, len = chunk_len(ch, c);
+      const bool next = c + 1 < ch.nch;
+      const int s1 = (c + 1) % kSlots;
 #ifndef GDN_EXPERIMENT_NO_PREP  // timing experiment: the chain alone (wrong results)
-      prepare_chunk(sm.slot[s], p, ch, c, t, pw, lane);
+      write_staged(sm.slot[s], st, len, t);
+#endif
+      if (kSlots >= 3 && next) {
+        if (c + 1 >= kSlots) bar_sync(kBarEmpty + s1, kThreads);  // the chain is done with chunk c+1-kSlots
+        issue_copies(sm.slot[s1], st, p, ch, c + 1, t);
+        asm volatile("cp.async.wait_group 1;" ::: "memory");  // chunk c's copies (not c+1's) have landed
+      } else {
+        cp_async_wait_all();
+      }
+      bar_sync(kBarPrep, kGroup);
+#ifndef GDN_EXPERIMENT_NO_PREP
+      build(sm.slot[s], len, t, pw, lane);
 #endif
       bar_arrive(kBarFull + s, kThreads);
+      if (kSlots < 3 && next) {
+        if (c + 1 >= kSlots) bar_sync(kBarEmpty + s1, kThreads);
+        issue_copies(sm.slot[s1], st, p, ch, c + 1, t);
+      }
     }
     return;
   }
@@ -370,13 +399,13 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_core_fwd(const Gdn
   const int m0 = 16 * warp;
   const int r_lo = m0 + gid, r_hi = r_lo + 8;
   for (int c = 0; c < ch.nch; ++c) {
-    const int s = c & 1;
+    const int s = c % kSlots;
     const Slot& sl = sm.slot[s];
     const int64_t cs = ch.bos + (int64_t)kC * c;
     const int len = (int)min((int64_t)kC, ch.eos - cs);
     bar_sync(kBarFull + s, kThreads);  // chunk c's operands are ready
 #ifdef GDN_EXPERIMENT_NO_CHAIN  // timing experiment: the prep group alone (wrong results)
-    if (c + 2 < ch.nch) bar_arrive(kBarEmpty + s, kThreads);
+    if (c + kSlots < ch.nch) bar_arrive(kBarEmpty + s, kThreads);
     continue;
 #endif
 
@@ -427,7 +456,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_core_fwd(const Gdn
     }
     bar_sync(kBarChain, kGroup);
 
-    // Vn = A @ W.
+    // Vn = A @ W, and exp(g_last - g) Vn for the state update.
     {
       float Vn[kNT][4];
 #pragma unroll
@@ -443,12 +472,17 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_core_fwd(const Gdn
           mma_16816<true>(Vn[2 * np + 1], a, b[2], b[3]);
         }
       }
+      const float f_lo = sl.f[r_lo], f_hi = sl.f[r_hi];
 #pragma unroll
-      for (int nt = 0; nt < kNT; ++nt) store_tile(sm.vn, kLdV, m0, 8 * nt, Vn[nt], lane);
+      for (int nt = 0; nt < kNT; ++nt) {
+        store_tile(sm.vn, kLdV, m0, 8 * nt, Vn[nt], lane);
+        const float vf[4] = {f_lo * Vn[nt][0], f_lo * Vn[nt][1], f_hi * Vn[nt][2], f_hi * Vn[nt][3]};
+        store_tile(sm.vnf, kLdV, m0, 8 * nt, vf, lane);
+      }
     }
     bar_sync(kBarChain, kGroup);
 
-    // O += P @ Vn, written out; S = exp(g_last) S + Kd^T @ Vn.
+    // O += P @ Vn, written out; S = exp(g_last) S + K^T @ (exp(g_last - g) Vn).
 #pragma unroll
     for (int ks = 0; ks < kC / 16; ++ks) {
       uint32_t a[4], b[4];
@@ -482,17 +516,17 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_core_fwd(const Gdn
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) {
         uint32_t a[4], b[4];
-        load_a_trans(a, sl.kd, kLdD, 32 * warp + 16 * mt, 16 * ks, lane);
+        load_a_trans(a, sl.k, kLdD, 32 * warp + 16 * mt, 16 * ks, lane);
 #pragma unroll
         for (int np = 0; np < kNT / 2; ++np) {
-          load_b_pair(b, sm.vn, kLdV, 16 * ks, 16 * np, lane);
+          load_b_pair(b, sm.vnf, kLdV, 16 * ks, 16 * np, lane);
           mma_16816<true>(S[mt][2 * np], a, b[0], b[1]);
           mma_16816<true>(S[mt][2 * np + 1], a, b[2], b[3]);
         }
       }
     }
     // Done with the slot; the prep group may refill it (only if it will).
-    if (c + 2 < ch.nch) bar_arrive(kBarEmpty + s, kThreads);
+    if (c + kSlots < ch.nch) bar_arrive(kBarEmpty + s, kThreads);
   }
 
   if (p.ht != nullptr) {
