@@ -51,7 +51,7 @@ func PlanCore(p Problem, sms int) (Plan, error) {
 		Variant:     v,
 		TileWidth:   bv,
 		Grid:        [3]uint32{uint32(p.Hv * tiles), uint32(p.N), 1},
-		Block:       [3]uint32{kernsrc.CoreThreads, 1, 1},
+		Block:       [3]uint32{uint32(kernsrc.CoreThreads(bv)), 1, 1},
 		SharedBytes: kernsrc.CoreSharedBytes(bv),
 	}, nil
 }

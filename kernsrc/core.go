@@ -5,9 +5,15 @@ import "fmt"
 // CoreKernel is the entry point of the GDN core forward (gdn_core.cu).
 const CoreKernel = "gdn_core_fwd"
 
-// CoreThreads is the block size of the core kernel: two warp groups of four
-// warps (one prepares chunk c+1 while the other runs chunk c).
-const CoreThreads = 256
+// CoreThreads is the block size of the core kernel for a value-tile width:
+// a chain group of four warps and a prep group of eight (BV 32) or four
+// (BV 64) warps that builds chunk c+1 while the chain runs chunk c.
+func CoreThreads(tileWidth int) int {
+	if tileWidth == 32 {
+		return 32 * (4 + 8)
+	}
+	return 32 * (4 + 4)
+}
 
 // CoreTileWidths are the value-tile widths the core kernel is built for. A
 // narrower tile gives more CTAs (one per sequence, value head and tile) at the

@@ -15,7 +15,7 @@
 // converting q and k to fp16, the decayed keys, A, the gated Q K^T) does not.
 // So the CTA is two warp groups that run side by side:
 //
-//   prep  (warps 4-7) builds chunk c+1's operands into a slot while the
+//   prep  (warps 4-11 at BV 32, 4-7 at BV 64) builds chunk c+1's operands into a slot while the
 //         copies of chunk c+2 are in flight into the next one, and
 //   chain (warps 0-3) runs chunk c from its slot: K@S and Q@S, W, A@W, the
 //         output and the state update. The fp32 state tile (128 x BV) lives
@@ -75,8 +75,13 @@ namespace {
 constexpr int kD = 128;        // head dimension
 constexpr int kC = 64;         // chunk length
 constexpr int kBV = GDN_BV;    // value-tile width
-constexpr int kGroup = 128;    // threads per warp group
-constexpr int kThreads = 2 * kGroup;
+constexpr int kGroup = 128;    // threads of the chain group (four warps)
+// The prep group: twice the chain's warps where the 32-wide tile leaves room
+// in the register file (it bounds v5, docs/PERF.md), as many at BV 64.
+constexpr int kPrepWarps = kBV == 32 ? 8 : 4;
+constexpr int kPrepThreads = 32 * kPrepWarps;
+constexpr int kThreads = kGroup + kPrepThreads;
+constexpr int kRowThreads = kPrepThreads / 64;  // prep threads per chunk row
 constexpr int kLdD = kD + 8;   // padded leading dimensions (16 bytes) for conflict-free ldmatrix
 constexpr int kLdC = kC + 8;
 constexpr int kLdV = kBV + 8;
@@ -183,7 +188,7 @@ struct Chain {
 // into registers), then, one chunk later, write_staged (A, g and beta into
 // the slot) and build (fp16 conversion, gate factors, P).
 struct Staged {
-  float a[32];  // half a row of A: row t/2, columns [32 (t%2), +32)
+  float a[64 / kRowThreads];  // part of a row of A: row t/kRowThreads
   float g, beta;
 };
 
@@ -196,7 +201,7 @@ GDN_DEVICE void issue_copies(Slot& sl, Staged& st, const GdnCoreParams& p, const
   const uint16_t* q = p.q + cs * qk_stride + ch.hk * kD;
   const uint16_t* k = p.k + cs * qk_stride + ch.hk * kD;
 #pragma unroll
-  for (int i = t; i < kC * kD / 8; i += kGroup) {
+  for (int i = t; i < kC * kD / 8; i += kPrepThreads) {
     const int r = i / (kD / 8), col = (i % (kD / 8)) * 8;
     const bool in = r < len;
     cp_async16(sl.q + r * kLdD + col, in ? q + r * qk_stride + col : p.q, in);
@@ -204,27 +209,28 @@ GDN_DEVICE void issue_copies(Slot& sl, Staged& st, const GdnCoreParams& p, const
   }
   const uint16_t* v = p.v + cs * v_stride + ch.h * kD + ch.v0;
 #pragma unroll
-  for (int i = t; i < kC * kBV / 8; i += kGroup) {
+  for (int i = t; i < kC * kBV / 8; i += kPrepThreads) {
     const int r = i / (kBV / 8), col = (i % (kBV / 8)) * 8;
     const bool in = r < len;
     cp_async16(sl.v + r * kLdV + col, in ? v + r * v_stride + col : p.v, in);
   }
   cp_async_commit();
 
-  const int ar = t >> 1, ahalf = t & 1;
+  constexpr int kACols = 64 / kRowThreads;
+  const int ar = t / kRowThreads, a0 = kACols * (t % kRowThreads);
   const bool in = ar < len;
-  const int64_t row = ((cs + ar) * p.Hv + ch.h) * kC + 32 * ahalf;
+  const int64_t row = ((cs + ar) * p.Hv + ch.h) * kC + a0;
   if (p.flags & kAFP32) {
     const float4* src = reinterpret_cast<const float4*>(static_cast<const float*>(p.A) + row);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
+    for (int j = 0; j < kACols / 4; ++j) {
       const float4 x = in ? src[j] : make_float4(0.f, 0.f, 0.f, 0.f);
       st.a[4 * j] = x.x, st.a[4 * j + 1] = x.y, st.a[4 * j + 2] = x.z, st.a[4 * j + 3] = x.w;
     }
   } else {
     const uint4* src = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(p.A) + row);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
+    for (int j = 0; j < kACols / 8; ++j) {
       const uint4 x = in ? src[j] : make_uint4(0, 0, 0, 0);
       const uint32_t w[4] = {x.x, x.y, x.z, x.w};
 #pragma unroll
@@ -242,15 +248,16 @@ GDN_DEVICE void issue_copies(Slot& sl, Staged& st, const GdnCoreParams& p, const
 }
 
 GDN_DEVICE void write_staged(Slot& sl, const Staged& st, int len, int t) {
-  const int ar = t >> 1, ahalf = t & 1;
+  constexpr int kACols = 64 / kRowThreads;
+  const int ar = t / kRowThreads, a0 = kACols * (t % kRowThreads);
   // A kept where col <= row < len: columns past the chunk may hold anything
   // (SPEC), and 0 * NaN would poison the product.
 #pragma unroll
-  for (int j = 0; j < 16; ++j) {
-    const int col = 32 * ahalf + 2 * j;
-    const float a0 = (ar < len && col <= ar) ? st.a[2 * j] : 0.f;
-    const float a1 = (ar < len && col + 1 <= ar) ? st.a[2 * j + 1] : 0.f;
-    *reinterpret_cast<uint32_t*>(sl.a + ar * kLdC + col) = pack_fp16x2(a0, a1);
+  for (int j = 0; j < kACols / 2; ++j) {
+    const int col = a0 + 2 * j;
+    const float x0 = (ar < len && col <= ar) ? st.a[2 * j] : 0.f;
+    const float x1 = (ar < len && col + 1 <= ar) ? st.a[2 * j + 1] : 0.f;
+    *reinterpret_cast<uint32_t*>(sl.a + ar * kLdC + col) = pack_fp16x2(x0, x1);
   }
   if (t < kC) {
     sl.g[t] = st.g;
@@ -263,15 +270,15 @@ GDN_DEVICE void write_staged(Slot& sl, const Staged& st, int len, int t) {
 GDN_DEVICE void build(Slot& sl, int len, int t, int warp, int lane) {
   {
     const float g_last = sl.g[len - 1];
-    const int r = t >> 1, half = t & 1;
-    if (half == 0) {
+    const int r = t / kRowThreads, part = t % kRowThreads;
+    if (part == 0) {
       sl.eg[r] = r < len ? __expf(sl.g[r]) : 0.f;
       sl.f[r] = r < len ? __expf(g_last - sl.g[r]) : 0.f;
     }
     if (kConvert) {
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const int col = 64 * half + 8 * j;
+      for (int j = 0; j < 16 / kRowThreads; ++j) {
+        const int col = (128 / kRowThreads) * part + 8 * j;
         uint4* k = reinterpret_cast<uint4*>(sl.k + r * kLdD + col);
         uint4* q = reinterpret_cast<uint4*>(sl.q + r * kLdD + col);
         *k = to_fp16x8(*k);
@@ -279,20 +286,22 @@ GDN_DEVICE void build(Slot& sl, int len, int t, int warp, int lane) {
       }
     }
   }
-  bar_sync(kBarPrep, kGroup);
+  bar_sync(kBarPrep, kPrepThreads);
 
-  // P = Lower(Q K^T * Gamma), rows [16 warp, 16 warp + 16).
-  const int m0 = 16 * warp, gid = lane >> 2, tig = lane & 3;
-  float P[kC / 8][4];
+  // P = Lower(Q K^T * Gamma): warp w computes rows [16 (w%4), +16), columns
+  // [n0, n0 + 8 kPN).
+  constexpr int kPN = 8 * 4 / kPrepWarps;  // n-tiles of P per warp
+  const int m0 = 16 * (warp & 3), n0 = 8 * kPN * (warp >> 2), gid = lane >> 2, tig = lane & 3;
+  float P[kPN][4];
 #pragma unroll
-  for (int nt = 0; nt < kC / 8; ++nt) P[nt][0] = P[nt][1] = P[nt][2] = P[nt][3] = 0.f;
+  for (int nt = 0; nt < kPN; ++nt) P[nt][0] = P[nt][1] = P[nt][2] = P[nt][3] = 0.f;
 #pragma unroll 2
   for (int ks = 0; ks < kD / 16; ++ks) {
     uint32_t a[4], b[4];
     load_a(a, sl.q, kLdD, m0, 16 * ks, lane);
 #pragma unroll
-    for (int np = 0; np < kC / 16; ++np) {
-      load_bt_pair(b, sl.k, kLdD, 16 * ks, 16 * np, lane);
+    for (int np = 0; np < kPN / 2; ++np) {
+      load_bt_pair(b, sl.k, kLdD, 16 * ks, n0 + 16 * np, lane);
       mma_16816<true>(P[2 * np], a, b[0], b[1]);
       mma_16816<true>(P[2 * np + 1], a, b[2], b[3]);
     }
@@ -300,8 +309,8 @@ GDN_DEVICE void build(Slot& sl, int len, int t, int warp, int lane) {
   const int r_lo = m0 + gid, r_hi = r_lo + 8;
   const float g_lo = sl.g[r_lo], g_hi = sl.g[r_hi];
 #pragma unroll
-  for (int nt = 0; nt < kC / 8; ++nt) {
-    const int col = 8 * nt + 2 * tig;
+  for (int nt = 0; nt < kPN; ++nt) {
+    const int col = n0 + 8 * nt + 2 * tig;
     float pm[4];
     // Gamma only where it multiplies a kept entry: exp of a difference,
     // never of -g alone (it would overflow under strong decay).
@@ -309,7 +318,7 @@ GDN_DEVICE void build(Slot& sl, int len, int t, int warp, int lane) {
     pm[1] = (col + 1 <= r_lo && col + 1 < len) ? P[nt][1] * __expf(g_lo - sl.g[col + 1]) : 0.f;
     pm[2] = (col <= r_hi && col < len) ? P[nt][2] * __expf(g_hi - sl.g[col]) : 0.f;
     pm[3] = (col + 1 <= r_hi && col + 1 < len) ? P[nt][3] * __expf(g_hi - sl.g[col + 1]) : 0.f;
-    store_tile(sl.p, kLdC, m0, 8 * nt, pm, lane);
+    store_tile(sl.p, kLdC, m0, col - 2 * tig, pm, lane);
   }
 }
 
@@ -364,7 +373,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_core_fwd(const Gdn
       } else {
         cp_async_wait_all();
       }
-      bar_sync(kBarPrep, kGroup);
+      bar_sync(kBarPrep, kPrepThreads);
 #ifndef GDN_EXPERIMENT_NO_PREP
       build(sm.slot[s], len, t, pw, lane);
 #endif
