@@ -28,6 +28,10 @@ const ChunkLen = 64
 // CuSeqlensDevice, the same values in device memory (Int32 or Int64, shape
 // [N+1]) that the kernel reads. N is the number of sequences: B, or
 // len(CuSeqlens)-1.
+//
+// Device pointers must be aligned: q, k, v, o and A to 16 bytes (they are
+// copied in 16-byte vectors), h0 and ht to 8, g and beta to 4; cudaMalloc's
+// are. Every tensor is dense and row-major in exactly its shape.
 type CoreArgs struct {
 	Q, K, V, G, Beta, A Tensor
 	H0                  Tensor
