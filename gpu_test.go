@@ -399,3 +399,61 @@ func TestCoreConcurrentCallers(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// A caller may capture Forward into a graph of its own: the Runtime's graph
+// cache must stay out of the way (no nested capture) and the caller's graph
+// must compute the right thing when replayed.
+func TestCoreInsideCallerGraph(t *testing.T) {
+	r := testRuntime(t)
+	d := newDeviceCase(t, r, ref.Shape{B: 1, T: 200, Hq: 4, Hv: 8}, 11)
+	defer d.free()
+	stream, err := r.Context().NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Destroy()
+	for i := 0; i < 2; i++ { // the second identical call goes through the Runtime's graph cache
+		if err := r.Forward(d.args, gdn.Stream(stream.Handle())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := stream.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.BeginCapture(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if err := r.Forward(d.args, gdn.Stream(stream.Handle())); err != nil {
+			stream.EndCapture()
+			t.Fatalf("Forward %d inside the caller's capture: %v", i, err)
+		}
+	}
+	graph, err := stream.EndCapture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer graph.Destroy()
+	nodes, err := graph.KernelNodes()
+	if err != nil || len(nodes) != 3 {
+		t.Fatalf("caller's graph has %d kernel nodes (%v), want 3", len(nodes), err)
+	}
+	exec, err := graph.Instantiate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exec.Destroy()
+	d.poisonO(t)
+	if err := r.Context().Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec.Launch(stream); err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ref.Compare32(d.readO(t), d.wantO).Within(ref.PassO); err != nil {
+		t.Fatalf("caller's graph replay: %v", err)
+	}
+}

@@ -11,42 +11,53 @@ import (
 
 // graphCache replays CUDA graphs for calls repeated with identical
 // arguments (same buffers, same shape): the second identical call captures
-// its launch into a graph, later ones replay it. A graph keeps its module
-// loaded through its own handle, so evicting either cache never unloads code
-// a cached graph still runs.
+// its launch into a graph, that call and later ones replay it on the caller's
+// stream.
 //
-// Capture happens on the caller's stream. A stream that cannot be captured
-// (the legacy default stream, or one the caller is capturing already) makes
-// the call launch directly; that outcome is remembered per argument set.
+// Capture happens on a stream of the cache's own, one capture at a time, so
+// nothing another goroutine enqueues on the caller's stream can slip into a
+// graph, and a caller building a graph of its own is left alone: when the
+// caller's stream is capturing, the launch goes straight into the caller's
+// graph instead. Graphs launch kernels of modules the Runtime holds until
+// Close, which destroys the graphs first.
 type graphCache struct {
-	execs *jit.MemCache // launch key -> *cachedGraph
+	execs *jit.MemCache // launch key -> *driver.GraphExec
+
+	captureMu sync.Mutex
+	capture   *driver.Stream // private, non-blocking
 
 	mu   sync.Mutex
-	seen map[string]int // launch key -> identical calls seen; -1: not capturable
+	seen map[string]int // launch key -> identical calls seen; -1: capture failed
 }
 
 // graphSeenLimit bounds the bookkeeping of argument sets seen only once.
 const graphSeenLimit = 4096
 
-type cachedGraph struct {
-	exec   *driver.GraphExec
-	module *jit.Handle
-}
-
-func newGraphCache() (*graphCache, error) {
+func newGraphCache(ctx *driver.Context) (*graphCache, error) {
 	execs, err := jit.NewMemCache(256)
 	if err != nil {
 		return nil, fmt.Errorf("gdn: graph cache: %w", err)
 	}
-	return &graphCache{execs: execs, seen: map[string]int{}}, nil
+	s, err := ctx.NewStream()
+	if err != nil {
+		execs.Close()
+		return nil, fmt.Errorf("gdn: graph cache: %w", err)
+	}
+	return &graphCache{execs: execs, capture: s, seen: map[string]int{}}, nil
 }
 
-func (g *graphCache) close() { g.execs.Close() }
+func (g *graphCache) close() {
+	g.execs.Close()
+	g.capture.Destroy()
+}
 
 // run replays (capturing first if needed) the graph of this launch on s.
 // done reports whether the launch was issued; when false the caller launches
 // directly.
-func (g *graphCache) run(l launchSpec, s *driver.Stream, retain func() (*jit.Handle, error)) (done bool, err error) {
+func (g *graphCache) run(l launchSpec, s *driver.Stream) (done bool, err error) {
+	if capturing, err := s.IsCapturing(); err != nil || capturing {
+		return false, nil
+	}
 	key := l.plan.Variant.Name + ":" + hex.EncodeToString(l.params)
 	g.mu.Lock()
 	n := g.seen[key]
@@ -57,21 +68,15 @@ func (g *graphCache) run(l launchSpec, s *driver.Stream, retain func() (*jit.Han
 		g.seen[key] = n + 1
 	}
 	g.mu.Unlock()
-	if n < 1 { // first call, or not capturable
+	if n < 1 { // first call, or capture failed before
 		return false, nil
 	}
 	h, err := g.execs.Acquire(key, func() (any, int64, func(), error) {
-		module, err := retain()
+		exec, err := g.record(l)
 		if err != nil {
 			return nil, 0, nil, err
 		}
-		exec, err := capture(l, s)
-		if err != nil {
-			module.Release()
-			return nil, 0, nil, err
-		}
-		cg := &cachedGraph{exec: exec, module: module}
-		return cg, 1, func() { exec.Destroy(); module.Release() }, nil
+		return exec, 1, func() { exec.Destroy() }, nil
 	})
 	if err != nil {
 		g.mu.Lock()
@@ -79,21 +84,23 @@ func (g *graphCache) run(l launchSpec, s *driver.Stream, retain func() (*jit.Han
 		g.mu.Unlock()
 		return false, nil
 	}
-	defer h.Release()
-	if err := h.Value().(*cachedGraph).exec.Launch(s); err != nil {
+	defer h.Release() // the driver finishes a launched graph even if it is destroyed meanwhile
+	if err := h.Value().(*driver.GraphExec).Launch(s); err != nil {
 		return true, fmt.Errorf("gdn: graph replay of %s: %w", l.plan.Variant.Name, err)
 	}
 	return true, nil
 }
 
-// capture records the launch into a graph on s and instantiates it. The
-// captured launch does not run; the caller replays the graph.
-func capture(l launchSpec, s *driver.Stream) (*driver.GraphExec, error) {
-	if err := s.BeginCapture(); err != nil {
+// record captures the launch into a graph on the private stream and
+// instantiates it. Nothing runs: the graph is replayed by the caller.
+func (g *graphCache) record(l launchSpec) (*driver.GraphExec, error) {
+	g.captureMu.Lock()
+	defer g.captureMu.Unlock()
+	if err := g.capture.BeginCapture(); err != nil {
 		return nil, err
 	}
-	launchErr := l.enqueue(s)
-	graph, err := s.EndCapture()
+	launchErr := l.enqueue(g.capture)
+	graph, err := g.capture.EndCapture()
 	if launchErr != nil {
 		if graph != nil {
 			graph.Destroy()

@@ -24,10 +24,10 @@ type HostCoreArgs struct {
 	A       []float32 // [B,T,Hv,64]
 	H0      []float32 // [N,Hv,128,128], or nil for a zero initial state
 
-	BetaDtype  Dtype // FP32 (default) or Dtype
-	ADtype     Dtype // FP32 (default) or BF16
-	Scale      float32
-	FinalState bool // return ht
+	BetaDtype  Dtype   // FP32 (default) or Dtype
+	ADtype     Dtype   // FP32 (default) or BF16
+	Scale      float32 // 0 means 1/sqrt(128)
+	FinalState bool    // return ht
 }
 
 // HostCoreResult holds the outputs of ForwardHost.
@@ -38,15 +38,28 @@ type HostCoreResult struct {
 
 // ForwardHost runs the core forward on host slices: it allocates device
 // buffers, uploads, fills the outputs with NaN (so an element the kernel
-// fails to write cannot pass for a result), runs Forward on its own stream,
-// waits, downloads and frees. Convenient, not fast: for repeated calls keep
+// fails to write cannot pass for a result), runs Forward on the legacy
+// default stream, waits for it, downloads and frees. Convenient, not fast: for repeated calls keep
 // the data on the device and call Forward.
 func (rt *Runtime) ForwardHost(h *HostCoreArgs) (*HostCoreResult, error) {
 	if h == nil {
 		return nil, argErrorf("args", "nil *HostCoreArgs")
 	}
-	if h.B < 1 || h.T < 1 || h.Hq < 1 || h.Hv < 1 {
-		return nil, argErrorf("shape", "B=%d T=%d Hq=%d Hv=%d: each must be at least 1", h.B, h.T, h.Hq, h.Hv)
+	if dim, msg := checkSizes(h.B, h.T, h.Hq, h.Hv); msg != "" {
+		return nil, argErrorf(dim, "%s", msg)
+	}
+	if h.Dtype != BF16 && h.Dtype != FP16 {
+		return nil, argErrorf("Dtype", "%v, want bf16 or fp16", h.Dtype)
+	}
+	betaDt, aDt, seqDt := orDefault(h.BetaDtype, FP32), orDefault(h.ADtype, FP32), orDefault(h.SeqlensDtype, Int32)
+	if betaDt != FP32 && betaDt != h.Dtype {
+		return nil, argErrorf("BetaDtype", "%v, want fp32 or the input dtype %v", betaDt, h.Dtype)
+	}
+	if aDt != FP32 && aDt != BF16 {
+		return nil, argErrorf("ADtype", "%v, want fp32 or bf16", aDt)
+	}
+	if seqDt != Int32 && seqDt != Int64 {
+		return nil, argErrorf("SeqlensDtype", "%v, want int32 or int64", seqDt)
 	}
 	n := h.B
 	if h.CuSeqlens != nil {
@@ -78,10 +91,6 @@ func (rt *Runtime) ForwardHost(h *HostCoreArgs) (*HostCoreResult, error) {
 			return nil, argErrorf(l.name, "%d values, want %d for B=%d T=%d Hq=%d Hv=%d", l.got, l.want, h.B, h.T, h.Hq, h.Hv)
 		}
 	}
-	if h.Dtype != BF16 && h.Dtype != FP16 {
-		return nil, argErrorf("q", "dtype %v, want bf16 or fp16", h.Dtype)
-	}
-	betaDt, aDt, seqDt := orDefault(h.BetaDtype, FP32), orDefault(h.ADtype, FP32), orDefault(h.SeqlensDtype, Int32)
 	if err := rt.enter(); err != nil {
 		return nil, err
 	}
@@ -129,16 +138,10 @@ func (rt *Runtime) ForwardHost(h *HostCoreArgs) (*HostCoreResult, error) {
 			return nil, err
 		}
 	}
-	// A copy from pageable host memory may return before its data reaches
-	// the device, and the stream below does not wait for the copies' stream.
-	if err := rt.ctx.Synchronize(); err != nil {
-		return nil, err
-	}
-	stream, err := rt.ctx.NewStream()
-	if err != nil {
-		return nil, err
-	}
-	defer stream.Destroy()
+	// Everything below runs on the legacy default stream, after the uploads
+	// (copies from pageable memory may return before their data lands; the
+	// legacy stream orders after them) and without a context-wide wait.
+	stream := rt.ctx.WrapStream(0)
 	// Poison the outputs: NaN in every element, 16 or 32 bits wide.
 	if err := ar.poison(a.O, stream); err != nil {
 		return nil, err
@@ -148,7 +151,7 @@ func (rt *Runtime) ForwardHost(h *HostCoreArgs) (*HostCoreResult, error) {
 			return nil, err
 		}
 	}
-	if err := rt.Forward(a, Stream(stream.Handle())); err != nil {
+	if err := rt.forward(a, 0); err != nil {
 		return nil, err
 	}
 	if err := stream.Synchronize(); err != nil {

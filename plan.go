@@ -23,7 +23,8 @@ func (pl Plan) String() string {
 }
 
 // PlanCore chooses the kernel variant and launch geometry of a core forward
-// on a device with sms multiprocessors (a MIG slice has few).
+// on a device with sms multiprocessors (a MIG slice has few). p comes from
+// ValidateCore.
 //
 // One CTA (one per multiprocessor: it takes most of the shared memory) runs
 // one (sequence, value head, value tile) chain of chunks. The 64-wide tile
@@ -44,9 +45,6 @@ func PlanCore(p Problem, sms int) (Plan, error) {
 		return Plan{}, err
 	}
 	tiles := HeadDim / bv
-	if p.N > 65535 {
-		return Plan{}, argErrorf("cu_seqlens", "%d sequences, at most 65535 per call", p.N)
-	}
 	return Plan{
 		Variant:     v,
 		TileWidth:   bv,

@@ -33,10 +33,19 @@ type Runtime struct {
 	info     DeviceInfo
 	target   jit.Target
 	compiler *jit.Compiler
-	modules  *jit.MemCache // kernel name + key -> *loadedKernel
-	graphs   *graphCache
-	closed   atomic.Bool
-	closeMu  sync.RWMutex // held for reading by calls in flight, for writing by Close
+	modules  *jit.MemCache // compiled-module key -> *loadedKernel (singleflight on first use)
+	graphs   *graphCache   // nil with Options.NoGraphs
+
+	// kernels maps a variant name to its *loadedKernel once loaded: the hot
+	// path looks a kernel up by name, without hashing sources for its key.
+	// The Runtime keeps one handle on each (held) until Close, so a loaded
+	// module is never unloaded while the Runtime can launch it.
+	kernels sync.Map
+	heldMu  sync.Mutex
+	held    []*jit.Handle
+
+	closed  atomic.Bool
+	closeMu sync.RWMutex // held for reading by calls in flight, for writing by Close
 }
 
 // loadedKernel is a loaded module and its entry point.
@@ -63,6 +72,14 @@ func Open(opts Options) (*Runtime, error) {
 
 func newRuntime(ctx *driver.Context, opts Options) (*Runtime, error) {
 	info := ctx.Info()
+	// The core kernel keeps a ring of chunk slots in shared memory: a GPU
+	// that cannot give a block that much (anything before Hopper) cannot run
+	// it, and should hear so now rather than from a failed launch.
+	need := max(kernsrc.CoreSharedBytes(32), kernsrc.CoreSharedBytes(64))
+	if info.MaxSharedPerBlockOptin < need {
+		return nil, fmt.Errorf("gdn: device %d (%s, compute capability %d.%d) offers %d bytes of shared memory per block; the core kernel needs %d (an H100/H200-class GPU)",
+			opts.Device, info.Name, info.Major, info.Minor, info.MaxSharedPerBlockOptin, need)
+	}
 	nv, err := jit.LoadNVRTC()
 	if err != nil {
 		return nil, fmt.Errorf("gdn: %w", err)
@@ -87,7 +104,7 @@ func newRuntime(ctx *driver.Context, opts Options) (*Runtime, error) {
 		modules:  modules,
 	}
 	if !opts.NoGraphs {
-		g, err := newGraphCache()
+		g, err := newGraphCache(ctx)
 		if err != nil {
 			modules.Close()
 			return nil, err
@@ -114,11 +131,19 @@ func (rt *Runtime) Close() error {
 	if rt.graphs != nil {
 		rt.graphs.close()
 	}
+	rt.heldMu.Lock()
+	for _, h := range rt.held {
+		h.Release()
+	}
+	rt.held = nil
+	rt.heldMu.Unlock()
 	rt.modules.Close()
 	return rt.ctx.Close()
 }
 
-// enter guards a call against a concurrent Close.
+// enter guards a call against a concurrent Close. Calls that hold it must not
+// call a method that enters again: a read lock taken twice deadlocks when
+// Close is waiting between the two.
 func (rt *Runtime) enter() error {
 	rt.closeMu.RLock()
 	if rt.closed.Load() {
@@ -130,10 +155,14 @@ func (rt *Runtime) enter() error {
 
 func (rt *Runtime) leave() { rt.closeMu.RUnlock() }
 
-// kernel returns a held handle on the loaded kernel of a variant, compiling
-// (or reading the disk cache) and loading it on first use. Concurrent first
-// uses compile once.
-func (rt *Runtime) kernel(v kernsrc.Variant, sharedBytes int) (*jit.Handle, error) {
+// kernel returns the loaded kernel of a variant, compiling it (or reading
+// the disk cache) and loading it on first use; concurrent first uses compile
+// once. The variant's request (sources, options, GDN_JIT_DEFINES) is read on
+// that first use only.
+func (rt *Runtime) kernel(v kernsrc.Variant, sharedBytes int) (*loadedKernel, error) {
+	if k, ok := rt.kernels.Load(v.Name); ok {
+		return k.(*loadedKernel), nil
+	}
 	req, err := jit.RequestFor(v, rt.target)
 	if err != nil {
 		return nil, err
@@ -142,7 +171,7 @@ func (rt *Runtime) kernel(v kernsrc.Variant, sharedBytes int) (*jit.Handle, erro
 	if err != nil {
 		return nil, err
 	}
-	return rt.modules.Acquire(key, func() (any, int64, func(), error) {
+	h, err := rt.modules.Acquire(key, func() (any, int64, func(), error) {
 		art, err := rt.compiler.Compile(req)
 		if err != nil {
 			return nil, 0, nil, err
@@ -151,7 +180,7 @@ func (rt *Runtime) kernel(v kernsrc.Variant, sharedBytes int) (*jit.Handle, erro
 		if err != nil {
 			return nil, 0, nil, fmt.Errorf("gdn: load %s: %w", v.Name, err)
 		}
-		fn, err := mod.Function(v.Kernel)
+		fn, err := mod.Function(art.Symbol(v.Kernel))
 		if err == nil && sharedBytes > 48<<10 {
 			err = fn.SetMaxDynamicShared(sharedBytes)
 		}
@@ -160,11 +189,23 @@ func (rt *Runtime) kernel(v kernsrc.Variant, sharedBytes int) (*jit.Handle, erro
 			return nil, 0, nil, fmt.Errorf("gdn: %s: %w", v.Name, err)
 		}
 		k := &loadedKernel{module: mod, fn: fn, report: art.Report}
-		// Unloading waits for the device to be idle: a launch enqueued
-		// before the eviction may still be running this module's code.
+		// Runs at Close only (the Runtime holds every module until then);
+		// launches enqueued earlier may still be running the module's code.
 		destroy := func() { rt.ctx.Synchronize(); mod.Unload() }
 		return k, 1, destroy, nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	k := h.Value().(*loadedKernel)
+	if _, loaded := rt.kernels.LoadOrStore(v.Name, k); loaded {
+		h.Release() // another goroutine stored it first and holds it
+	} else {
+		rt.heldMu.Lock()
+		rt.held = append(rt.held, h)
+		rt.heldMu.Unlock()
+	}
+	return k, nil
 }
 
 // Forward runs the core forward (g_cumsum and A given) on device buffers,
@@ -173,31 +214,35 @@ func (rt *Runtime) kernel(v kernsrc.Variant, sharedBytes int) (*jit.Handle, erro
 // when they are wrong. The call does not synchronise the stream and does not
 // allocate device memory, so it may itself be captured into a CUDA graph.
 func (rt *Runtime) Forward(a *CoreArgs, s Stream) error {
-	p, err := ValidateCore(a)
-	if err != nil {
-		return err
-	}
 	if err := rt.enter(); err != nil {
 		return err
 	}
 	defer rt.leave()
+	return rt.forward(a, s)
+}
+
+// forward is Forward without the Close guard, for callers that hold it.
+func (rt *Runtime) forward(a *CoreArgs, s Stream) error {
+	if a == nil {
+		return argErrorf("args", "nil *CoreArgs")
+	}
+	args := *a // what is validated is what is launched, whatever the caller does meanwhile
+	p, err := ValidateCore(&args)
+	if err != nil {
+		return err
+	}
 	plan, err := PlanCore(p, rt.info.SMs)
 	if err != nil {
 		return err
 	}
-	h, err := rt.kernel(plan.Variant, plan.SharedBytes)
+	k, err := rt.kernel(plan.Variant, plan.SharedBytes)
 	if err != nil {
 		return err
 	}
-	defer h.Release()
-	k := h.Value().(*loadedKernel)
-	params := packCoreParams(a, p)
+	launch := launchSpec{ctx: rt.ctx, fn: k.fn, plan: plan, params: packCoreParams(&args, p)}
 	stream := rt.ctx.WrapStream(uintptr(s))
-	launch := launchSpec{ctx: rt.ctx, fn: k.fn, plan: plan, params: params}
 	if rt.graphs != nil && s != 0 {
-		retain := func() (*jit.Handle, error) { return rt.kernel(plan.Variant, plan.SharedBytes) }
-		done, err := rt.graphs.run(launch, stream, retain)
-		if done || err != nil {
+		if done, err := rt.graphs.run(launch, stream); done || err != nil {
 			return err
 		}
 	}
@@ -226,32 +271,52 @@ func (l launchSpec) enqueue(s *driver.Stream) error {
 
 // Malloc allocates device memory on the Runtime's GPU.
 func (rt *Runtime) Malloc(bytes int) (uintptr, error) {
+	if err := rt.enter(); err != nil {
+		return 0, err
+	}
+	defer rt.leave()
 	p, err := rt.ctx.Alloc(bytes)
 	return uintptr(p), err
 }
 
 // Free releases memory from Malloc.
-func (rt *Runtime) Free(p uintptr) error { return rt.ctx.Free(driver.DevicePtr(p)) }
+func (rt *Runtime) Free(p uintptr) error {
+	if err := rt.enter(); err != nil {
+		return err
+	}
+	defer rt.leave()
+	return rt.ctx.Free(driver.DevicePtr(p))
+}
 
 // CopyToDevice copies bytes from host memory at src to device address dst
-// (synchronous).
+// (synchronous with respect to the host; ordered on the legacy default
+// stream, so work on a non-blocking stream that reads dst should wait for
+// the context or that stream first).
 func (rt *Runtime) CopyToDevice(dst uintptr, src unsafe.Pointer, bytes int) error {
+	if err := rt.enter(); err != nil {
+		return err
+	}
+	defer rt.leave()
 	return rt.ctx.CopyToDevice(driver.DevicePtr(dst), src, bytes)
 }
 
 // CopyToHost copies bytes from device address src to host memory at dst
 // (synchronous).
 func (rt *Runtime) CopyToHost(dst unsafe.Pointer, src uintptr, bytes int) error {
+	if err := rt.enter(); err != nil {
+		return err
+	}
+	defer rt.leave()
 	return rt.ctx.CopyToHost(dst, driver.DevicePtr(src), bytes)
 }
 
 // Context exposes the driver context for tools that time or manage streams
-// (the bench command, tests).
+// (the bench command, tests). It belongs to the Runtime: do not Close it.
 func (rt *Runtime) Context() *driver.Context { return rt.ctx }
 
 // TimeMs measures GPU time: it records a CUDA event on stream s, runs region
-// (which should enqueue work on s), records a second event, waits for it and
-// returns the milliseconds between the two.
+// (which should enqueue work on s, e.g. calls of Forward), records a second
+// event, waits for it and returns the milliseconds between the two.
 func (rt *Runtime) TimeMs(s Stream, region func() error) (float64, error) {
 	stream := rt.ctx.WrapStream(uintptr(s))
 	start, err := rt.ctx.NewEvent()

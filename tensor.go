@@ -77,7 +77,8 @@ func (t Tensor) Elems() int {
 	return n
 }
 
-// Stream is a CUDA stream handle (a CUstream); 0 is the legacy default
-// stream. Calls are ordered on the stream they are given and never
-// synchronise it.
+// Stream is a CUDA stream handle (a CUstream) of the Runtime's device and
+// its primary context (what the CUDA runtime API and PyTorch use); 0 is the
+// legacy default stream. Calls are ordered on the stream they are given and
+// never synchronise it.
 type Stream uintptr

@@ -26,12 +26,18 @@ const ChunkLen = 64
 // For packed variable-length sequences set B = 1 and give the boundaries
 // twice: CuSeqlens on the host (validated, and used to plan) and
 // CuSeqlensDevice, the same values in device memory (Int32 or Int64, shape
-// [N+1]) that the kernel reads. N is the number of sequences: B, or
-// len(CuSeqlens)-1.
+// [N+1]) that the kernel reads; they must hold the same values (the kernel
+// clamps what it reads to the B*T tokens, but cannot check more). N is the
+// number of sequences: B, or len(CuSeqlens)-1, at most 65535.
 //
 // Device pointers must be aligned: q, k, v, o and A to 16 bytes (they are
 // copied in 16-byte vectors), h0 and ht to 8, g and beta to 4; cudaMalloc's
 // are. Every tensor is dense and row-major in exactly its shape.
+//
+// The kernels compute in fp16 on the tensor cores (fp32 accumulation, fp32
+// state): values of v, and of the state they build, beyond fp16's range
+// (|x| > 65504) overflow to Inf, which shows in o and ht. Normalised q and k
+// and unit-scale v, what the models feed it, are far inside.
 type CoreArgs struct {
 	Q, K, V, G, Beta, A Tensor
 	H0                  Tensor
@@ -72,9 +78,6 @@ func ValidateCore(a *CoreArgs) (Problem, error) {
 		return p, argErrorf("q", "rank %d, want 4: [B, T, Hq, %d]", len(a.Q.Shape), HeadDim)
 	}
 	p.B, p.T, p.Hq = a.Q.Shape[0], a.Q.Shape[1], a.Q.Shape[2]
-	if p.B < 1 || p.T < 1 || p.Hq < 1 {
-		return p, argErrorf("q", "shape %v: B, T and Hq must be at least 1", a.Q.Shape)
-	}
 	if a.Q.Shape[3] != HeadDim {
 		return p, argErrorf("q", "head dimension %d, want %d", a.Q.Shape[3], HeadDim)
 	}
@@ -82,11 +85,12 @@ func ValidateCore(a *CoreArgs) (Problem, error) {
 		return p, argErrorf("v", "rank %d, want 4: [B, T, Hv, %d]", len(a.V.Shape), HeadDim)
 	}
 	p.Hv = a.V.Shape[2]
-	if p.Hv < 1 || p.Hv%p.Hq != 0 {
-		return p, argErrorf("v", "Hv = %d value heads must be a positive multiple of Hq = %d query/key heads", p.Hv, p.Hq)
-	}
-	if p.B*p.T > math.MaxInt32 {
-		return p, argErrorf("q", "shape %v too large: B*T must fit in int32", a.Q.Shape)
+	if dim, msg := checkSizes(p.B, p.T, p.Hq, p.Hv); msg != "" {
+		arg := "q"
+		if dim == "Hv" {
+			arg = "v"
+		}
+		return p, argErrorf(arg, "%s (shape %v)", msg, a.Q.Shape)
 	}
 	p.Dtype = a.Q.Dtype
 	if p.Dtype != BF16 && p.Dtype != FP16 {
@@ -95,11 +99,17 @@ func ValidateCore(a *CoreArgs) (Problem, error) {
 
 	// Sequences.
 	p.N = p.B
+	if p.N > maxSeqs {
+		return p, argErrorf("q", "B = %d sequences, at most %d per call", p.B, maxSeqs)
+	}
 	if a.CuSeqlens != nil {
 		if err := checkCuSeqlens(a.CuSeqlens, p.B, p.T); err != nil {
 			return p, err
 		}
 		p.N = len(a.CuSeqlens) - 1
+		if p.N > maxSeqs {
+			return p, argErrorf("cu_seqlens", "%d sequences, at most %d per call", p.N, maxSeqs)
+		}
 		p.Seqs = a.CuSeqlens
 		d := a.CuSeqlensDevice
 		if d.Dtype != Int32 && d.Dtype != Int64 {
@@ -125,7 +135,7 @@ func ValidateCore(a *CoreArgs) (Problem, error) {
 		{"k", a.K, []Dtype{p.Dtype}, append(bt[:2:2], p.Hq, HeadDim), 16},
 		{"v", a.V, []Dtype{p.Dtype}, append(bt[:2:2], p.Hv, HeadDim), 16},
 		{"g", a.G, []Dtype{FP32}, append(bt[:2:2], p.Hv), 4},
-		{"beta", a.Beta, []Dtype{FP32, p.Dtype}, append(bt[:2:2], p.Hv), 4},
+		{"beta", a.Beta, []Dtype{FP32, p.Dtype}, append(bt[:2:2], p.Hv), 0},   // aligned to its element
 		{"A", a.A, []Dtype{FP32, BF16}, append(bt[:2:2], p.Hv, ChunkLen), 16}, // copied in 16-byte vectors
 		{"o", a.O, []Dtype{p.Dtype}, append(bt[:2:2], p.Hv, HeadDim), 16},
 	}
@@ -133,7 +143,11 @@ func ValidateCore(a *CoreArgs) (Problem, error) {
 		if !dtypeIn(s.t.Dtype, s.dtype) {
 			return p, argErrorf(s.name, "dtype %v, want %v", s.t.Dtype, dtypeList(s.dtype))
 		}
-		if err := checkTensor(s.name, s.t, s.t.Dtype, s.shape, s.align); err != nil {
+		align := s.align
+		if align == 0 {
+			align = s.t.Dtype.Size()
+		}
+		if err := checkTensor(s.name, s.t, s.t.Dtype, s.shape, align); err != nil {
 			return p, err
 		}
 	}
@@ -161,6 +175,33 @@ func ValidateCore(a *CoreArgs) (Problem, error) {
 		return p, argErrorf("scale", "%v is not finite", p.Scale)
 	}
 	return p, nil
+}
+
+// maxHeads bounds Hq and Hv: no model comes close, and with B*T below 2^31
+// it keeps every element count and byte size far from overflowing.
+const maxHeads = 1 << 16
+
+// maxSeqs is the most sequences one call runs (the grid's y dimension).
+const maxSeqs = 65535
+
+// checkSizes checks the problem dimensions; it returns the offending one
+// ("B", "T", "Hq" or "Hv") and what is wrong, or "" when all is well.
+func checkSizes(b, t, hq, hv int) (dim, msg string) {
+	switch {
+	case b < 1:
+		return "B", fmt.Sprintf("B = %d, want at least 1", b)
+	case t < 1:
+		return "T", fmt.Sprintf("T = %d, want at least 1", t)
+	case hq < 1 || hq > maxHeads:
+		return "Hq", fmt.Sprintf("Hq = %d query/key heads, want 1 to %d", hq, maxHeads)
+	case hv < 1 || hv > maxHeads:
+		return "Hv", fmt.Sprintf("Hv = %d value heads, want 1 to %d", hv, maxHeads)
+	case hv%hq != 0:
+		return "Hv", fmt.Sprintf("Hv = %d value heads must be a multiple of Hq = %d query/key heads", hv, hq)
+	case t > math.MaxInt32/b:
+		return "T", fmt.Sprintf("B*T = %d*%d tokens, at most %d", b, t, math.MaxInt32)
+	}
+	return "", ""
 }
 
 // checkCuSeqlens applies SPEC's rules: B = 1, starts at 0, never decreases,

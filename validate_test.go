@@ -235,3 +235,84 @@ func TestOpenWithoutCUDA(t *testing.T) {
 		t.Fatalf("Open: %v, want ErrNoCUDA", err)
 	}
 }
+
+// Sizes whose products would overflow are rejected, not wrapped around.
+func TestValidateCoreHugeSizes(t *testing.T) {
+	cases := []struct {
+		name      string
+		b, t, hq  int
+		hv        int
+		arg, want string
+	}{
+		{"B*T past int32", 2, 1 << 62, 1, 1, "q", "B*T"},
+		{"B*T just past int32", 1 << 16, 1 << 15, 1, 1, "q", "B*T"},
+		{"heads past the cap", 1, 10, 1<<62 + 1, 1<<62 + 1, "q", "Hq"},
+		{"value heads past the cap", 1, 10, 1, 1 << 17, "v", "Hv"},
+	}
+	for _, c := range cases {
+		a := &CoreArgs{
+			Q: Tensor{Ptr: 1 << 20, Bytes: 1 << 30, Dtype: BF16, Shape: []int{c.b, c.t, c.hq, 128}},
+			V: Tensor{Ptr: 1 << 21, Bytes: 1 << 30, Dtype: BF16, Shape: []int{c.b, c.t, c.hv, 128}},
+		}
+		_, err := ValidateCore(a)
+		var ae *ArgError
+		if !errors.As(err, &ae) || ae.Arg != c.arg || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want an ArgError for %q saying %q", c.name, err, c.arg, c.want)
+		}
+	}
+	a := goodArgs(65536, 1, 1, 1)
+	if _, err := ValidateCore(a); err == nil || !strings.Contains(err.Error(), "at most 65535") {
+		t.Errorf("65536 sequences: %v", err)
+	}
+}
+
+// beta in a 16-bit dtype needs only 2-byte alignment; fp32 needs 4.
+func TestValidateBetaAlignment(t *testing.T) {
+	a := goodArgs(1, 10, 1, 1)
+	a.Beta.Dtype = BF16
+	a.Beta.Ptr += 2
+	if _, err := ValidateCore(a); err != nil {
+		t.Errorf("bf16 beta at a 2-byte boundary: %v", err)
+	}
+	a.Beta.Dtype = FP32
+	a.Beta.Bytes = 40
+	if _, err := ValidateCore(a); err == nil || !strings.Contains(err.Error(), "aligned") {
+		t.Errorf("fp32 beta at a 2-byte boundary: %v", err)
+	}
+}
+
+// ForwardHost names the bad field before it touches the device (a zero
+// Runtime has none).
+func TestForwardHostRejectsBeforeTheDevice(t *testing.T) {
+	good := func() *HostCoreArgs {
+		return &HostCoreArgs{B: 1, T: 2, Hq: 1, Hv: 2, Dtype: BF16,
+			Q: make([]float32, 256), K: make([]float32, 256), V: make([]float32, 512),
+			G: make([]float32, 4), Beta: make([]float32, 4), A: make([]float32, 256)}
+	}
+	cases := []struct {
+		arg    string
+		mutate func(h *HostCoreArgs)
+	}{
+		{"Hv", func(h *HostCoreArgs) { h.Hv = 3; h.Hq = 2 }},
+		{"T", func(h *HostCoreArgs) { h.T = 0 }},
+		{"Dtype", func(h *HostCoreArgs) { h.Dtype = FP32 }},
+		{"BetaDtype", func(h *HostCoreArgs) { h.BetaDtype = Int32 }},
+		{"ADtype", func(h *HostCoreArgs) { h.ADtype = FP16 }},
+		{"SeqlensDtype", func(h *HostCoreArgs) { h.SeqlensDtype = FP32 }},
+		{"cu_seqlens", func(h *HostCoreArgs) { h.CuSeqlens = []int{0, 3} }},
+		{"v", func(h *HostCoreArgs) { h.V = h.V[:511] }},
+		{"h0", func(h *HostCoreArgs) { h.H0 = make([]float32, 5) }},
+	}
+	for _, c := range cases {
+		h := good()
+		c.mutate(h)
+		_, err := (&Runtime{}).ForwardHost(h)
+		var ae *ArgError
+		if !errors.As(err, &ae) || ae.Arg != c.arg {
+			t.Errorf("%s: got %v, want an ArgError naming %q", c.arg, err, c.arg)
+		}
+	}
+	if _, err := (&Runtime{}).ForwardHost(nil); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("nil args: %v", err)
+	}
+}

@@ -11,6 +11,13 @@ static CUresult gdn_begin_capture(CUstream s) {
 	return cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED);
 }
 
+static CUresult gdn_is_capturing(CUstream s, int* capturing) {
+	CUstreamCaptureStatus st;
+	CUresult r = cuStreamIsCapturing(s, &st);
+	*capturing = st != CU_STREAM_CAPTURE_STATUS_NONE;
+	return r;
+}
+
 static CUresult gdn_instantiate(CUgraphExec* e, CUgraph g) {
 	return cuGraphInstantiateWithFlags(e, g, 0);
 }
@@ -60,6 +67,18 @@ func (s *Stream) BeginCapture() error {
 	}
 	h := rawStream(s.cs)
 	return s.ctx.do(func() error { return check("cuStreamBeginCapture", C.gdn_begin_capture(h)) })
+}
+
+// IsCapturing reports whether s is being captured into a graph
+// (cuStreamIsCapturing), by this package or by whoever owns the stream.
+func (s *Stream) IsCapturing() (bool, error) {
+	if err := s.usable(); err != nil {
+		return false, err
+	}
+	h := rawStream(s.cs)
+	var capturing C.int
+	err := s.ctx.do(func() error { return check("cuStreamIsCapturing", C.gdn_is_capturing(h, &capturing)) })
+	return capturing != 0, err
 }
 
 // EndCapture ends the capture begun by BeginCapture and returns the graph

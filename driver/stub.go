@@ -92,6 +92,9 @@ func (s *Stream) Destroy() error { return ErrNoCUDA }
 // BeginCapture returns ErrNoCUDA.
 func (s *Stream) BeginCapture() error { return ErrNoCUDA }
 
+// IsCapturing returns ErrNoCUDA.
+func (s *Stream) IsCapturing() (bool, error) { return false, ErrNoCUDA }
+
 // EndCapture returns ErrNoCUDA.
 func (s *Stream) EndCapture() (*Graph, error) { return nil, ErrNoCUDA }
 

@@ -341,12 +341,19 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_core_fwd(const Gdn
   if (p.cu_seqlens == nullptr) {
     ch.bos = (int64_t)n * p.T;
     ch.eos = ch.bos + p.T;
-  } else if (p.flags & kSeqlensInt64) {
-    ch.bos = static_cast<const int64_t*>(p.cu_seqlens)[n];
-    ch.eos = static_cast<const int64_t*>(p.cu_seqlens)[n + 1];
   } else {
-    ch.bos = static_cast<const int32_t*>(p.cu_seqlens)[n];
-    ch.eos = static_cast<const int32_t*>(p.cu_seqlens)[n + 1];
+    int64_t b, e;
+    if (p.flags & kSeqlensInt64) {
+      b = static_cast<const int64_t*>(p.cu_seqlens)[n];
+      e = static_cast<const int64_t*>(p.cu_seqlens)[n + 1];
+    } else {
+      b = static_cast<const int32_t*>(p.cu_seqlens)[n];
+      e = static_cast<const int32_t*>(p.cu_seqlens)[n + 1];
+    }
+    // The host validated its copy of cu_seqlens; the device copy is trusted
+    // only as far as the tokens go (B = 1 here, so T counts them all).
+    ch.eos = min(max(e, (int64_t)0), (int64_t)p.T);
+    ch.bos = min(max(b, (int64_t)0), ch.eos);
   }
   ch.nch = (int)((ch.eos - ch.bos + kC - 1) / kC);
 

@@ -197,7 +197,7 @@ func resultSlice(s ref.Shape, res *gdn.HostCoreResult, kh int) (o, ht []float32)
 
 // timeOnDevice shows the fast path: inputs stay on the device and Forward
 // is called on a stream, here timed with CUDA events over repeated calls
-// (the Runtime replays a cached CUDA graph from the third identical call).
+// (the Runtime captures a CUDA graph at the second identical call and replays it from then on).
 func timeOnDevice(rt *gdn.Runtime, h *gdn.HostCoreArgs, c ref.Case) error {
 	d := &deviceBatch{rt: rt}
 	defer d.free()
