@@ -41,18 +41,44 @@ func (r warmResult) failed() bool {
 }
 
 func runWarmup(args []string) error {
-	fs := newFlags("warmup", "[--arch sm_90a] [--all | --variants a,b] [--cache-dir DIR] [--jobs N]")
+	fs := newFlags("warmup", "[--arch sm_90a] [--all | --variants a,b | --shapes S [--shapes-file F] [--dtypes bf16,fp16] [--sms N]] [--cache-dir DIR] [--jobs N]\n\n"+shapeSyntax)
 	arch := fs.String("arch", "", "target architecture, e.g. sm_90a (default: detected from GPU 0)")
 	list := fs.String("variants", "", "comma-separated variant names (default: every variant)")
+	shapes := fs.String("shapes", "", "compile the variants these shapes need (see below), separated by ';'")
+	shapesFile := fs.String("shapes-file", "", "a file of shapes, one per line")
+	dtypes := fs.String("dtypes", "bf16", "with --shapes: the input dtypes, comma-separated (bf16, fp16)")
+	sms := fs.Int("sms", 132, "with --shapes: the multiprocessors of the GPU the kernels are for (a MIG slice has fewer)")
 	fs.Bool("all", true, "compile every catalogue variant (the default unless --variants is given)")
 	cacheDir := fs.String("cache-dir", "", "disk cache folder (default: $"+jit.CacheDirEnv+", else the user cache folder's gdn/kernels)")
 	jobs := fs.Int("jobs", min(runtime.NumCPU(), 4), "variants compiled at once")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	variants, err := selectVariants(*list)
-	if err != nil {
-		return err
+	var variants []kernsrc.Variant
+	if *shapes != "" || *shapesFile != "" {
+		if *list != "" {
+			return errors.New("give --variants or --shapes/--shapes-file, not both")
+		}
+		if *sms < 1 {
+			return fmt.Errorf("--sms %d: want at least 1", *sms)
+		}
+		problems, err := readShapes(*shapes, *shapesFile)
+		if err != nil {
+			return err
+		}
+		dts, err := parseDtypes(*dtypes)
+		if err != nil {
+			return err
+		}
+		if variants, err = variantsForShapes(problems, dts, *sms); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "warmup: %d shapes x %d dtypes on %d SMs need %d variants\n", len(problems), len(dts), *sms, len(variants))
+	} else {
+		var err error
+		if variants, err = selectVariants(*list); err != nil {
+			return err
+		}
 	}
 	n, err := jit.LoadNVRTC()
 	if err != nil {

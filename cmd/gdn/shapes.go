@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/gdnjit/gdn"
+	"github.com/gdnjit/gdn/kernsrc"
+	"github.com/gdnjit/gdn/ref"
+)
+
+// shapeSyntax documents what --shapes and --shapes-file accept.
+const shapeSyntax = `a shape is a benchmark case name (e.g. tp8_32k) or key=value pairs joined
+by commas: Hq and Hv (head counts), then T (tokens per sequence) with
+optional B (sequences, default 1), or lens (packed sequences: 4096x8, or
+7000+33+1). --shapes takes shapes separated by ';', --shapes-file one per
+line ('#' starts a comment).`
+
+// parseShape reads one shape into a validated-size problem (no buffers).
+func parseShape(s string) (gdn.Problem, error) {
+	s = strings.TrimSpace(s)
+	if c, ok := ref.CaseByName(s); ok {
+		sh := c.Shape()
+		return gdn.Problem{B: sh.B, T: sh.T, Hq: sh.Hq, Hv: sh.Hv, N: sh.N(), Seqs: sh.CuSeqlens}, nil
+	}
+	p := gdn.Problem{B: 1}
+	var lens []int
+	for _, kv := range strings.Split(s, ",") {
+		key, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok {
+			return p, fmt.Errorf("shape %q: %q is not key=value (%s)", s, kv, "or a case name")
+		}
+		key = strings.TrimSpace(key)
+		val = strings.TrimSpace(val)
+		if key == "lens" {
+			var err error
+			if lens, err = parseLens(val); err != nil {
+				return p, fmt.Errorf("shape %q: %w", s, err)
+			}
+			continue
+		}
+		n, err := strconv.Atoi(val)
+		if err != nil || n < 1 {
+			return p, fmt.Errorf("shape %q: %s=%q is not a positive integer", s, key, val)
+		}
+		switch key {
+		case "B":
+			p.B = n
+		case "T":
+			p.T = n
+		case "Hq":
+			p.Hq = n
+		case "Hv":
+			p.Hv = n
+		default:
+			return p, fmt.Errorf("shape %q: unknown key %q (want B, T, Hq, Hv or lens)", s, key)
+		}
+	}
+	switch {
+	case p.Hq == 0 || p.Hv == 0:
+		return p, fmt.Errorf("shape %q: Hq and Hv are required", s)
+	case p.Hv%p.Hq != 0:
+		return p, fmt.Errorf("shape %q: Hv = %d is not a multiple of Hq = %d", s, p.Hv, p.Hq)
+	case lens != nil && (p.T != 0 || p.B != 1):
+		return p, fmt.Errorf("shape %q: give lens or T (and B), not both", s)
+	case lens == nil && p.T == 0:
+		return p, fmt.Errorf("shape %q: T or lens is required", s)
+	}
+	p.N = p.B
+	if lens != nil {
+		cu := []int{0}
+		for _, l := range lens {
+			cu = append(cu, cu[len(cu)-1]+l)
+		}
+		p.T, p.N, p.Seqs = cu[len(cu)-1], len(lens), cu
+	}
+	return p, nil
+}
+
+// parseLens reads "4096x8" (8 sequences of 4096) or "7000+33+1".
+func parseLens(s string) ([]int, error) {
+	if n, count, ok := strings.Cut(s, "x"); ok {
+		l, err1 := strconv.Atoi(n)
+		c, err2 := strconv.Atoi(count)
+		if err1 != nil || err2 != nil || l < 0 || c < 1 {
+			return nil, fmt.Errorf("lens %q: want LENxCOUNT", s)
+		}
+		out := make([]int, c)
+		for i := range out {
+			out[i] = l
+		}
+		return out, nil
+	}
+	var out []int
+	for _, part := range strings.Split(s, "+") {
+		l, err := strconv.Atoi(strings.TrimSpace(part))
+		if err != nil || l < 0 {
+			return nil, fmt.Errorf("lens %q: %q is not a length", s, part)
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// readShapes collects the shapes of --shapes and --shapes-file.
+func readShapes(list, file string) ([]gdn.Problem, error) {
+	var texts []string
+	for _, s := range strings.Split(list, ";") {
+		if strings.TrimSpace(s) != "" {
+			texts = append(texts, s)
+		}
+	}
+	if file != "" {
+		f, err := os.Open(file)
+		if err != nil {
+			return nil, fmt.Errorf("--shapes-file: %w", err)
+		}
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			line, _, _ := strings.Cut(sc.Text(), "#")
+			if strings.TrimSpace(line) != "" {
+				texts = append(texts, line)
+			}
+		}
+		if err := sc.Err(); err != nil {
+			return nil, fmt.Errorf("--shapes-file: %w", err)
+		}
+	}
+	var out []gdn.Problem
+	for _, t := range texts {
+		p, err := parseShape(t)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// variantsForShapes returns, without repeats, the variants the runtime would
+// pick for each shape and dtype on a device with sms multiprocessors.
+func variantsForShapes(shapes []gdn.Problem, dtypes []gdn.Dtype, sms int) ([]kernsrc.Variant, error) {
+	var out []kernsrc.Variant
+	seen := map[string]bool{}
+	for _, p := range shapes {
+		for _, dt := range dtypes {
+			p.Dtype = dt
+			plan, err := gdn.PlanCore(p, sms)
+			if err != nil {
+				return nil, err
+			}
+			if !seen[plan.Variant.Name] {
+				seen[plan.Variant.Name] = true
+				out = append(out, plan.Variant)
+			}
+		}
+	}
+	return out, nil
+}
+
+// parseDtypes reads a comma-separated list of bf16 and fp16.
+func parseDtypes(list string) ([]gdn.Dtype, error) {
+	var out []gdn.Dtype
+	for _, s := range strings.Split(list, ",") {
+		dt, err := parseDataDtype("--dtypes", strings.TrimSpace(s))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, dt)
+	}
+	return out, nil
+}
