@@ -86,11 +86,11 @@ func ValidateCore(a *CoreArgs) (Problem, error) {
 	}
 	p.Hv = a.V.Shape[2]
 	if dim, msg := checkSizes(p.B, p.T, p.Hq, p.Hv); msg != "" {
-		arg := "q"
+		arg, shape := "q", a.Q.Shape
 		if dim == "Hv" {
-			arg = "v"
+			arg, shape = "v", a.V.Shape
 		}
-		return p, argErrorf(arg, "%s (shape %v)", msg, a.Q.Shape)
+		return p, argErrorf(arg, "%s (shape %v)", msg, shape)
 	}
 	p.Dtype = a.Q.Dtype
 	if p.Dtype != BF16 && p.Dtype != FP16 {

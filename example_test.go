@@ -1,0 +1,79 @@
+package gdn_test
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gdnjit/gdn"
+	"github.com/gdnjit/gdn/ref"
+)
+
+// The whole flow on host slices: draw SPEC-recipe inputs, derive g_cumsum
+// and A with the reference package, run the core forward on the GPU and
+// compare with the float64 recurrence. Without a GPU (or without the cuda
+// build tag) Open says so.
+func Example() {
+	s := ref.Shape{B: 1, T: 300, Hq: 2, Hv: 4}
+	in, err := ref.Recipe(s, 1, ref.RecipeOptions{WithH0: true})
+	if err != nil {
+		panic(err)
+	}
+	gcum, _ := ref.ChunkCumsum(s, in.G)
+	A, _ := ref.SolveA(s, in.K, in.Beta, gcum)
+
+	rt, err := gdn.Open(gdn.Options{})
+	if errors.Is(err, gdn.ErrNoCUDA) {
+		fmt.Println("no GPU here:", err)
+		return
+	} else if err != nil {
+		panic(err)
+	}
+	defer rt.Close()
+	f32 := func(x []float64) []float32 {
+		out := make([]float32, len(x))
+		for i, v := range x {
+			out[i] = float32(v)
+		}
+		return out
+	}
+	res, err := rt.ForwardHost(&gdn.HostCoreArgs{
+		B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, Dtype: gdn.BF16,
+		Q: f32(in.Q), K: f32(in.K), V: f32(in.V), G: f32(gcum), Beta: f32(in.Beta), A: f32(A),
+		H0: f32(in.H0), FinalState: true,
+	})
+	if err != nil {
+		panic(err)
+	}
+	wantO, wantHt, _ := ref.Recurrent(in)
+	fmt.Println("o: ", ref.Compare32(res.O, wantO))
+	fmt.Println("ht:", ref.Compare32(res.Ht, wantHt))
+}
+
+// Validation and planning need no GPU: a bad argument is an ArgError naming
+// it, and the plan says which kernel variant a problem runs on.
+func ExampleValidateCore() {
+	tensor := func(p uintptr, dt gdn.Dtype, shape ...int) gdn.Tensor {
+		t := gdn.Tensor{Ptr: p, Dtype: dt, Shape: shape}
+		t.Bytes = t.Elems() * dt.Size()
+		return t
+	}
+	a := &gdn.CoreArgs{
+		Q: tensor(0x10000000, gdn.BF16, 1, 8192, 2, 128), K: tensor(0x20000000, gdn.BF16, 1, 8192, 2, 128),
+		V: tensor(0x30000000, gdn.BF16, 1, 8192, 8, 128), G: tensor(0x40000000, gdn.FP32, 1, 8192, 8),
+		Beta: tensor(0x50000000, gdn.FP32, 1, 8192, 8), A: tensor(0x60000000, gdn.FP32, 1, 8192, 8, 64),
+		O: tensor(0x70000000, gdn.BF16, 1, 8192, 8, 128),
+	}
+	p, err := gdn.ValidateCore(a)
+	if err != nil {
+		panic(err)
+	}
+	plan, _ := gdn.PlanCore(p, 132)
+	fmt.Println(p, "->", plan.Variant.Name, plan.Grid)
+
+	a.V.Shape = []int{1, 8192, 3, 128}
+	_, err = gdn.ValidateCore(a)
+	fmt.Println(err)
+	// Output:
+	// B=1 T=8192 Hq=2 Hv=8 N=1 bf16 -> gdn_core_bf16_bv32 [32 1 1]
+	// gdn: v: Hv = 3 value heads must be a multiple of Hq = 2 query/key heads (shape [1 8192 3 128])
+}
