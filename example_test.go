@@ -29,13 +29,7 @@ func Example() {
 		panic(err)
 	}
 	defer rt.Close()
-	f32 := func(x []float64) []float32 {
-		out := make([]float32, len(x))
-		for i, v := range x {
-			out[i] = float32(v)
-		}
-		return out
-	}
+	f32 := ref.Float32s
 	res, err := rt.ForwardHost(&gdn.HostCoreArgs{
 		B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, Dtype: gdn.BF16,
 		Q: f32(in.Q), K: f32(in.K), V: f32(in.V), G: f32(gcum), Beta: f32(in.Beta), A: f32(A),

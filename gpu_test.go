@@ -105,13 +105,7 @@ func coreCases() []coreCase {
 	return cs
 }
 
-func f32(x []float64) []float32 {
-	out := make([]float32, len(x))
-	for i, v := range x {
-		out[i] = float32(v)
-	}
-	return out
-}
+var f32 = ref.Float32s
 
 // worst tracks the largest errors over all cases for the summary line.
 var worst struct {

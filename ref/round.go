@@ -154,3 +154,16 @@ func QuantizeF32(x []float64) []float64 {
 	}
 	return out
 }
+
+// Float32s returns x as float32 values (nil for nil): how reference inputs,
+// already rounded to their device dtype, are handed to the GPU API.
+func Float32s(x []float64) []float32 {
+	if x == nil {
+		return nil
+	}
+	out := make([]float32, len(x))
+	for i, v := range x {
+		out[i] = float32(v)
+	}
+	return out
+}

@@ -267,3 +267,19 @@ func TestSliceRoundingFromFloat64(t *testing.T) {
 		t.Errorf("short dst: got %#04x", dst[0])
 	}
 }
+
+func TestFloat32s(t *testing.T) {
+	got := Float32s([]float64{1, -0.5, 1 + 1e-12, math.Inf(-1)})
+	want := []float32{1, -0.5, 1, float32(math.Inf(-1))}
+	if len(got) != len(want) {
+		t.Fatalf("len %d", len(got))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("%d: %v, want %v", i, got[i], want[i])
+		}
+	}
+	if Float32s(nil) != nil {
+		t.Error("nil in, non-nil out")
+	}
+}

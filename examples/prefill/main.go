@@ -113,7 +113,7 @@ func hostArgs(in ref.Inputs, gcum, A []float64) *gdn.HostCoreArgs {
 	s := in.Shape
 	return &gdn.HostCoreArgs{
 		B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, CuSeqlens: s.CuSeqlens, Dtype: gdn.BF16,
-		Q: f32(in.Q), K: f32(in.K), V: f32(in.V), G: f32(gcum), Beta: f32(in.Beta), A: f32(A), H0: f32(in.H0),
+		Q: ref.Float32s(in.Q), K: ref.Float32s(in.K), V: ref.Float32s(in.V), G: ref.Float32s(gcum), Beta: ref.Float32s(in.Beta), A: ref.Float32s(A), H0: ref.Float32s(in.H0),
 		FinalState: true,
 	}
 }
@@ -341,12 +341,4 @@ func cpuReference() error {
 	fmt.Printf("  chunked vs recurrent: o %v %s, ht %v %s (SPEC pass line: o %.0e/%.0e, ht %.0e/%.1e)\n",
 		eo, verdict(errO), eht, verdict(errHt), ref.PassO.Ratio, ref.PassO.MaxAbs, ref.PassHt.Ratio, ref.PassHt.MaxAbs)
 	return errors.Join(errO, errHt)
-}
-
-func f32(x []float64) []float32 {
-	out := make([]float32, len(x))
-	for i, v := range x {
-		out[i] = float32(v)
-	}
-	return out
 }
