@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"unsafe"
 
 	"github.com/gdnjit/gdn"
 	"github.com/gdnjit/gdn/driver"
+	"github.com/gdnjit/gdn/kernsrc"
 	"github.com/gdnjit/gdn/ref"
 )
 
@@ -113,33 +115,113 @@ var worst struct {
 	o, ht ref.Errors
 }
 
+// coreVariants are the kernel variants the planner can pick: each is held to
+// the reference on every case, whatever the test GPU's size would make the
+// planner choose (GDN_TEST_VARIANTS, comma-separated, narrows the list).
+func coreVariants(t *testing.T) []string {
+	var names []string
+	for _, v := range kernsrc.HopperVariants() {
+		names = append(names, v.Name)
+	}
+	if s := os.Getenv("GDN_TEST_VARIANTS"); s != "" {
+		names = strings.Split(s, ",")
+	}
+	return names
+}
+
 func TestCoreMatchesReference(t *testing.T) {
-	r := testRuntime(t)
+	for _, variant := range coreVariants(t) {
+		t.Run(variant, func(t *testing.T) {
+			t.Parallel()
+			testCoreVariant(t, variant)
+		})
+	}
+}
+
+// variantRuntimes are Runtimes pinned to one kernel variant each.
+var variantRuntimes sync.Map
+
+func variantRuntime(t *testing.T, variant string) *gdn.Runtime {
+	t.Helper()
+	if r, ok := variantRuntimes.Load(variant); ok {
+		return r.(*gdn.Runtime)
+	}
+	r, err := gdn.Open(gdn.Options{Variant: variant})
+	if err != nil {
+		t.Fatalf("open runtime for %s: %v", variant, err)
+	}
+	if prev, loaded := variantRuntimes.LoadOrStore(variant, r); loaded {
+		r.Close()
+		return prev.(*gdn.Runtime)
+	}
+	return r
+}
+
+// caseData is one case's inputs and float64 reference, computed once and
+// shared by the variants that run it (the reference is most of the time).
+type caseData struct {
+	once          sync.Once
+	in            ref.Inputs
+	gcum, a       []float64
+	wantO, wantHt []float64
+	err           error
+}
+
+var caseCache sync.Map // case name + dtype -> *caseData
+
+func loadCase(c coreCase, seed uint64) *caseData {
+	e, _ := caseCache.LoadOrStore(fmt.Sprintf("%s/%v", c.name, c.dtype), new(caseData))
+	d := e.(*caseData)
+	d.once.Do(func() {
+		s := c.shape()
+		refDt := ref.BF16
+		if c.dtype == gdn.FP16 {
+			refDt = ref.FP16
+		}
+		in, err := ref.Recipe(s, seed, ref.RecipeOptions{Dtype: refDt, WithH0: c.h0, StrongDecay: c.strong, BetaValue: c.beta})
+		if err != nil {
+			d.err = err
+			return
+		}
+		if d.gcum, d.err = ref.ChunkCumsum(s, in.G); d.err != nil {
+			return
+		}
+		if d.a, d.err = ref.SolveA(s, in.K, in.Beta, d.gcum); d.err != nil {
+			return
+		}
+		if c.betaIn {
+			// The kernel then reads beta rounded to the input dtype: so does the reference.
+			in.Beta, _ = refDt.Quantize(in.Beta)
+		}
+		d.in = in
+		d.wantO, d.wantHt, d.err = ref.Recurrent(in)
+	})
+	return d
+}
+
+func testCoreVariant(t *testing.T, variant string) {
+	r := variantRuntime(t, variant)
+	dtOK := func(dt gdn.Dtype) bool { return strings.Contains(variant, "_fp16_") == (dt == gdn.FP16) }
 	for i, c := range coreCases() {
+		if !dtOK(c.dtype) {
+			c.dtype = gdn.FP16
+			if !dtOK(c.dtype) {
+				c.dtype = gdn.BF16
+			}
+		}
 		c := c
 		seed := uint64(1000 + i)
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			s := c.shape()
-			refDt := ref.BF16
-			if c.dtype == gdn.FP16 {
-				refDt = ref.FP16
+			d := loadCase(c, seed)
+			if d.err != nil {
+				t.Fatal(d.err)
 			}
-			in, err := ref.Recipe(s, seed, ref.RecipeOptions{Dtype: refDt, WithH0: c.h0, StrongDecay: c.strong, BetaValue: c.beta})
-			if err != nil {
-				t.Fatal(err)
-			}
-			gcum, err := ref.ChunkCumsum(s, in.G)
-			if err != nil {
-				t.Fatal(err)
-			}
-			A, err := ref.SolveA(s, in.K, in.Beta, gcum)
-			if err != nil {
-				t.Fatal(err)
-			}
+			in := d.in
 			args := &gdn.HostCoreArgs{
 				B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, CuSeqlens: s.CuSeqlens, Dtype: c.dtype,
-				Q: f32(in.Q), K: f32(in.K), V: f32(in.V), G: f32(gcum), Beta: f32(in.Beta), A: f32(A),
+				Q: f32(in.Q), K: f32(in.K), V: f32(in.V), G: f32(d.gcum), Beta: f32(in.Beta), A: f32(d.a),
 				FinalState: c.ht,
 			}
 			if c.h0 {
@@ -150,8 +232,6 @@ func TestCoreMatchesReference(t *testing.T) {
 			}
 			if c.betaIn {
 				args.BetaDtype = c.dtype
-				// The kernel then reads beta rounded to the input dtype: so does the reference.
-				in.Beta, _ = refDt.Quantize(in.Beta)
 			}
 			if c.seqInt64 {
 				args.SeqlensDtype = gdn.Int64
@@ -160,10 +240,7 @@ func TestCoreMatchesReference(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantO, wantHt, err := ref.Recurrent(in)
-			if err != nil {
-				t.Fatal(err)
-			}
+			wantO, wantHt := d.wantO, d.wantHt
 			eo := ref.Compare32(res.O, wantO)
 			if err := eo.Within(ref.PassO); err != nil {
 				t.Errorf("o: %v", err)
@@ -179,7 +256,7 @@ func TestCoreMatchesReference(t *testing.T) {
 			} else if res.Ht != nil {
 				t.Errorf("ht returned although not asked for")
 			}
-			t.Logf("METRIC case=%s %s", c.name, msg)
+			t.Logf("METRIC variant=%s case=%s %s", variant, c.name, msg)
 			worst.Lock()
 			if eo.Ratio > worst.o.Ratio {
 				worst.o.Ratio = eo.Ratio
@@ -190,10 +267,6 @@ func TestCoreMatchesReference(t *testing.T) {
 			worst.Unlock()
 		})
 	}
-	t.Cleanup(func() {
-		fmt.Fprintf(os.Stderr, "METRIC worst o ratio=%.3g maxabs=%.3g; ht ratio=%.3g maxabs=%.3g\n",
-			worst.o.Ratio, worst.o.MaxAbs, worst.ht.Ratio, worst.ht.MaxAbs)
-	})
 }
 
 // deviceCase uploads one recipe case to device buffers for the tests that

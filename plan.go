@@ -12,7 +12,8 @@ import (
 // It is a value, computed from the problem and the device alone.
 type Plan struct {
 	Variant     kernsrc.Variant
-	TileWidth   int // value columns per CTA (BV)
+	Hopper      bool // the sm_90a kernel (gdn_hopper.cu): TMA maps in its parameters
+	TileWidth   int  // value columns per CTA (BV)
 	Grid        [3]uint32
 	Block       [3]uint32
 	SharedBytes int
@@ -26,21 +27,76 @@ func (pl Plan) String() string {
 // on a device with sms multiprocessors (a MIG slice has few). p comes from
 // ValidateCore.
 //
-// One CTA (one per multiprocessor: it takes most of the shared memory) runs
-// one (sequence, value head, value tile) chain of chunks. The 64-wide tile
-// repeats Q K^T half as often as the 32-wide one; the 32-wide tile is chosen
-// when its CTAs still fit in one wave, since then twice the chains run at
-// once at no cost.
+// The Hopper kernel runs one CTA (it takes most of the shared memory, so one
+// per multiprocessor) per (sequence, value head, value tile). Its value tile
+// is 128 wide (two consumer warpgroups share one aux warpgroup's work: the
+// gates, Q K^T and W0 are computed once per head) unless that leaves most
+// multiprocessors idle: with fewer (sequence, head) pairs than half the
+// multiprocessors, 64-wide tiles double the CTAs at the price of repeating
+// the aux work per tile.
 func PlanCore(p Problem, sms int) (Plan, error) {
-	bv := 64
-	if p.N*p.Hv*(HeadDim/32) <= sms {
-		bv = 32
+	consumers := 2
+	if 2*p.N*p.Hv <= sms {
+		consumers = 1
 	}
-	dt := kernsrc.CoreBF16
-	if p.Dtype == FP16 {
-		dt = kernsrc.CoreFP16
+	return planHopper(p, consumers)
+}
+
+// PlanCoreVariant plans a core forward with the named kernel variant
+// instead of the planner's choice, for tests and benchmarks that must cover
+// every variant whatever the device. The variant must suit the problem's
+// dtype.
+//
+// "gdn_core" names the mma.sync kernel family with its own tile rule: the
+// 32-wide tile when its CTAs fit in one wave of 132 multiprocessors.
+func PlanCoreVariant(p Problem, name string) (Plan, error) {
+	if name == "gdn_core" {
+		if p.N*p.Hv*(HeadDim/32) <= 132 {
+			return planMMA(p, 32)
+		}
+		return planMMA(p, 64)
 	}
-	v, err := kernsrc.CoreVariant(dt, bv)
+	for _, nc := range kernsrc.HopperConsumers {
+		v, err := kernsrc.HopperVariant(coreDtype(p.Dtype), nc)
+		if err == nil && v.Name == name {
+			return planHopper(p, nc)
+		}
+	}
+	for _, bv := range kernsrc.CoreTileWidths {
+		v, err := kernsrc.CoreVariant(coreDtype(p.Dtype), bv)
+		if err == nil && v.Name == name {
+			return planMMA(p, bv)
+		}
+	}
+	return Plan{}, argErrorf("variant", "%q is not a core-forward variant for %v inputs", name, p.Dtype)
+}
+
+func coreDtype(d Dtype) kernsrc.CoreDtype {
+	if d == FP16 {
+		return kernsrc.CoreFP16
+	}
+	return kernsrc.CoreBF16
+}
+
+func planHopper(p Problem, consumers int) (Plan, error) {
+	v, err := kernsrc.HopperVariant(coreDtype(p.Dtype), consumers)
+	if err != nil {
+		return Plan{}, err
+	}
+	bv := kernsrc.HopperTileWidth(consumers)
+	return Plan{
+		Variant:     v,
+		Hopper:      true,
+		TileWidth:   bv,
+		Grid:        [3]uint32{uint32(p.Hv * HeadDim / bv), uint32(p.N), 1},
+		Block:       [3]uint32{uint32(kernsrc.HopperThreads(consumers)), 1, 1},
+		SharedBytes: kernsrc.HopperSharedBytes(consumers),
+	}, nil
+}
+
+// planMMA plans the mma.sync kernel (gdn_core.cu) with a value tile of bv.
+func planMMA(p Problem, bv int) (Plan, error) {
+	v, err := kernsrc.CoreVariant(coreDtype(p.Dtype), bv)
 	if err != nil {
 		return Plan{}, err
 	}

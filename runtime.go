@@ -20,6 +20,11 @@ type Options struct {
 	CacheDir string
 	// NoGraphs turns off the replay of cached CUDA graphs for repeated calls.
 	NoGraphs bool
+	// Variant, when set, runs every core forward with this kernel variant
+	// (a name from kernsrc's catalogue, e.g. "gdn_hopper_bf16_bv64") instead
+	// of the planner's choice: tests and benchmarks use it to cover every
+	// variant the planner can pick, whatever the device's size.
+	Variant string
 }
 
 // DeviceInfo describes the GPU a Runtime runs on.
@@ -35,6 +40,7 @@ type Runtime struct {
 	compiler *jit.Compiler
 	modules  *jit.MemCache // compiled-module key -> *loadedKernel (singleflight on first use)
 	graphs   *graphCache   // nil with Options.NoGraphs
+	variant  string        // Options.Variant
 
 	// kernels maps a variant name to its *loadedKernel once loaded: the hot
 	// path looks a kernel up by name, without hashing sources for its key.
@@ -75,7 +81,7 @@ func newRuntime(ctx *driver.Context, opts Options) (*Runtime, error) {
 	// The core kernel keeps a ring of chunk slots in shared memory: a GPU
 	// that cannot give a block that much (anything before Hopper) cannot run
 	// it, and should hear so now rather than from a failed launch.
-	need := max(kernsrc.CoreSharedBytes(32), kernsrc.CoreSharedBytes(64))
+	need := kernsrc.HopperSharedBytes(2)
 	if info.MaxSharedPerBlockOptin < need {
 		return nil, fmt.Errorf("gdn: device %d (%s, compute capability %d.%d) offers %d bytes of shared memory per block; the core kernel needs %d (an H100/H200-class GPU)",
 			opts.Device, info.Name, info.Major, info.Minor, info.MaxSharedPerBlockOptin, need)
@@ -102,6 +108,7 @@ func newRuntime(ctx *driver.Context, opts Options) (*Runtime, error) {
 		target:   target,
 		compiler: jit.NewCompiler(disk),
 		modules:  modules,
+		variant:  opts.Variant,
 	}
 	if !opts.NoGraphs {
 		g, err := newGraphCache(ctx)
@@ -231,7 +238,12 @@ func (rt *Runtime) forward(a *CoreArgs, s Stream) error {
 	if err != nil {
 		return err
 	}
-	plan, err := PlanCore(p, rt.info.SMs)
+	var plan Plan
+	if rt.variant != "" {
+		plan, err = PlanCoreVariant(p, rt.variant)
+	} else {
+		plan, err = PlanCore(p, rt.info.SMs)
+	}
 	if err != nil {
 		return err
 	}
@@ -239,7 +251,16 @@ func (rt *Runtime) forward(a *CoreArgs, s Stream) error {
 	if err != nil {
 		return err
 	}
-	launch := launchSpec{ctx: rt.ctx, fn: k.fn, plan: plan, params: packCoreParams(&args, p)}
+	launch := launchSpec{ctx: rt.ctx, fn: k.fn, plan: plan}
+	if plan.Hopper {
+		var b [kernsrc.HopperParamsBytes]byte
+		if err := hopperParams(rt.ctx, &args, p, &b); err != nil {
+			return err
+		}
+		launch.params, launch.align = b[:], 64
+	} else {
+		launch.params, launch.align = packCoreParams(&args, p), 8
+	}
 	stream := rt.ctx.WrapStream(uintptr(s))
 	if rt.graphs != nil && s != 0 {
 		if done, err := rt.graphs.run(launch, stream); done || err != nil {
@@ -255,9 +276,10 @@ type launchSpec struct {
 	fn     *driver.Function
 	plan   Plan
 	params []byte
+	align  int // of the parameter block: 64 when it holds tensor maps
 }
 
-func (l launchSpec) args() *driver.Args { return new(driver.Args).Bytes(l.params, 8) }
+func (l launchSpec) args() *driver.Args { return new(driver.Args).Bytes(l.params, l.align) }
 
 func (l launchSpec) enqueue(s *driver.Stream) error {
 	g, b := l.plan.Grid, l.plan.Block

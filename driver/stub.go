@@ -114,6 +114,13 @@ func (e *Event) Destroy() error { return ErrNoCUDA }
 func ElapsedMs(start, end *Event) (float32, error) { return 0, ErrNoCUDA }
 
 // LoadModule returns ErrNoCUDA.
+func (c *Context) EncodeTiled(dt TensorDtype, base DevicePtr, dims []uint64, strides []uint64, box []uint32, swizzle Swizzle) (TensorMap, error) {
+	if err := validateTiled(dt, base, dims, strides, box, swizzle); err != nil {
+		return TensorMap{}, err
+	}
+	return TensorMap{}, ErrNoCUDA
+}
+
 func (c *Context) LoadModule(image []byte) (*Module, error) { return nil, ErrNoCUDA }
 
 // Unload returns ErrNoCUDA.

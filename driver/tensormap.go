@@ -88,8 +88,10 @@ func (s Swizzle) String() string {
 // with errors naming the argument: rank 1..5, base 16-byte aligned, each dim
 // in [1, 2^32], each stride a non-zero multiple of 16 below 2^40, each box
 // extent in [1, 256], box[0] times the element size a multiple of 16 bytes
-// and, with a swizzle, at most the swizzle span. Needs no Context (the driver
-// only encodes); the stub build validates, then returns ErrNoCUDA.
+// and, with a swizzle, at most the swizzle span. The driver wants a current
+// context on the calling thread (it answers CUDA_ERROR_INVALID_CONTEXT
+// otherwise): use Context.EncodeTiled from goroutines that may move between
+// threads. The stub build validates, then returns ErrNoCUDA.
 func EncodeTiled(dt TensorDtype, base DevicePtr, dims []uint64, strides []uint64, box []uint32, swizzle Swizzle) (TensorMap, error) {
 	if err := validateTiled(dt, base, dims, strides, box, swizzle); err != nil {
 		return TensorMap{}, err

@@ -53,15 +53,15 @@ func encodeTiled(dt TensorDtype, base DevicePtr, dims []uint64, strides []uint64
 	if err != nil {
 		return tm, err
 	}
-	cdims := make([]C.cuuint64_t, len(dims))
+	// Fixed arrays (rank <= 5, validated) keep the call free of allocations.
+	var cdims, cstrides [5]C.cuuint64_t
+	var cbox [5]C.cuuint32_t
 	for i, d := range dims {
 		cdims[i] = C.cuuint64_t(d)
 	}
-	cstrides := make([]C.cuuint64_t, len(strides)+1) // never empty
 	for i, s := range strides {
 		cstrides[i] = C.cuuint64_t(s)
 	}
-	cbox := make([]C.cuuint32_t, len(box))
 	for i, b := range box {
 		cbox[i] = C.cuuint32_t(b)
 	}
@@ -71,4 +71,19 @@ func encodeTiled(dt TensorDtype, base DevicePtr, dims []uint64, strides []uint64
 		return TensorMap{}, err
 	}
 	return tm, nil
+}
+
+// EncodeTiled is the package's EncodeTiled with the context made current on
+// the calling thread first, which the driver requires.
+func (c *Context) EncodeTiled(dt TensorDtype, base DevicePtr, dims []uint64, strides []uint64, box []uint32, swizzle Swizzle) (TensorMap, error) {
+	if err := validateTiled(dt, base, dims, strides, box, swizzle); err != nil {
+		return TensorMap{}, err
+	}
+	var tm TensorMap
+	err := c.do(func() error {
+		var err error
+		tm, err = encodeTiled(dt, base, dims, strides, box, swizzle)
+		return err
+	})
+	return tm, err
 }

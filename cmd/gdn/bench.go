@@ -47,9 +47,10 @@ type benchOptions struct {
 	dtype         gdn.Dtype
 	seed          uint64
 	runtimeGraphs bool
+	variant       string // a kernel variant instead of the planner's choice
 }
 
-const benchSynopsis = "[--cases a,b,...] [--reps N] [--warmup N] [--calls N] [--csv FILE] [--dtype bf16|fp16] [--seed N] [--runtime-graphs]"
+const benchSynopsis = "[--cases a,b,...] [--reps N] [--warmup N] [--calls N] [--csv FILE] [--dtype bf16|fp16] [--seed N] [--runtime-graphs] [--variant NAME]"
 
 // parseBenchArgs reads the command line of `gdn bench`.
 func parseBenchArgs(args []string) (benchOptions, error) {
@@ -62,10 +63,11 @@ func parseBenchArgs(args []string) (benchOptions, error) {
 	dtypeName := fs.String("dtype", "bf16", "dtype of q, k, v and o: bf16 or fp16")
 	seed := fs.Uint64("seed", 1, "seed of the input recipe")
 	runtimeGraphs := fs.Bool("runtime-graphs", false, "keep the Runtime's own graph cache on (off: every Forward is a plain launch, captured into the benchmark's graph)")
+	variant := fs.String("variant", "", "run every case with this kernel variant (see gdn warmup) instead of the planner's choice; \"gdn_core\" is the mma.sync kernel with its own tile rule")
 	if err := parseFlags(fs, args); err != nil {
 		return benchOptions{}, err
 	}
-	o := benchOptions{reps: *reps, warmup: *warmup, calls: *calls, csvPath: *csvPath, seed: *seed, runtimeGraphs: *runtimeGraphs}
+	o := benchOptions{reps: *reps, warmup: *warmup, calls: *calls, csvPath: *csvPath, seed: *seed, runtimeGraphs: *runtimeGraphs, variant: *variant}
 	var err error
 	if o.dtype, err = parseDataDtype("--dtype", *dtypeName); err != nil {
 		return o, err
@@ -134,7 +136,7 @@ func runBench(args []string) error {
 	}
 	// Without the Runtime's graph cache every Forward is a plain kernel
 	// launch, which the benchmark's own capture records as it is.
-	rt, err := openRuntime(gdn.Options{NoGraphs: !o.runtimeGraphs})
+	rt, err := openRuntime(gdn.Options{NoGraphs: !o.runtimeGraphs, Variant: o.variant})
 	if err != nil {
 		return err
 	}
@@ -210,7 +212,12 @@ func (b *bencher) runCase(c ref.Case) (benchResult, error) {
 	if err != nil {
 		return res, err
 	}
-	if res.Plan, err = gdn.PlanCore(p, b.rt.Device().SMs); err != nil {
+	if b.opts.variant != "" {
+		res.Plan, err = gdn.PlanCoreVariant(p, b.opts.variant)
+	} else {
+		res.Plan, err = gdn.PlanCore(p, b.rt.Device().SMs)
+	}
+	if err != nil {
 		return res, err
 	}
 	fmt.Fprintf(stderr, "  plan %v\n", res.Plan)

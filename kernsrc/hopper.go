@@ -1,0 +1,117 @@
+package kernsrc
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// HopperKernel is the entry point of the sm_90a core forward (gdn_hopper.cu).
+const HopperKernel = "gdn_hopper_fwd"
+
+// HopperConsumers are the consumer-warpgroup counts the Hopper kernel is
+// built for: each consumer owns 64 value columns of the state, so a CTA
+// covers a value tile of 64 (one consumer) or 128 (two).
+var HopperConsumers = []int{1, 2}
+
+// HopperThreads is the block size: one aux warpgroup (loads, gates, the
+// state-free products) and the consumer warpgroups.
+func HopperThreads(consumers int) int { return 128 * (1 + consumers) }
+
+// HopperTileWidth is the value-tile width of a CTA with that many consumers.
+func HopperTileWidth(consumers int) int { return 64 * consumers }
+
+// HopperSharedBytes mirrors the shared-memory layout of gdn_hopper.cu (the
+// kernel static_asserts the same number, define GDN_SMEM_BYTES): two stages
+// of 8 KB tiles (the Q/-W0 block: 4, K: 2, V: one per consumer, A: 2, A2: 1,
+// P: 1) plus 2 KB of gate vectors each; one output staging tile per
+// consumer; 1 KB of mbarriers; 1 KB of slack to align the dynamic base to
+// the 1024 bytes the swizzled tiles need.
+func HopperSharedBytes(consumers int) int {
+	const tile = 8192
+	stage := (4+2+consumers+2+1+1)*tile + 2048
+	return 2*stage + consumers*tile + 1024 + 1024
+}
+
+// The contract between Go and gdn_hopper.cu's GdnHopperParams, its only
+// kernel parameter: five 128-byte tensor maps (q, k, v, A, o), then six
+// pointers (g, beta, h0, ht, cu_seqlens, o), then six 32-bit fields (scale,
+// T, Hq, Hv, N, flags), padded to the maps' 64-byte alignment. Every
+// constant here reaches the kernel as a define and is static_asserted there.
+const (
+	HopperParamsBytes = 768
+	HopperOffPtrs     = 5 * 128
+	HopperOffScalars  = HopperOffPtrs + 6*8
+)
+
+// Flags of GdnHopperParams.flags.
+const (
+	HopperFlagBetaFP32     = 1 // beta is fp32 (else the input dtype)
+	HopperFlagAFP32        = 2 // A is fp32 (else bf16)
+	HopperFlagSeqlensInt64 = 4 // cu_seqlens is int64 (else int32)
+)
+
+// HopperParams are the values of GdnHopperParams; Pack lays them out.
+type HopperParams struct {
+	MapQ, MapK, MapV, MapA, MapO  [128]byte // encoded CUtensorMaps
+	G, Beta, H0, Ht, CuSeqlens, O uintptr   // device addresses (0: absent)
+	Scale                         float32
+	T, Hq, Hv, N, Flags           int32
+}
+
+// Pack writes the parameter block the kernel takes by value, little endian.
+func (p *HopperParams) Pack(b *[HopperParamsBytes]byte) {
+	for i, m := range [...]*[128]byte{&p.MapQ, &p.MapK, &p.MapV, &p.MapA, &p.MapO} {
+		copy(b[128*i:], m[:])
+	}
+	for i, v := range [...]uintptr{p.G, p.Beta, p.H0, p.Ht, p.CuSeqlens, p.O} {
+		binary.LittleEndian.PutUint64(b[HopperOffPtrs+8*i:], uint64(v))
+	}
+	binary.LittleEndian.PutUint32(b[HopperOffScalars:], math.Float32bits(p.Scale))
+	for i, v := range [...]int32{p.T, p.Hq, p.Hv, p.N, p.Flags} {
+		binary.LittleEndian.PutUint32(b[HopperOffScalars+4+4*i:], uint32(v))
+	}
+	clear(b[HopperOffScalars+24:])
+}
+
+// HopperVariant returns the Hopper core-forward variant for an input dtype
+// and a consumer count (1 or 2).
+func HopperVariant(dt CoreDtype, consumers int) (Variant, error) {
+	fp16 := 0
+	switch dt {
+	case CoreBF16:
+	case CoreFP16:
+		fp16 = 1
+	default:
+		return Variant{}, fmt.Errorf("kernsrc: hopper dtype %q: want bf16 or fp16", dt)
+	}
+	if consumers != 1 && consumers != 2 {
+		return Variant{}, fmt.Errorf("kernsrc: hopper consumers %d: want 1 or 2", consumers)
+	}
+	return Variant{
+		Name:   fmt.Sprintf("gdn_hopper_%s_bv%d", dt, HopperTileWidth(consumers)),
+		File:   "gdn_hopper.cu",
+		Kernel: HopperKernel,
+		Defines: []string{fmt.Sprintf("GDN_FP16=%d", fp16), fmt.Sprintf("GDN_NC=%d", consumers),
+			fmt.Sprintf("GDN_SMEM_BYTES=%d", HopperSharedBytes(consumers)),
+			fmt.Sprintf("GDN_THREADS=%d", HopperThreads(consumers)),
+			fmt.Sprintf("GDN_PARAMS_BYTES=%d", HopperParamsBytes),
+			fmt.Sprintf("GDN_OFF_PTRS=%d", HopperOffPtrs),
+			fmt.Sprintf("GDN_OFF_SCALARS=%d", HopperOffScalars),
+			fmt.Sprintf("GDN_FLAG_BETA_FP32=%d", HopperFlagBetaFP32),
+			fmt.Sprintf("GDN_FLAG_A_FP32=%d", HopperFlagAFP32),
+			fmt.Sprintf("GDN_FLAG_SEQLENS_INT64=%d", HopperFlagSeqlensInt64)},
+	}, nil
+}
+
+// HopperVariants lists every Hopper variant (each dtype and consumer count).
+func HopperVariants() []Variant {
+	var out []Variant
+	for _, dt := range []CoreDtype{CoreBF16, CoreFP16} {
+		for _, nc := range HopperConsumers {
+			v, _ := HopperVariant(dt, nc)
+			out = append(out, v)
+		}
+	}
+	return out
+}
