@@ -136,6 +136,10 @@ func TestCoreMatchesReference(t *testing.T) {
 			testCoreVariant(t, variant)
 		})
 	}
+	t.Cleanup(func() {
+		fmt.Fprintf(os.Stderr, "METRIC worst o ratio=%.3g maxabs=%.3g; ht ratio=%.3g maxabs=%.3g\n",
+			worst.o.Ratio, worst.o.MaxAbs, worst.ht.Ratio, worst.ht.MaxAbs)
+	})
 }
 
 // variantRuntimes are Runtimes pinned to one kernel variant each.

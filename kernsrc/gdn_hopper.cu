@@ -2,37 +2,33 @@
 // loads and stores, mbarrier rings, wgmma for every product, and warp
 // specialisation.
 //
-// The chunked recurrence (docs/SPEC.md) is rewritten so that only two
-// products per chunk sit on the chain of chunks. With A1 = A diag(beta e^g)
-// and A2 = A diag(beta), both masked to j <= i < len:
-//
-//   W0 = A1 K,   U0 = A2 V                         (need no state)
-//   Vn = U0 - W0 S                                  (chain)
-//   O  = scale (diag(e^g) Q S + P Vn),  P = Lower(Q K^T * Gamma)
-//   S <- e^{g_last} S + K^T diag(f) Vn,  f = e^{g_last - g}   (chain)
-//
 // The state is kept transposed, S^T (value rows x key columns), as the fp32
 // accumulator of wgmma in the consumer warpgroups: consumer w owns value
-// rows 64w..64w+63, so Vn^T = U0^T - S^T W0^T, O^T and the update
-// S^T += (Vn^T diag(f)) K are products whose A operand (S^T or Vn^T) comes
-// straight from registers, and the consumers never exchange data.
+// rows 64w..64w+63, so every product that involves the state takes S^T (or
+// something derived from it) straight from registers as its A operand, and
+// the consumers never exchange data. Per 64-token chunk (docs/SPEC.md), with
+// A2 = A diag(beta) masked to j <= i < len, P = Lower(Q K^T * Gamma) and
+// f = e^{g_last - g}:
+//
+//   [U^T | O'^T] = S^T [K; Q]^T                     (one m64n128 product)
+//   Vn^T = V^T A2^T - (U^T diag(e^g)) A2^T          (= (beta (V - e^g U)) as A@W)
+//   O^T  = scale (O'^T diag(e^g) + Vn^T P^T)
+//   S^T <- e^{g_last} S^T + (Vn^T diag(f)) K
 //
 // Warpgroups of one CTA (one CTA per sequence, value head and 64*NC-wide
 // value tile):
-//   aux (warpgroup 0) issues the TMA loads of chunk c+1 into a two-stage
-//     ring and prepares chunk c: fp16 operands (bf16 inputs are converted in
-//     place: fp16 keeps 3 more mantissa bits for every derived operand),
-//     the gate vectors, A2 (to shared memory), A1 (registers), P = Q K^T
-//     gated and masked, and -W0; then it marks the stage ready.
-//   consumers (warpgroups 1..NC), per chunk: U0^T = V^T A2^T, then
-//     [Vn^T | O'^T] += S^T [-W0; Q]^T in one m64n128 product, O^T += Vn^T P^T,
-//     S^T += (Vn^T diag f) K; the output goes out through a swizzled staging
-//     tile by TMA store (rows past a sequence's end by plain stores); then
-//     the stage is released to the aux group.
+//   aux (warpgroup 0) prepares each chunk as soon as its tiles land: fp16
+//     operands (bf16 inputs are converted in place: fp16 keeps 3 more
+//     mantissa bits for every derived operand), the gate vectors, A2 and P,
+//     and marks the stage ready; it also keeps A's own two-slot ring full.
+//   consumers (warpgroups 1..NC) run the chain above, write o through a
+//     swizzled staging tile by TMA store (rows past a sequence's end by
+//     plain stores), release the stage and refill it with the chunk
+//     kStages ahead (the first consumer's first thread issues the copies).
 //
 // Compile-time choices (-D): GDN_FP16 (0: bf16 inputs and output, 1: fp16),
-// GDN_NC (consumer warpgroups: 1 or 2, value tile 64 or 128),
-// GDN_SMEM_BYTES and GDN_PARAMS_BYTES (the host's sizes, checked here).
+// GDN_NC (consumer warpgroups: 1 or 2, value tile 64 or 128), and the
+// contract defines of kernsrc/hopper.go (sizes, offsets, flags), checked.
 #include "gdn_hopper.cuh"
 
 #ifndef GDN_FP16
@@ -93,41 +89,59 @@ namespace {
 
 constexpr int kNC = GDN_NC;
 constexpr int kBV = 64 * kNC;
-constexpr int kThreads = 128 * (1 + kNC);
+// Aux warpgroups: each prepares every kAux-th chunk (the aux work per chunk,
+// element-wise and latency-bound, takes longer than the consumers' chain).
+#ifndef GDN_AUX
+#define GDN_AUX 2
+#endif
+constexpr int kAux = GDN_AUX;
+constexpr int kThreads = 128 * (kAux + kNC);
 constexpr bool kConvert = GDN_FP16 == 0;  // bf16 inputs are converted to fp16 in place
 typedef Elem<GDN_FP16 != 0> E;
 
-// Register budgets (setmaxnreg) with two consumer warpgroups: the aux group
-// gives up what the consumers need for S^T, [Vn | O] and S^T's fp16 copy.
-// The CTA's pool is what the launch gave it (168 per thread at 384 threads:
-// the __launch_bounds__ budget), and an increase waits until the pool can
-// serve it: asking for more than the decreases free hangs the CTA.
-constexpr int kAuxRegs = 152;
-constexpr int kConsumerRegs = 176;
-static_assert(kNC == 1 || kAuxRegs * 128 + kConsumerRegs * 256 <= 168 * 384, "register pool of the CTA");
+// Register budgets (setmaxnreg). The consumers hold S^T, [U | O'] and half
+// of S^T's fp16 copy; the aux groups give up what they can. The CTA's pool
+// is what the launch gave it (the __launch_bounds__ budget: 65536 / threads,
+// rounded down to a multiple of 8, per thread), and an increase waits until
+// the pool can serve it: asking for more than the decreases free hangs.
+constexpr int kLaunchRegs = (65536 / kThreads) / 8 * 8 > 255 ? 255 : (65536 / kThreads) / 8 * 8;
+constexpr int kConsumerRegs = kNC == 1 ? 208 : 192;
+constexpr int kAuxRegs = ((kLaunchRegs * kThreads - kConsumerRegs * 128 * kNC) / (128 * kAux)) / 8 * 8;
+constexpr bool kSetRegs = kLaunchRegs < kConsumerRegs;
+static_assert(!kSetRegs || kAuxRegs * 128 * kAux + kConsumerRegs * 128 * kNC <= kLaunchRegs * kThreads,
+              "register pool of the CTA");
+static_assert(!kSetRegs || kAuxRegs >= 64, "aux register budget");
 
-// Named barriers: 1..kNC for each consumer group, kBarAux for the aux group.
+// Named barriers: 1..kNC for each consumer group, kBarAux + a for aux group a.
 constexpr int kBarAux = 7;
 
 // One stage of the ring: the chunk's operands (TMA destinations and what
 // the aux group derives), every tile 1024-byte aligned. Offsets in bytes.
+// Three stages when they fit (one consumer), so that the copies of a chunk
+// are in flight for two chunks' time.
+constexpr int kStages = kNC == 1 ? 3 : 2;
 constexpr int kTile = 8192;                   // 64 rows x 128 bytes
-constexpr int kOffBQ = 0;                     // 2 half tiles of 128 rows: rows 0..63 -W0, 64..127 Q
-constexpr int kOffK = kOffBQ + 4 * kTile;     // 2 half tiles [64 j][64 d]
-constexpr int kOffV = kOffK + 2 * kTile;      // kNC blocks [64 j][64 v]
-constexpr int kOffA = kOffV + kNC * kTile;    // fp32: 2 x [64 i][32 j]; bf16: [64 i][64 j]
-constexpr int kOffA2 = kOffA + 2 * kTile;     // fp16 [64 i][64 j]
+constexpr int kOffBQ = 0;                     // 2 half tiles (d blocks) of 128 rows: K rows j, then Q rows i
+constexpr int kOffV = kOffBQ + 4 * kTile;     // kNC blocks [64 j][64 v]
+constexpr int kOffA2 = kOffV + kNC * kTile;   // fp16 [64 i][64 j]
 constexpr int kOffP = kOffA2 + kTile;         // fp16 [64 i][64 j]
 constexpr int kOffVec = kOffP + kTile;        // floats: g, beta, eg, f [64 each], gamma
 constexpr int kStageBytes = kOffVec + 2048;
-constexpr int kOffOut = 2 * kStageBytes;          // kNC staging tiles [64 i][64 v]
-constexpr int kOffBars = kOffOut + kNC * kTile;   // six mbarriers
+constexpr int kOffA = kStages * kStageBytes;  // A's ring: 2 slots; fp32 2 x [64 i][32 j], bf16 [64 i][64 j]
+constexpr int kOffOut = kOffA + 2 * 2 * kTile;     // kNC staging tiles [64 i][64 v]
+constexpr int kOffBars = kOffOut + kNC * kTile;    // mbarriers
 constexpr int kSmemBytes = kOffBars + 1024 + 1024;  // + alignment slack of the dynamic base
 
 #ifdef GDN_SMEM_BYTES
 static_assert(kSmemBytes == GDN_SMEM_BYTES, "kernsrc.HopperSharedBytes disagrees with the layout");
 static_assert(kThreads == GDN_THREADS, "kernsrc.HopperThreads disagrees with the warpgroups");
 #endif
+
+// mbarriers, at kOffBars: per stage full (TMA bytes), ready (aux done),
+// empty (consumers done); per A slot full.
+struct Bars {
+  uint64_t full[kStages], ready[kStages], empty[kStages], a_full[2];
+};
 
 struct Vec {  // at kOffVec of a stage
   float g[64], beta[64], eg[64], f[64], gamma;
@@ -149,29 +163,34 @@ GDN_DEVICE float read_beta(const GdnHopperParams& p, int64_t idx) {
   return E::to_float(static_cast<const uint16_t*>(p.ptr.beta)[idx]);
 }
 
-// TMA loads of chunk c into a stage; one thread.
+// TMA loads of chunk c's q, k and value tiles into a stage; one thread.
 GDN_DEVICE void issue_loads(unsigned char* st, uint64_t* full, const GdnHopperParams& p, const Work& w, int c) {
-  const bool a32 = p.sc.flags & kAFP32;
-  const uint32_t bytes = 4 * kTile + kNC * kTile + (a32 ? 2 : 1) * kTile;
-  mbar_arrive_expect_tx(full, bytes);
+  mbar_arrive_expect_tx(full, (4 + kNC) * kTile);
   const int t = w.t0 + 64 * c;
-  tma_load_4d(st + kOffBQ + kTile, &p.tm_q, full, 0, w.hk, t, w.b);
-  tma_load_4d(st + kOffBQ + 3 * kTile, &p.tm_q, full, 64, w.hk, t, w.b);
-  tma_load_4d(st + kOffK, &p.tm_k, full, 0, w.hk, t, w.b);
-  tma_load_4d(st + kOffK + kTile, &p.tm_k, full, 64, w.hk, t, w.b);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    tma_load_4d(st + kOffBQ + 2 * h * kTile, &p.tm_k, full, 64 * h, w.hk, t, w.b);
+    tma_load_4d(st + kOffBQ + (2 * h + 1) * kTile, &p.tm_q, full, 64 * h, w.hk, t, w.b);
+  }
 #pragma unroll
   for (int x = 0; x < kNC; ++x) tma_load_4d(st + kOffV + x * kTile, &p.tm_v, full, w.v0 + 64 * x, w.h, t, w.b);
-  tma_load_4d(st + kOffA, &p.tm_a, full, 0, w.h, t, w.b);
-  if (a32) tma_load_4d(st + kOffA + kTile, &p.tm_a, full, 32, w.h, t, w.b);
 }
 
-// bf16 -> fp16 of 8 values in place (16 bytes).
-GDN_DEVICE void convert16(unsigned char* p) {
-  uint4 x = *reinterpret_cast<uint4*>(p);
+// TMA load of chunk c's rows of A into one of its two slots; one thread.
+GDN_DEVICE void issue_load_a(unsigned char* slot, uint64_t* full, const GdnHopperParams& p, const Work& w, int c) {
+  const bool a32 = p.sc.flags & kAFP32;
+  mbar_arrive_expect_tx(full, (a32 ? 2 : 1) * kTile);
+  const int t = w.t0 + 64 * c;
+  tma_load_4d(slot, &p.tm_a, full, 0, w.h, t, w.b);
+  if (a32) tma_load_4d(slot + kTile, &p.tm_a, full, 32, w.h, t, w.b);
+}
+
+// bf16 -> fp16 of 8 values (16 bytes).
+GDN_DEVICE uint4 bf16x8_to_fp16(uint4 x) {
   uint32_t* v = reinterpret_cast<uint32_t*>(&x);
 #pragma unroll
-  for (int j = 0; j < 4; ++j) v[j] = pack_fp16x2(bf16_to_float((uint16_t)(v[j] & 0xffff)), bf16_to_float((uint16_t)(v[j] >> 16)));
-  *reinterpret_cast<uint4*>(p) = x;
+  for (int j = 0; j < 4; ++j) v[j] = pack_fp16x2(__uint_as_float(v[j] << 16), __uint_as_float(v[j] & 0xffff0000u));
+  return x;
 }
 
 // A[i][j] of a stage, two adjacent columns (j even).
@@ -181,46 +200,65 @@ GDN_DEVICE float2 read_a2(const unsigned char* a, bool a32, int i, int j) {
   return make_float2(bf16_to_float((uint16_t)(x & 0xffff)), bf16_to_float((uint16_t)(x >> 16)));
 }
 
-// ---- The aux warpgroup: loads, and everything about a chunk that does not
-// need the state.
-GDN_DEVICE void run_aux(unsigned char* smem, uint64_t* bars, const GdnHopperParams& p, const Work& w) {
-  uint64_t* full = bars;
-  uint64_t* ready = bars + 2;
-  uint64_t* empty = bars + 4;
-  const int t = threadIdx.x, warp = t >> 5, lane = t & 31;
+// ---- The aux warpgroup: everything about a chunk that does not need the
+// state, and A's ring.
+GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& p, const Work& w, int aw) {
+  const int t = threadIdx.x & 127, warp = t >> 5, lane = t & 31;
+  const int bar = kBarAux + aw;
   const int gq = lane >> 2, tq = lane & 3;
   const bool a32 = p.sc.flags & kAFP32;
 
-  if (t == 0) {
+  if (aw == 0 && t == 0) {
     tma_prefetch_desc(&p.tm_q);
     tma_prefetch_desc(&p.tm_k);
     tma_prefetch_desc(&p.tm_v);
     tma_prefetch_desc(&p.tm_a);
-    for (int c = 0; c < min(2, w.nch); ++c) issue_loads(smem + c * kStageBytes, &full[c], p, w, c);
+    tma_prefetch_desc(&p.tm_o);
+    for (int c = 0; c < min(kStages, w.nch); ++c) issue_loads(smem + c * kStageBytes, &bars.full[c], p, w, c);
+    for (int c = 0; c < min(2, w.nch); ++c) issue_load_a(smem + kOffA + c * 2 * kTile, &bars.a_full[c], p, w, c);
   }
 
-  for (int c = 0; c < w.nch; ++c) {
-    const int s = c & 1;
+  // g and beta of a chunk (one token per thread) are plain loads, strided
+  // by Hv: issued a chunk ahead so that their latency hides behind a
+  // chunk's work.
+  auto load_gates = [&](int c, float& gv, float& bv) {
+    gv = bv = 0.f;
+    const int64_t tok = w.bos + 64 * c + t;
+    if (c < w.nch && t < chunk_len(w, c)) {
+      gv = p.ptr.g[tok * p.sc.Hv + w.h];
+      bv = read_beta(p, tok * p.sc.Hv + w.h);
+    }
+  };
+  float g_next, b_next;
+  load_gates(aw, g_next, b_next);
+
+  for (int c = aw; c < w.nch; c += kAux) {
+    const int s = c % kStages, use = c / kStages;
     unsigned char* st = smem + s * kStageBytes;
+    unsigned char* as = smem + kOffA + (c & 1) * 2 * kTile;
     Vec& vec = *reinterpret_cast<Vec*>(st + kOffVec);
     const int len = chunk_len(w, c);
-    const int64_t tok = w.bos + 64 * c;
-    float gv = 0.f, bv = 0.f;
-    if (t < len) {
-      gv = p.ptr.g[(tok + t) * p.sc.Hv + w.h];
-      bv = read_beta(p, (tok + t) * p.sc.Hv + w.h);
-    }
-    mbar_wait(&full[s], (c >> 1) & 1);
+    const float gv = g_next, bv = b_next;
+    load_gates(c + kAux, g_next, b_next);
+    mbar_wait(&bars.full[s], use & 1);
 
     if (t < 64) vec.g[t] = gv, vec.beta[t] = bv;
     if (kConvert) {
-      // q (the upper 64 rows of each BQ half tile), k and the value blocks.
-#pragma unroll 2
-      for (int i = t; i < 2 * 512; i += 128) convert16(st + kOffBQ + (i >> 9) * 2 * kTile + kTile + (i & 511) * 16);
-#pragma unroll 2
-      for (int i = t; i < (2 + kNC) * 512; i += 128) convert16(st + kOffK + i * 16);
+      // K and Q (both BQ half tiles), then the value blocks: contiguous.
+      // Loads of a batch go out together: the conversion is latency-bound.
+      constexpr int kChunks = (4 + kNC) * 512 / 128, kBatch = 4;
+      static_assert(kChunks % kBatch == 0, "conversion batches");
+#pragma unroll 1
+      for (int b = 0; b < kChunks; b += kBatch) {
+        uint4 x[kBatch];
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) x[u] = *reinterpret_cast<const uint4*>(st + kOffBQ + (t + 128 * (b + u)) * 16);
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u)
+          *reinterpret_cast<uint4*>(st + kOffBQ + (t + 128 * (b + u)) * 16) = bf16x8_to_fp16(x[u]);
+      }
     }
-    named_sync(kBarAux, 128);
+    named_sync(bar, 128);
     const float g_last = vec.g[len - 1];
     if (t < 64) {
       vec.eg[t] = t < len ? __expf(gv) : 0.f;
@@ -228,11 +266,23 @@ GDN_DEVICE void run_aux(unsigned char* smem, uint64_t* bars, const GdnHopperPara
     }
     if (t == 0) vec.gamma = __expf(g_last);
     fence_async_smem();
-    named_sync(kBarAux, 128);
+    named_sync(bar, 128);
 
-    // A1 (registers, A operand of W0 = A1 K) and A2 (shared memory, for the
-    // consumers' U0), rows 16 warp + gq (+8), columns 16 ks + 2 tq (+1, +8, +9).
-    uint32_t a1[4][4];
+    // P = Q K^T (k-steps of 16 along d; d 0..63 in half tile 0).
+    float P[32];
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < 8; ++ks) {
+      const int half = ks >> 2, off = (ks & 3) * 32;
+      wgmma_ss_n64<0, 0>(P, wgmma_desc(st + kOffBQ + (2 * half + 1) * kTile + off, 16, 1024),
+                         wgmma_desc(st + kOffBQ + 2 * half * kTile + off, 16, 1024), ks > 0);
+    }
+    wgmma_commit();
+
+    // A2 = A diag(beta), masked to j <= i < len (columns past the chunk may
+    // hold anything, SPEC, and 0 * NaN would poison the products), fp16,
+    // rows 16 warp + gq (+8), columns 16 ks + 2 tq (+1, +8, +9).
+    mbar_wait(&bars.a_full[c & 1], (c >> 1) & 1);
     {
       const int r0 = 16 * warp + gq, r1 = r0 + 8;
       const int m = lane >> 3, srow = 16 * warp + 8 * (m & 1) + (lane & 7);
@@ -243,76 +293,45 @@ GDN_DEVICE void run_aux(unsigned char* smem, uint64_t* bars, const GdnHopperPara
         for (int q = 0; q < 4; ++q) {
           const int i = (q & 1) ? r1 : r0;
           const int j = 16 * ks + 2 * tq + 8 * (q >> 1);
-          float2 x = read_a2(st + kOffA, a32, i, j);
+          float2 x = read_a2(as, a32, i, j);
           const bool in = i < len;
-          x.x = (in && j <= i) ? x.x : 0.f;
-          x.y = (in && j + 1 <= i) ? x.y : 0.f;
-          const float b0 = vec.beta[j], b1 = vec.beta[j + 1];
-          a2[q] = pack_fp16x2(x.x * b0, x.y * b1);
-          a1[ks][q] = pack_fp16x2(x.x * b0 * vec.eg[j], x.y * b1 * vec.eg[j + 1]);
+          x.x = (in && j <= i) ? x.x * vec.beta[j] : 0.f;
+          x.y = (in && j + 1 <= i) ? x.y * vec.beta[j + 1] : 0.f;
+          a2[q] = pack_fp16x2(x.x, x.y);
         }
         stmatrix_x4(smem_addr(st + kOffA2) + swz128(srow, 16 * (2 * ks + (m >> 1))), a2[0], a2[1], a2[2], a2[3]);
       }
     }
-
-    // P = Q K^T (k-steps of 16 along d; d 0..63 in half tile 0).
-    float P[32];
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < 8; ++ks) {
-      const int half = ks >> 2, off = (ks & 3) * 32;
-      wgmma_ss_n64<0, 0>(P, wgmma_desc(st + kOffBQ + half * 2 * kTile + kTile + off, 16, 1024),
-                         wgmma_desc(st + kOffK + half * kTile + off, 16, 1024), ks > 0);
-    }
-    wgmma_commit();
+    // A's slot is read: refill it with chunk c+2.
+    named_sync(bar, 128);
+    if (t == 0 && c + 2 < w.nch) issue_load_a(as, &bars.a_full[c & 1], p, w, c + 2);
 
     // P gated and masked: P[i][j] e^{g_i - g_j} for j <= i < len.
     wgmma_wait<0>();
     reg_fence(P, 32);
+    {
+      const int i0 = 16 * warp + gq;
+      const float gi[2] = {vec.g[i0], vec.g[i0 + 8]};
 #pragma unroll
-    for (int jb = 0; jb < 8; ++jb)
+      for (int jb = 0; jb < 8; ++jb) {
+        const float2 gj = *reinterpret_cast<const float2*>(&vec.g[8 * jb + 2 * tq]);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int i = 16 * warp + gq + 8 * (e >> 1), j = 8 * jb + 2 * tq + (e & 1);
-        P[4 * jb + e] = (j <= i && i < len) ? P[4 * jb + e] * __expf(vec.g[i] - vec.g[j]) : 0.f;
+        for (int e = 0; e < 4; ++e) {
+          const int i = i0 + 8 * (e >> 1), j = 8 * jb + 2 * tq + (e & 1);
+          const float d = gi[e >> 1] - ((e & 1) ? gj.y : gj.x);
+          P[4 * jb + e] = (j <= i && i < len) ? P[4 * jb + e] * __expf(d) : 0.f;
+        }
       }
+    }
     store_acc_fp16(st + kOffP, P, 8, 0, warp, lane);
 
-    // -W0 = -A1 K, 64 columns of d at a time (K read N-major: rows j,
-    // columns d), into rows 0..63 of the two BQ half tiles.
-#pragma unroll 1
-    for (int half = 0; half < 2; ++half) {
-      float W[32];
-#pragma unroll
-      for (int i = 0; i < 32; ++i) W[i] = 0.f;
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < 4; ++ks)
-        wgmma_rs_n64<1>(W, a1[ks], wgmma_desc(st + kOffK + half * kTile + ks * 2048, kTile, 1024));
-      wgmma_commit();
-      wgmma_wait<0>();
-      reg_fence(W, 32);
-#pragma unroll
-      for (int i = 0; i < 32; ++i) W[i] = -W[i];
-      store_acc_fp16(st + kOffBQ + half * 2 * kTile, W, 8, 0, warp, lane);
-    }
-
     fence_async_smem();
-    mbar_arrive(&ready[s]);
-
-    // Refill the other stage with chunk c+1 once the consumers are done with
-    // chunk c-1 (chunks 0 and 1 were issued up front).
-    if (t == 0 && c >= 1 && c + 1 < w.nch) {
-      mbar_wait(&empty[s ^ 1], ((c - 1) >> 1) & 1);
-      issue_loads(smem + (s ^ 1) * kStageBytes, &full[s ^ 1], p, w, c + 1);
-    }
+    mbar_arrive(&bars.ready[s]);
   }
 }
 
 // ---- A consumer warpgroup: value rows 64 cw .. 64 cw + 63 of the tile.
-GDN_DEVICE void run_consumer(unsigned char* smem, uint64_t* bars, const GdnHopperParams& p, const Work& w, int cw) {
-  uint64_t* ready = bars + 2;
-  uint64_t* empty = bars + 4;
+GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperParams& p, const Work& w, int cw) {
   const int t = threadIdx.x & 127, warp = t >> 5, lane = t & 31;
   const int gq = lane >> 2, tq = lane & 3;
   const int vb = w.v0 + 64 * cw;  // first value column of this group
@@ -330,25 +349,17 @@ GDN_DEVICE void run_consumer(unsigned char* smem, uint64_t* bars, const GdnHoppe
     }
 
   for (int c = 0; c < w.nch; ++c) {
-    const int s = c & 1;
+    const int s = c % kStages, use = c / kStages;
     unsigned char* st = smem + s * kStageBytes;
     const Vec& vec = *reinterpret_cast<const Vec*>(st + kOffVec);
     const int len = chunk_len(w, c);
-    mbar_wait(&ready[s], (c >> 1) & 1);
+    mbar_wait(&bars.ready[s], use & 1);
 
-    // VO[0..31] = U0^T = V^T A2^T (V read M-major: rows j, columns v).
+    // [U^T | O'^T] = S^T [K; Q]^T, in two halves of d so that only half of
+    // S^T's fp16 copy is held at a time (registers limit the consumers).
     float VO[64];
-    wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < 4; ++ks)
-      wgmma_ss_n64<1, 0>(VO, wgmma_desc(st + kOffV + cw * kTile + ks * 2048, kTile, 1024),
-                         wgmma_desc(st + kOffA2 + ks * 32, 16, 1024), ks > 0);
-    // [Vn^T | O'^T] += S^T [-W0; Q]^T, in two halves of d so that only half
-    // of S^T's fp16 copy is held at a time (registers are what limits the
-    // consumers): the second half's operands are built once the first
-    // half's products have read theirs.
-#pragma unroll
-    for (int i = 32; i < 64; ++i) VO[i] = 0.f;
+    for (int i = 0; i < 64; ++i) VO[i] = 0.f;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       uint32_t sa[4][4];
@@ -363,8 +374,40 @@ GDN_DEVICE void run_consumer(unsigned char* smem, uint64_t* bars, const GdnHoppe
     }
     reg_fence(VO, 64);
 
+    // -U^T diag(e^g) as A operands (columns j); O' gets its factors e^{g_i}.
+    uint32_t ua[4][4];
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      const int j0 = 16 * ks + 2 * tq;
+      const float e0 = -vec.eg[j0], e1 = -vec.eg[j0 + 1], e8 = -vec.eg[j0 + 8], e9 = -vec.eg[j0 + 9];
+      ua[ks][0] = pack_fp16x2(VO[8 * ks + 0] * e0, VO[8 * ks + 1] * e1);
+      ua[ks][1] = pack_fp16x2(VO[8 * ks + 2] * e0, VO[8 * ks + 3] * e1);
+      ua[ks][2] = pack_fp16x2(VO[8 * ks + 4] * e8, VO[8 * ks + 5] * e9);
+      ua[ks][3] = pack_fp16x2(VO[8 * ks + 6] * e8, VO[8 * ks + 7] * e9);
+    }
+    float* O = VO + 32;
+#pragma unroll
+    for (int jb = 0; jb < 8; ++jb) {
+      const int i = 8 * jb + 2 * tq;
+      const float e0 = vec.eg[i], e1 = vec.eg[i + 1];
+      O[4 * jb] *= e0, O[4 * jb + 1] *= e1, O[4 * jb + 2] *= e0, O[4 * jb + 3] *= e1;
+    }
+
+    // Vn^T = V^T A2^T - (U^T diag(e^g)) A2^T, into VO[0..31] (V read
+    // M-major: rows j, columns v).
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks)
+      wgmma_ss_n64<1, 0>(VO, wgmma_desc(st + kOffV + cw * kTile + ks * 2048, kTile, 1024),
+                         wgmma_desc(st + kOffA2 + ks * 32, 16, 1024), ks > 0);
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) wgmma_rs_n64<0>(VO, ua[ks], wgmma_desc(st + kOffA2 + ks * 32, 16, 1024));
+    wgmma_commit();
+    wgmma_wait<0>();
+    reg_fence(VO, 32);
+
     // Vn^T as A operands: as is (for P) and with the column factors f (for
-    // the state update); O' gets its row factors e^{g_i} (columns here).
+    // the state update).
     uint32_t va[4][4], vf[4][4];
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
@@ -376,13 +419,6 @@ GDN_DEVICE void run_consumer(unsigned char* smem, uint64_t* bars, const GdnHoppe
       vf[ks][2] = pack_fp16x2(VO[8 * ks + 4] * f8, VO[8 * ks + 5] * f9);
       vf[ks][3] = pack_fp16x2(VO[8 * ks + 6] * f8, VO[8 * ks + 7] * f9);
     }
-    float* O = VO + 32;
-#pragma unroll
-    for (int jb = 0; jb < 8; ++jb) {
-      const int i = 8 * jb + 2 * tq;
-      const float e0 = vec.eg[i], e1 = vec.eg[i + 1];
-      O[4 * jb] *= e0, O[4 * jb + 1] *= e1, O[4 * jb + 2] *= e0, O[4 * jb + 3] *= e1;
-    }
     const float gamma = vec.gamma;
 #pragma unroll
     for (int i = 0; i < 64; ++i) S[i] *= gamma;
@@ -390,8 +426,10 @@ GDN_DEVICE void run_consumer(unsigned char* smem, uint64_t* bars, const GdnHoppe
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) wgmma_rs_n64<0>(O, va[ks], wgmma_desc(st + kOffP + ks * 32, 16, 1024));
     wgmma_commit();
+    // K read N-major: rows j, columns d; the two d blocks are BQ's halves.
 #pragma unroll
-    for (int ks = 0; ks < 4; ++ks) wgmma_rs_n128<1>(S, vf[ks], wgmma_desc(st + kOffK + ks * 2048, kTile, 1024));
+    for (int ks = 0; ks < 4; ++ks)
+      wgmma_rs_n128<1>(S, vf[ks], wgmma_desc(st + kOffBQ + ks * 2048, 2 * kTile, 1024));
     wgmma_commit();
     wgmma_wait<1>();
     reg_fence(O, 32);
@@ -432,7 +470,13 @@ GDN_DEVICE void run_consumer(unsigned char* smem, uint64_t* bars, const GdnHoppe
 
     wgmma_wait<0>();
     reg_fence(S, 64);
-    mbar_arrive(&empty[s]);
+    mbar_arrive(&bars.empty[s]);
+    // The first consumer refills the stage with chunk c + kStages once every
+    // consumer is done with it.
+    if (cw == 0 && t == 0 && c + kStages < w.nch) {
+      mbar_wait(&bars.empty[s], use & 1);
+      issue_loads(st, &bars.full[s], p, w, c + kStages);
+    }
   }
   if (t == 0) tma_store_wait_all();
 
@@ -454,7 +498,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_hopper_fwd(const _
   // Swizzled tiles need 1024-byte alignment; the dynamic base promises less.
   unsigned char* smem =
       smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
-  uint64_t* bars = reinterpret_cast<uint64_t*>(smem + kOffBars);
+  Bars& bars = *reinterpret_cast<Bars*>(smem + kOffBars);
 
   Work w;
   constexpr int tiles = 128 / kBV;
@@ -488,21 +532,22 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_hopper_fwd(const _
   w.nch = (w.len + 63) / 64;
 
   if (threadIdx.x == 0) {
-    for (int s = 0; s < 2; ++s) {
-      mbar_init(&bars[s], 1);            // full: the TMA issuer, plus bytes
-      mbar_init(&bars[2 + s], 128);      // ready: the aux group
-      mbar_init(&bars[4 + s], 128 * kNC);  // empty: the consumer groups
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(&bars.full[s], 1);             // the TMA issuer, plus bytes
+      mbar_init(&bars.ready[s], 128);          // the aux group
+      mbar_init(&bars.empty[s], 128 * kNC);    // the consumer groups
     }
+    for (int s = 0; s < 2; ++s) mbar_init(&bars.a_full[s], 1);
     mbar_fence_init();
   }
   __syncthreads();
 
   const int wg = threadIdx.x >> 7;
-  if (wg == 0) {
-    if (kNC > 1) regs_dealloc<kAuxRegs>();
-    run_aux(smem, bars, p, w);
+  if (wg < kAux) {
+    if (kSetRegs) regs_dealloc<kAuxRegs>();
+    run_aux(smem, bars, p, w, wg);
   } else {
-    if (kNC > 1) regs_alloc<kConsumerRegs>();
-    run_consumer(smem, bars, p, w, wg - 1);
+    if (kSetRegs) regs_alloc<kConsumerRegs>();
+    run_consumer(smem, bars, p, w, wg - kAux);
   }
 }

@@ -14,23 +14,43 @@ const HopperKernel = "gdn_hopper_fwd"
 // covers a value tile of 64 (one consumer) or 128 (two).
 var HopperConsumers = []int{1, 2}
 
-// HopperThreads is the block size: one aux warpgroup (loads, gates, the
+// HopperAux is the number of aux warpgroups. Each prepares every other
+// chunk: the element-wise preparation of a chunk takes longer than one
+// consumer's chain, so two run side by side. With two consumers the
+// register file has no room for a second aux group.
+func HopperAux(consumers int) int {
+	if consumers == 1 {
+		return 2
+	}
+	return 1
+}
+
+// HopperThreads is the block size: the aux warpgroups (loads, gates, the
 // state-free products) and the consumer warpgroups.
-func HopperThreads(consumers int) int { return 128 * (1 + consumers) }
+func HopperThreads(consumers int) int { return 128 * (HopperAux(consumers) + consumers) }
 
 // HopperTileWidth is the value-tile width of a CTA with that many consumers.
 func HopperTileWidth(consumers int) int { return 64 * consumers }
 
+// HopperStages is the depth of the kernel's ring of chunk stages: three
+// when they fit in shared memory (one consumer), else two.
+func HopperStages(consumers int) int {
+	if consumers == 1 {
+		return 3
+	}
+	return 2
+}
+
 // HopperSharedBytes mirrors the shared-memory layout of gdn_hopper.cu (the
-// kernel static_asserts the same number, define GDN_SMEM_BYTES): two stages
-// of 8 KB tiles (the Q/-W0 block: 4, K: 2, V: one per consumer, A: 2, A2: 1,
-// P: 1) plus 2 KB of gate vectors each; one output staging tile per
-// consumer; 1 KB of mbarriers; 1 KB of slack to align the dynamic base to
-// the 1024 bytes the swizzled tiles need.
+// kernel static_asserts the same number, define GDN_SMEM_BYTES): the stages,
+// each of 8 KB tiles (K and Q: 4, V: one per consumer, A2: 1, P: 1) plus
+// 2 KB of gate vectors; A's ring of two 16 KB slots; one output staging
+// tile per consumer; 1 KB of mbarriers; 1 KB of slack to align the dynamic
+// base to the 1024 bytes the swizzled tiles need.
 func HopperSharedBytes(consumers int) int {
 	const tile = 8192
-	stage := (4+2+consumers+2+1+1)*tile + 2048
-	return 2*stage + consumers*tile + 1024 + 1024
+	stage := (4+consumers+1+1)*tile + 2048
+	return HopperStages(consumers)*stage + 4*tile + consumers*tile + 1024 + 1024
 }
 
 // The contract between Go and gdn_hopper.cu's GdnHopperParams, its only
@@ -94,6 +114,7 @@ func HopperVariant(dt CoreDtype, consumers int) (Variant, error) {
 		Kernel: HopperKernel,
 		Defines: []string{fmt.Sprintf("GDN_FP16=%d", fp16), fmt.Sprintf("GDN_NC=%d", consumers),
 			fmt.Sprintf("GDN_SMEM_BYTES=%d", HopperSharedBytes(consumers)),
+			fmt.Sprintf("GDN_AUX=%d", HopperAux(consumers)),
 			fmt.Sprintf("GDN_THREADS=%d", HopperThreads(consumers)),
 			fmt.Sprintf("GDN_PARAMS_BYTES=%d", HopperParamsBytes),
 			fmt.Sprintf("GDN_OFF_PTRS=%d", HopperOffPtrs),
