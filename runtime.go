@@ -46,6 +46,8 @@ type Runtime struct {
 
 	closed  atomic.Bool
 	closeMu sync.RWMutex // held for reading by calls in flight, for writing by Close
+
+	forced atomic.Pointer[string] // ForceVariant's variant name (a test hook, variant_override.go)
 }
 
 // loadedKernel is a loaded module and its entry point.
@@ -231,7 +233,7 @@ func (rt *Runtime) forward(a *CoreArgs, s Stream) error {
 	if err != nil {
 		return err
 	}
-	plan, err := PlanCore(p, rt.info.SMs)
+	plan, err := rt.planCore(p)
 	if err != nil {
 		return err
 	}
