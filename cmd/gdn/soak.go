@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"sort"
 	"strings"
@@ -248,7 +249,7 @@ func (s *soakStats) record(k int, p soakProblem, variant string, out soakOutcome
 }
 
 // progress prints one line of progress.
-func (s *soakStats) progress(w interface{ Write([]byte) (int, error) }) {
+func (s *soakStats) progress(w io.Writer) {
 	el := time.Since(s.start)
 	n := s.passed + s.failed
 	fmt.Fprintf(w, "soak: %s, %d problems (%.1f/s), %d failed; worst o ratio %.3g (case %d), ht max-abs %.3g (case %d)\n",
@@ -256,7 +257,7 @@ func (s *soakStats) progress(w interface{ Write([]byte) (int, error) }) {
 }
 
 // summary prints the totals: problems, tokens, worst errors, variants.
-func (s *soakStats) summary(w interface{ Write([]byte) (int, error) }) {
+func (s *soakStats) summary(w io.Writer) {
 	s.progress(w)
 	fmt.Fprintf(w, "soak: %d tokens in all, slowest problem %s; worst o ratio %.3g max %.3g, ht ratio %.3g max %.3g\n",
 		s.tokens, s.slowest.Round(time.Millisecond), s.worstO.Ratio, s.worstO.MaxAbs, s.worstH.Ratio, s.worstH.MaxAbs)
