@@ -7,6 +7,8 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gdnjit/gdn"
@@ -17,7 +19,7 @@ func init() {
 	register("soak", "run random problems on the GPU against the float64 reference until the time is up", runSoak)
 }
 
-const soakSynopsis = "[--minutes M] [--seed S] [--count N] [--case K | --problem SPEC] [--list] [--device N] [--ref-budget N] [--o-ratio X] [--ht-maxabs X]"
+const soakSynopsis = "[--minutes M] [--seed S] [--count N] [--case K | --problem SPEC] [--list] [--device N] [--jobs N] [--ref-budget N] [--o-ratio X] [--ht-maxabs X]"
 
 const soakHelp = `Problem k of a seed is the same on every run. Each problem runs through
 Runtime.ForwardHost (outputs poisoned with NaN) with the kernel variant it
@@ -36,6 +38,7 @@ type soakOptions struct {
 	caseK   int          // its case number (-1 for --problem)
 	list    bool         // print the problems, run nothing
 	device  int
+	jobs    int // problems in flight, one Runtime each
 	budget  int // token-heads per problem checked against the reference
 	limits  soakLimits
 }
@@ -50,13 +53,14 @@ func parseSoakArgs(args []string) (soakOptions, error) {
 	problem := fs.String("problem", "", "run only this problem (a spec string as printed with failures)")
 	list := fs.Bool("list", false, "print the problems (case number and spec) instead of running them; needs no GPU")
 	device := fs.Int("device", 0, "CUDA device ordinal")
+	jobs := fs.Int("jobs", 6, "problems in flight at once (one Runtime each): references of long chains overlap")
 	budget := fs.Int("ref-budget", 1<<14, "tokens x value heads per problem checked against the float64 reference (the longest chain is always checked)")
 	oRatio := fs.Float64("o-ratio", defaultSoakLimits.O.Ratio, "pass line: o error ratio (RMS(out-ref)/RMS(ref))")
 	htMax := fs.Float64("ht-maxabs", defaultSoakLimits.Ht.MaxAbs, "pass line: ht max abs error")
 	if err := parseFlags(fs, args); err != nil {
 		return soakOptions{}, err
 	}
-	o := soakOptions{minutes: *minutes, seed: *seed, count: *count, caseK: *caseK, list: *list, device: *device,
+	o := soakOptions{minutes: *minutes, seed: *seed, count: *count, caseK: *caseK, list: *list, device: *device, jobs: *jobs,
 		budget: *budget, limits: defaultSoakLimits}
 	o.limits.O.Ratio, o.limits.Ht.MaxAbs = *oRatio, *htMax
 	switch {
@@ -64,6 +68,8 @@ func parseSoakArgs(args []string) (soakOptions, error) {
 		return o, fmt.Errorf("--minutes %v: want a positive number", o.minutes)
 	case o.count < 0:
 		return o, fmt.Errorf("--count %d: want 0 or more", o.count)
+	case o.jobs < 1 || o.jobs > 64:
+		return o, fmt.Errorf("--jobs %d: want 1 to 64", o.jobs)
 	case o.budget < 1:
 		return o, fmt.Errorf("--ref-budget %d: want at least 1", o.budget)
 	case !(*oRatio > 0) || !(*htMax > 0):
@@ -104,43 +110,35 @@ func runSoak(args []string) error {
 		listSoak(o)
 		return nil
 	}
-	rt, err := openRuntime(gdn.Options{Device: o.device})
-	if err != nil {
-		return err
+	jobs := o.jobs
+	if o.one != nil {
+		jobs = 1
 	}
-	defer rt.Close()
-	info := rt.Device()
-	fmt.Fprintf(stderr, "soak: %s, %d SMs, kernels for %s; seed %d, %.3g minutes\n", info.Name, info.SMs, rt.Target(), o.seed, o.minutes)
+	// One Runtime per worker: a forced variant belongs to a Runtime, and
+	// the workers force different ones at once.
+	rts := make([]*gdn.Runtime, jobs)
+	for i := range rts {
+		if rts[i], err = openRuntime(gdn.Options{Device: o.device}); err != nil {
+			for _, r := range rts[:i] {
+				r.Close()
+			}
+			return err
+		}
+		defer rts[i].Close()
+	}
+	info := rts[0].Device()
+	fmt.Fprintf(stderr, "soak: %s, %d SMs, kernels for %s; seed %d, %.3g minutes, %d workers\n",
+		info.Name, info.SMs, rts[0].Target(), o.seed, o.minutes, jobs)
 
 	st := newSoakStats()
 	if o.one != nil {
-		out := runSoakProblem(rt, o, o.caseK, *o.one, st)
+		out := runSoakProblem(rts[0], o, o.caseK, *o.one, st)
 		fmt.Fprintf(stderr, "soak: problem %s\n  o %v\n  ht %v\n  %d (sequence, head) pairs, %d token-heads checked\n",
 			o.one, out.O, out.Ht, out.Pairs, out.TokenHeads)
 	} else {
-		deadline := time.Now().Add(time.Duration(o.minutes * float64(time.Minute)))
-		nextReport := time.Now().Add(10 * time.Second)
-		consecutiveErrs := 0
-		for k := 0; o.count == 0 || k < o.count; k++ {
-			if time.Now().After(deadline) {
-				break
-			}
-			p := drawSoakProblem(o.seed, k)
-			out := runSoakProblem(rt, o, k, p, st)
-			if out.launchErr {
-				consecutiveErrs++
-			} else {
-				consecutiveErrs = 0
-			}
-			if consecutiveErrs >= 5 {
-				fmt.Fprintf(stderr, "soak: %d calls in a row failed on the GPU; its context is likely lost, stopping\n", consecutiveErrs)
-				break
-			}
-			if time.Now().After(nextReport) {
-				st.progress(stderr)
-				nextReport = time.Now().Add(10 * time.Second)
-			}
-		}
+		runSoakLoop(len(rts), o, st, func(w, k int) bool {
+			return runSoakProblem(rts[w], o, k, drawSoakProblem(o.seed, k), st).launchErr
+		})
 	}
 	st.summary(stderr)
 	fmt.Fprintf(stdout, "%d passed, %d failed\n", st.passed, st.failed)
@@ -148,6 +146,51 @@ func runSoak(args []string) error {
 		return errReported
 	}
 	return nil
+}
+
+// soakLostAfter is how many GPU calls in a row may fail before the soak
+// stops: a lost context fails every later call, and one failure line per
+// remaining minute of problems says nothing more.
+const soakLostAfter = 5
+
+// runSoakLoop hands problems 0, 1, 2, ... to workers goroutines until the
+// time is up (or --count problems ran); run(w, k) runs problem k on worker
+// w and reports whether the GPU call itself failed. Workers overlap one
+// problem's reference with another's inputs and GPU call: the reference of
+// a long chain is sequential, and the machine has many cores.
+func runSoakLoop(workers int, o soakOptions, st *soakStats, run func(w, k int) bool) {
+	deadline := time.Now().Add(time.Duration(o.minutes * float64(time.Minute)))
+	cases := make(chan int)
+	var lost atomic.Int32 // GPU calls failed in a row
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for k := range cases {
+				if run(w, k) {
+					lost.Add(1)
+				} else {
+					lost.Store(0)
+				}
+			}
+		})
+	}
+	nextReport := time.Now().Add(10 * time.Second)
+	for k := 0; o.count == 0 || k < o.count; k++ {
+		if time.Now().After(deadline) {
+			break
+		}
+		if n := lost.Load(); n >= soakLostAfter {
+			fmt.Fprintf(stderr, "soak: %d GPU calls in a row failed; the context is likely lost, stopping\n", n)
+			break
+		}
+		cases <- k
+		if time.Now().After(nextReport) {
+			st.progress(stderr)
+			nextReport = time.Now().Add(10 * time.Second)
+		}
+	}
+	close(cases)
+	wg.Wait()
 }
 
 // listSoak prints the problems a soak would run.
@@ -197,11 +240,12 @@ func runSoakProblem(rt *gdn.Runtime, o soakOptions, k int, p soakProblem, st *so
 			err = res.Err
 		}
 	}
-	st.record(k, p, ran, res.soakOutcome, err, time.Since(start))
+	line := ""
 	if err != nil {
-		fmt.Fprintf(stdout, "FAIL case %d [%s, %s]: %v; reproduce: %s  # or: %s\n",
+		line = fmt.Sprintf("FAIL case %d [%s, %s]: %v; reproduce: %s  # or: %s\n",
 			k, ran, soakSize(p), oneLine(err), o.reproduce(k, p), o.reproduce(-1, p))
 	}
+	st.record(k, p, ran, res.soakOutcome, err, time.Since(start), line)
 	return res
 }
 
@@ -216,6 +260,7 @@ func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", " 
 
 // soakStats counts outcomes and keeps the worst errors.
 type soakStats struct {
+	mu             sync.Mutex // workers record at once
 	start          time.Time
 	passed, failed int
 	worstO, worstH ref.Errors
@@ -229,7 +274,12 @@ func newSoakStats() *soakStats {
 	return &soakStats{start: time.Now(), variants: map[string]int{}, worstOK: [2]int{-1, -1}}
 }
 
-func (s *soakStats) record(k int, p soakProblem, variant string, out soakOutcome, err error, took time.Duration) {
+// record counts one outcome and prints its failure line (under the lock,
+// so that lines of workers never interleave).
+func (s *soakStats) record(k int, p soakProblem, variant string, out soakOutcome, err error, took time.Duration, failLine string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fmt.Fprint(stdout, failLine)
 	if err != nil {
 		s.failed++
 	} else {
@@ -250,6 +300,8 @@ func (s *soakStats) record(k int, p soakProblem, variant string, out soakOutcome
 
 // progress prints one line of progress.
 func (s *soakStats) progress(w io.Writer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	el := time.Since(s.start)
 	n := s.passed + s.failed
 	fmt.Fprintf(w, "soak: %s, %d problems (%.1f/s), %d failed; worst o ratio %.3g (case %d), ht max-abs %.3g (case %d)\n",
@@ -259,6 +311,8 @@ func (s *soakStats) progress(w io.Writer) {
 // summary prints the totals: problems, tokens, worst errors, variants.
 func (s *soakStats) summary(w io.Writer) {
 	s.progress(w)
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	fmt.Fprintf(w, "soak: %d tokens in all, slowest problem %s; worst o ratio %.3g max %.3g, ht ratio %.3g max %.3g\n",
 		s.tokens, s.slowest.Round(time.Millisecond), s.worstO.Ratio, s.worstO.MaxAbs, s.worstH.Ratio, s.worstH.MaxAbs)
 	names := make([]string, 0, len(s.variants))

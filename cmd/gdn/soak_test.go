@@ -6,7 +6,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gdnjit/gdn"
 	"github.com/gdnjit/gdn/kernsrc"
@@ -232,5 +235,41 @@ func TestSamplePairs(t *testing.T) {
 	}
 	if !slices.Equal(got, samplePairs(p, 2000)) {
 		t.Error("sample not deterministic")
+	}
+}
+
+// The loop runs every case once, in order of hand-out, on all workers; it
+// stops at --count, at the deadline, and after soakLostAfter GPU failures
+// in a row.
+func TestSoakLoop(t *testing.T) {
+	var mu sync.Mutex
+	ran := map[int]int{}
+	workers := map[int]bool{}
+	o := soakOptions{minutes: 1, count: 200}
+	runSoakLoop(4, o, newSoakStats(), func(w, k int) bool {
+		mu.Lock()
+		ran[k]++
+		workers[w] = true
+		mu.Unlock()
+		time.Sleep(time.Millisecond)
+		return false
+	})
+	if len(ran) != 200 || len(workers) != 4 {
+		t.Errorf("%d distinct cases on %d workers, want 200 on 4", len(ran), len(workers))
+	}
+	for k, n := range ran {
+		if n != 1 || k < 0 || k >= 200 {
+			t.Errorf("case %d ran %d times", k, n)
+		}
+	}
+	calls := atomic.Int32{}
+	runSoakLoop(2, soakOptions{minutes: 1}, newSoakStats(), func(w, k int) bool { calls.Add(1); return true })
+	if n := calls.Load(); n < soakLostAfter || n > soakLostAfter+2 {
+		t.Errorf("%d calls with every GPU call failing, want to stop after %d (+ those in flight)", n, soakLostAfter)
+	}
+	start := time.Now()
+	runSoakLoop(3, soakOptions{minutes: 0.01}, newSoakStats(), func(w, k int) bool { time.Sleep(5 * time.Millisecond); return false })
+	if el := time.Since(start); el > 2*time.Second {
+		t.Errorf("a 0.6 s soak took %v", el)
 	}
 }
