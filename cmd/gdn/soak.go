@@ -242,8 +242,11 @@ func runSoakProblem(rt *gdn.Runtime, o soakOptions, k int, p soakProblem, st *so
 	}
 	line := ""
 	if err != nil {
-		line = fmt.Sprintf("FAIL case %d [%s, %s]: %v; reproduce: %s  # or: %s\n",
-			k, ran, soakSize(p), oneLine(err), o.reproduce(k, p), o.reproduce(-1, p))
+		repro := o.reproduce(k, p)
+		if k >= 0 {
+			repro += "  # or: " + o.reproduce(-1, p)
+		}
+		line = fmt.Sprintf("FAIL case %d [%s, %s]: %v; reproduce: %s\n", k, ran, soakSize(p), oneLine(err), repro)
 	}
 	st.record(k, p, ran, res.soakOutcome, err, time.Since(start), line)
 	return res
