@@ -20,6 +20,11 @@ type Options struct {
 	CacheDir string
 	// NoGraphs turns off the replay of cached CUDA graphs for repeated calls.
 	NoGraphs bool
+	// Variant, when set, runs every core forward with this kernel variant
+	// (a name from kernsrc's catalogue, e.g. "gdn_core_bf16_bv32") instead
+	// of the planner's choice: tests and benchmarks use it to cover every
+	// variant the planner can pick, whatever the device's size.
+	Variant string
 }
 
 // DeviceInfo describes the GPU a Runtime runs on.
@@ -44,10 +49,10 @@ type Runtime struct {
 	heldMu  sync.Mutex
 	held    []*jit.Handle
 
+	variant string // Options.Variant
+
 	closed  atomic.Bool
 	closeMu sync.RWMutex // held for reading by calls in flight, for writing by Close
-
-	forced atomic.Pointer[string] // ForceVariant's variant name (a test hook, variant_override.go)
 }
 
 // loadedKernel is a loaded module and its entry point.
@@ -104,6 +109,7 @@ func newRuntime(ctx *driver.Context, opts Options) (*Runtime, error) {
 		target:   target,
 		compiler: jit.NewCompiler(disk),
 		modules:  modules,
+		variant:  opts.Variant,
 	}
 	if !opts.NoGraphs {
 		g, err := newGraphCache(ctx)
@@ -233,7 +239,12 @@ func (rt *Runtime) forward(a *CoreArgs, s Stream) error {
 	if err != nil {
 		return err
 	}
-	plan, err := rt.planCore(p)
+	var plan Plan
+	if rt.variant != "" {
+		plan, err = PlanCoreVariant(p, rt.variant)
+	} else {
+		plan, err = PlanCore(p, rt.info.SMs)
+	}
 	if err != nil {
 		return err
 	}

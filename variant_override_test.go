@@ -1,62 +1,51 @@
 package gdn
 
 import (
-	"slices"
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/gdnjit/gdn/kernsrc"
 )
 
-// Forcing a variant reaches every plan the planner can choose for a
-// problem, with the planner's own geometry, and refuses the others.
-func TestForceVariant(t *testing.T) {
+// Every core variant of the problem's dtype can be forced, with the
+// planner's geometry; other names are an *ArgError naming "variant",
+// returned by Forward before the device is touched.
+func TestPlanCoreVariant(t *testing.T) {
 	p := Problem{B: 2, T: 100, Hq: 2, Hv: 8, N: 2, Dtype: FP16}
-	got := CoreVariantsFor(p)
-	if want := []string{"gdn_core_fp16_bv32", "gdn_core_fp16_bv64"}; !slices.Equal(got, want) {
-		t.Fatalf("CoreVariantsFor(fp16) = %v, want %v", got, want)
-	}
-	for _, name := range got {
-		pl, err := PlanCoreForced(p, 132, name)
+	forced := 0
+	for _, v := range kernsrc.CoreVariants() {
+		pl, err := PlanCoreVariant(p, v.Name)
+		if !strings.Contains(v.Name, "fp16") {
+			var ae *ArgError
+			if !errors.As(err, &ae) || ae.Arg != "variant" {
+				t.Errorf("%s on fp16 inputs: %v, want an ArgError naming variant", v.Name, err)
+			}
+			continue
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		if pl.Variant.Name != name || pl.Grid[0] != uint32(p.Hv*HeadDim/pl.TileWidth) || pl.Grid[1] != uint32(p.N) {
-			t.Errorf("%s: plan %v", name, pl)
+		forced++
+		if pl.Variant.Name != v.Name || pl.Grid[0] != uint32(p.Hv*HeadDim/pl.TileWidth) || pl.Grid[1] != uint32(p.N) {
+			t.Errorf("%s: plan %v", v.Name, pl)
 		}
-		// The same geometry the planner gives where it picks this variant itself.
-		for _, sms := range forceProbeSMs {
-			if auto, _ := PlanCore(p, sms); auto.Variant.Name == name && auto.String() != pl.String() {
-				t.Errorf("%s: forced plan %v, the planner's %v", name, pl, auto)
+		// The planner's own geometry wherever it picks this variant itself.
+		for _, sms := range []int{1, 16, 64, 132, 1 << 20} {
+			if auto, _ := PlanCore(p, sms); auto.Variant.Name == v.Name && auto.String() != pl.String() {
+				t.Errorf("%s: forced plan %v, the planner's %v", v.Name, pl, auto)
 			}
 		}
 	}
-	if _, err := PlanCoreForced(p, 132, "gdn_core_bf16_bv64"); err == nil || !strings.Contains(err.Error(), "cannot run") {
-		t.Errorf("bf16 variant on fp16 inputs: %v", err)
+	if forced != 2 {
+		t.Errorf("%d fp16 variants forced, want 2", forced)
 	}
-	if _, err := PlanCoreForced(p, 132, "nope"); err == nil || !strings.Contains(err.Error(), "not a core kernel variant") {
-		t.Errorf("unknown variant: %v", err)
+	if _, err := PlanCoreVariant(p, "test_axpy"); err == nil {
+		t.Error("a test kernel planned as a core variant")
 	}
-
-	rt := &Runtime{info: DeviceInfo{SMs: 132}}
-	if err := rt.ForceVariant("test_axpy"); err == nil {
-		t.Error("ForceVariant accepted a variant that is not a core kernel")
-	}
-	if err := rt.ForceVariant("gdn_core_fp16_bv32"); err != nil {
-		t.Fatal(err)
-	}
-	// 64 value heads x 8 sequences are far more than 132 SMs: the planner alone takes bv64.
-	p.Hv, p.N = 64, 8
-	if pl, err := rt.planCore(p); err != nil || pl.TileWidth != 32 {
-		t.Errorf("forced bv32 on a problem the planner gives bv64: %v, %v", pl, err)
-	}
-	p.Dtype = BF16
-	if _, err := rt.planCore(p); err == nil {
-		t.Error("forced fp16 variant ran a bf16 problem")
-	}
-	rt.ForceVariant("")
-	if rt.ForcedVariant() != "" {
-		t.Error("ForceVariant(\"\") did not clear")
-	}
-	if pl, err := rt.planCore(p); err != nil || pl.TileWidth != 64 {
-		t.Errorf("planner's choice after clearing: %v, %v", pl, err)
+	rt := &Runtime{variant: "gdn_core_fp16_bv32"}
+	var ae *ArgError
+	if err := rt.Forward(goodArgs(1, 10, 1, 2), 0); !errors.As(err, &ae) || ae.Arg != "variant" {
+		t.Errorf("Forward of bf16 inputs with an fp16 variant: %v", err)
 	}
 }

@@ -7,21 +7,24 @@ import (
 	"testing"
 
 	"github.com/gdnjit/gdn"
+	"github.com/gdnjit/gdn/kernsrc"
 	"github.com/gdnjit/gdn/ref"
 )
 
-// TestEveryVariant runs every kernel variant the planner can choose, forced
-// through Runtime.ForceVariant, on small and tail shapes (one token, a chunk
-// less one, one chunk, a chunk and one, two chunks and two; packed sequences
-// with empty and one-token ones; G = 1, 2, 3), checked against the
-// reference. It is short on purpose: scripts/device-run.sh runs it under
-// compute-sanitizer's memcheck, racecheck, synccheck and initcheck.
+// TestEveryVariant runs every kernel variant of the catalogue that can run
+// a problem, forced through Options.Variant (one Runtime per variant), on
+// small and tail shapes (one token, a chunk less one, one chunk, a chunk and
+// one, two chunks and two; packed sequences with empty and one-token ones;
+// G = 1, 2, 3), checked against the reference. It is short on purpose:
+// scripts/device-run.sh runs it under compute-sanitizer's memcheck,
+// racecheck, synccheck and initcheck.
 func TestEveryVariant(t *testing.T) {
-	r, err := gdn.Open(gdn.Options{}) // its own Runtime: forcing a variant is per Runtime
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	rts := map[string]*gdn.Runtime{}
+	defer func() {
+		for _, r := range rts {
+			r.Close()
+		}
+	}()
 	shapes := []ref.Shape{
 		{B: 1, T: 1, Hq: 1, Hv: 1},
 		{B: 1, T: 63, Hq: 1, Hv: 2},
@@ -30,14 +33,24 @@ func TestEveryVariant(t *testing.T) {
 		{B: 1, T: 130, Hq: 1, Hv: 2},
 		{B: 1, T: 131, Hq: 1, Hv: 2, CuSeqlens: []int{0, 0, 1, 65, 65, 129, 131}},
 	}
+	ran := 0
 	for _, dt := range []gdn.Dtype{gdn.BF16, gdn.FP16} {
 		for _, s := range shapes {
 			p := gdn.Problem{B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, N: s.N(), Seqs: s.CuSeqlens, Dtype: dt}
-			for _, v := range gdn.CoreVariantsFor(p) {
-				name := fmt.Sprintf("%s/T%d_Hq%d_Hv%d_B%d_N%d", v, s.T, s.Hq, s.Hv, s.B, s.N())
+			for _, v := range kernsrc.Catalogue() {
+				if _, err := gdn.PlanCoreVariant(p, v.Name); err != nil {
+					continue // another dtype, or not a core-forward kernel
+				}
+				ran++
+				name := fmt.Sprintf("%s/T%d_Hq%d_Hv%d_B%d_N%d", v.Name, s.T, s.Hq, s.Hv, s.B, s.N())
 				t.Run(name, func(t *testing.T) {
-					if err := r.ForceVariant(v); err != nil {
-						t.Fatal(err)
+					r, ok := rts[v.Name]
+					if !ok {
+						var err error
+						if r, err = gdn.Open(gdn.Options{Variant: v.Name}); err != nil {
+							t.Fatal(err)
+						}
+						rts[v.Name] = r
 					}
 					refDt := ref.BF16
 					if dt == gdn.FP16 {
@@ -67,5 +80,7 @@ func TestEveryVariant(t *testing.T) {
 			}
 		}
 	}
-	r.ForceVariant("")
+	if ran < 2*len(shapes) {
+		t.Fatalf("%d (variant, shape) runs, want at least one per dtype and shape", ran)
+	}
 }

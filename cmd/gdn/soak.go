@@ -23,7 +23,7 @@ const soakSynopsis = "[--minutes M] [--seed S] [--count N] [--case K | --problem
 
 const soakHelp = `Problem k of a seed is the same on every run. Each problem runs through
 Runtime.ForwardHost (outputs poisoned with NaN) with the kernel variant it
-names forced (or the planner's choice, variant=auto), and o and ht are
+names forced through Options.Variant (or the planner's choice, variant=auto), and o and ht are
 compared with ref.Recurrent on a sample of (sequence, value head) pairs.
 Every failure prints one line on stdout with a command that runs that
 problem alone; progress goes to stderr; the last line on stdout is
@@ -38,7 +38,7 @@ type soakOptions struct {
 	caseK   int          // its case number (-1 for --problem)
 	list    bool         // print the problems, run nothing
 	device  int
-	jobs    int // problems in flight, one Runtime each
+	jobs    int // problems in flight
 	budget  int // token-heads per problem checked against the reference
 	limits  soakLimits
 }
@@ -53,7 +53,7 @@ func parseSoakArgs(args []string) (soakOptions, error) {
 	problem := fs.String("problem", "", "run only this problem (a spec string as printed with failures)")
 	list := fs.Bool("list", false, "print the problems (case number and spec) instead of running them; needs no GPU")
 	device := fs.Int("device", 0, "CUDA device ordinal")
-	jobs := fs.Int("jobs", 6, "problems in flight at once (one Runtime each): references of long chains overlap")
+	jobs := fs.Int("jobs", 6, "problems in flight at once: references of long chains overlap")
 	budget := fs.Int("ref-budget", 1<<14, "tokens x value heads per problem checked against the float64 reference (the longest chain is always checked)")
 	oRatio := fs.Float64("o-ratio", defaultSoakLimits.O.Ratio, "pass line: o error ratio (RMS(out-ref)/RMS(ref))")
 	htMax := fs.Float64("ht-maxabs", defaultSoakLimits.Ht.MaxAbs, "pass line: ht max abs error")
@@ -110,34 +110,28 @@ func runSoak(args []string) error {
 		listSoak(o)
 		return nil
 	}
+	rts := &soakRuntimes{device: o.device, rts: map[string]*gdn.Runtime{}}
+	defer rts.close()
+	auto, err := rts.get("") // fails now, not per problem, without a GPU
+	if err != nil {
+		return err
+	}
 	jobs := o.jobs
 	if o.one != nil {
 		jobs = 1
 	}
-	// One Runtime per worker: a forced variant belongs to a Runtime, and
-	// the workers force different ones at once.
-	rts := make([]*gdn.Runtime, jobs)
-	for i := range rts {
-		if rts[i], err = openRuntime(gdn.Options{Device: o.device}); err != nil {
-			for _, r := range rts[:i] {
-				r.Close()
-			}
-			return err
-		}
-		defer rts[i].Close()
-	}
-	info := rts[0].Device()
+	info := auto.Device()
 	fmt.Fprintf(stderr, "soak: %s, %d SMs, kernels for %s; seed %d, %.3g minutes, %d workers\n",
-		info.Name, info.SMs, rts[0].Target(), o.seed, o.minutes, jobs)
+		info.Name, info.SMs, auto.Target(), o.seed, o.minutes, jobs)
 
 	st := newSoakStats()
 	if o.one != nil {
-		out := runSoakProblem(rts[0], o, o.caseK, *o.one, st)
+		out := runSoakProblem(rts, o, o.caseK, *o.one, st)
 		fmt.Fprintf(stderr, "soak: problem %s\n  o %v\n  ht %v\n  %d (sequence, head) pairs, %d token-heads checked\n",
 			o.one, out.O, out.Ht, out.Pairs, out.TokenHeads)
 	} else {
-		runSoakLoop(len(rts), o, st, func(w, k int) bool {
-			return runSoakProblem(rts[w], o, k, drawSoakProblem(o.seed, k), st).launchErr
+		runSoakLoop(jobs, o, st, func(w, k int) bool {
+			return runSoakProblem(rts, o, k, drawSoakProblem(o.seed, k), st).launchErr
 		})
 	}
 	st.summary(stderr)
@@ -214,20 +208,51 @@ type soakResult struct {
 	launchErr bool
 }
 
+// soakRuntimes holds one Runtime per forced variant ("" for the planner's
+// choice), opened on first use. A Runtime is safe for concurrent use and
+// its variant is fixed when it opens, so the workers share them.
+type soakRuntimes struct {
+	device int
+	mu     sync.Mutex
+	rts    map[string]*gdn.Runtime
+}
+
+// get returns the Runtime of a variant, opening it on first use.
+func (s *soakRuntimes) get(variant string) (*gdn.Runtime, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rt, ok := s.rts[variant]; ok {
+		return rt, nil
+	}
+	rt, err := openRuntime(gdn.Options{Device: s.device, Variant: variant})
+	if err != nil {
+		return nil, err
+	}
+	s.rts[variant] = rt
+	return rt, nil
+}
+
+func (s *soakRuntimes) close() {
+	for _, rt := range s.rts {
+		rt.Close()
+	}
+}
+
 // runSoakProblem draws the inputs of one problem, runs it, checks it and
 // records the outcome; a failure prints its line on stdout.
-func runSoakProblem(rt *gdn.Runtime, o soakOptions, k int, p soakProblem, st *soakStats) soakResult {
+func runSoakProblem(rts *soakRuntimes, o soakOptions, k int, p soakProblem, st *soakStats) soakResult {
 	var res soakResult
 	start := time.Now()
 	variant := p.Variant
 	if variant == variantAuto {
 		variant = ""
 	}
-	err := rt.ForceVariant(variant)
+	rt, err := rts.get(variant)
 	ran := variant
-	if ran == "" {
-		pl, perr := gdn.PlanCore(p.problem(), rt.Device().SMs)
-		ran, err = pl.Variant.Name, errors.Join(err, perr)
+	if err == nil && ran == "" {
+		var pl gdn.Plan
+		pl, err = gdn.PlanCore(p.problem(), rt.Device().SMs)
+		ran = pl.Variant.Name
 	}
 	if err == nil {
 		in := newSoakInputs(p)

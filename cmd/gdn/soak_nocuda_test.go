@@ -31,7 +31,8 @@ func TestSoakFailureLine(t *testing.T) {
 	}
 	p := drawSoakProblem(9, 3)
 	st := newSoakStats()
-	if res := runSoakProblem(&gdn.Runtime{}, o, 3, p, st); !res.launchErr {
+	rts := &soakRuntimes{rts: map[string]*gdn.Runtime{"": {}, p.Variant: {}}}
+	if res := runSoakProblem(rts, o, 3, p, st); !res.launchErr {
 		t.Error("a failed GPU call is not counted as one")
 	}
 	line := out.String()

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/gdnjit/gdn"
-	"github.com/gdnjit/gdn/kernsrc"
 	"github.com/gdnjit/gdn/ref"
 )
 
@@ -75,8 +74,13 @@ func TestSoakProblems(t *testing.T) {
 		"int64 cu_seqlens", "int32 cu_seqlens", "G 1", "G 2", "G 3", "G 4", "G 8", "bf16", "fp16", "h0", "no h0",
 		"ht", "no ht", "beta in input dtype", "beta fp32", "A bf16", "A fp32", "decay normal", "decay strong",
 		"decay none", "beta recipe", "beta 0", "beta 1", "variant auto"}
-	for _, v := range kernsrc.CoreVariants() {
-		want = append(want, "variant "+v.Name)
+	for _, dt := range []gdn.Dtype{gdn.BF16, gdn.FP16} {
+		for _, v := range soakVariants(gdn.Problem{B: 1, T: 64, Hq: 1, Hv: 1, N: 1, Dtype: dt}) {
+			want = append(want, "variant "+v)
+		}
+	}
+	if len(want) < 35 {
+		t.Errorf("soakVariants found %d variants in all, want at least one per dtype", len(want)-33)
 	}
 	for _, w := range want {
 		if !seen[w] {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gdnjit/gdn"
+	"github.com/gdnjit/gdn/kernsrc"
 	"github.com/gdnjit/gdn/ref"
 )
 
@@ -30,8 +31,8 @@ type soakProblem struct {
 	Seq64  bool   // cu_seqlens travels as int64 (varlen only)
 	Decay  string // decayNormal, decayStrong or decayNone
 	Beta   string // betaRecipe, "0" or "1"
-	// Variant is the kernel variant forced through Runtime.ForceVariant,
-	// or variantAuto for the planner's own choice.
+	// Variant is the kernel variant forced (gdn.Options.Variant), or
+	// variantAuto for the planner's own choice.
 	Variant string
 }
 
@@ -322,10 +323,23 @@ func drawSoakProblem(seed uint64, k int) soakProblem {
 		p.Beta = "1"
 	}
 	p.Variant = variantAuto
-	if vs := gdn.CoreVariantsFor(p.problem()); len(vs) > 0 && r.IntN(3) > 0 {
+	if vs := soakVariants(p.problem()); len(vs) > 0 && r.IntN(3) > 0 {
 		p.Variant = vs[r.IntN(len(vs))]
 	}
 	return p
+}
+
+// soakVariants lists the catalogue's kernel variants that can run p
+// (gdn.PlanCoreVariant accepts them): the plans a soak covers besides the
+// planner's own choice.
+func soakVariants(p gdn.Problem) []string {
+	var out []string
+	for _, v := range kernsrc.Catalogue() {
+		if _, err := gdn.PlanCoreVariant(p, v.Name); err == nil {
+			out = append(out, v.Name)
+		}
+	}
+	return out
 }
 
 // seqEdges are the sequence lengths where chunking has its edges.
