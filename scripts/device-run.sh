@@ -3,12 +3,13 @@
 # scripts/device-build.sh filled .bin/. Logs go to $OUT (or ./device-out),
 # at most one file per step (the device tool brings back 8 files).
 #
-#   .bin/device-run.sh [tests] [sanitize] [soak[:MINUTES]] [bench] [bench:CASES] [example] [python]
+#   .bin/device-run.sh [tests] [sanitize[:TOOLS]] [soak[:MINUTES]] [bench] [bench:CASES] [example] [python]
 #
 # tests     the GPU tests of every package (-test.v)         -> tests.log
 # sanitize  compute-sanitizer memcheck, racecheck, synccheck
-#           and initcheck over every kernel variant (forced)
-#           on small and tail shapes (TestEveryVariant)      -> san.log
+#           and initcheck (sanitize:a,b for some) over every
+#           kernel variant (forced) on small and tail shapes
+#           (TestEveryVariant)                               -> san.log
 # soak      gdn soak for MINUTES (default 9) with a seed from
 #           the clock (SOAK_SEED overrides); the last line is
 #           "N passed, M failed"                             -> soak.log
@@ -35,12 +36,16 @@ for step in "${@:-tests}"; do
 		done
 		rm -f "$out/test.tmp"
 		;;
-	sanitize)
+	sanitize | sanitize:*)
 		# Every variant the planner can choose, forced, on small and tail
 		# shapes: TestEveryVariant (variants_gpu_test.go). initcheck also
 		# checks that no kernel reads device memory nothing wrote.
+		# sanitize:racecheck,initcheck runs only the tools named (to split
+		# the four over device calls of 10 minutes).
 		san=/usr/local/cuda/bin/compute-sanitizer
-		for tool in memcheck racecheck synccheck initcheck; do
+		tools="memcheck racecheck synccheck initcheck"
+		[[ $step == sanitize:* ]] && tools="${step#sanitize:}" && tools="${tools//,/ }"
+		for tool in $tools; do
 			echo "== sanitizer $tool" | tee -a "$out/san.log" >&2
 			timeout 280 "$san" --tool "$tool" --error-exitcode 9 .bin/gdn.test -test.run '^TestEveryVariant$' -test.count=1 -test.v >>"$out/san.log" 2>&1 || fail "sanitizer $tool"
 			grep -E "ERROR SUMMARY|^(--- FAIL|FAIL|ok|PASS)" "$out/san.log" | tail -2 >&2
