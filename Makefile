@@ -1,7 +1,8 @@
 # gdn: Gated DeltaNet chunked prefill on Hopper GPUs, from Go.
 #
 #   make test   bootstrap (CUDA 12.4 headers, NVRTC), gofmt, go vet, the CPU
-#               tests, and a build of the GPU code (-tags cuda)
+#               tests, a build of the GPU code (-tags cuda), then make fuzz
+#   make fuzz   every fuzz target for FUZZTIME (default 10s) each
 #   make run    the main example (GPU forward checked against the reference;
 #               without a GPU, the CPU reference on a small case)
 #   make device build the -tags cuda test binaries and the tool into .bin/
@@ -11,7 +12,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 SDK := eval "$$(scripts/cuda-sdk.sh)"
 
-.PHONY: test run device fmt
+.PHONY: test run device fmt fuzz
 
 test:
 	$(SDK)
@@ -21,6 +22,19 @@ test:
 	go vet -tags cuda ./...
 	go test -count=1 ./...
 	go build -tags cuda ./...
+	$(MAKE) --no-print-directory fuzz
+
+# Each fuzz target for FUZZTIME (go runs one target per invocation); the
+# seed corpus and every crasher found live in testdata/fuzz/<FuzzName>/.
+FUZZTIME ?= 10s
+FUZZ_TARGETS := .:FuzzValidateCore ./cmd/gdn:FuzzReadNpz ./cmd/gdn:FuzzParseShape ./cmd/gdn:FuzzParseLens ./cmd/gdn:FuzzParseSoakProblem
+
+# No bootstrap: the fuzzed packages build without the CUDA headers.
+fuzz:
+	for t in $(FUZZ_TARGETS); do
+		echo "fuzz $${t#*:} ($(FUZZTIME))"
+		go test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s "$${t%%:*}"
+	done
 
 run:
 	$(SDK)

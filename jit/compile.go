@@ -234,6 +234,7 @@ func (c *Compiler) compile(n *NVRTC, key string, req Request) (*Artifact, error)
 		if err := c.disk.Store(a); err != nil {
 			a.DiskErr = err
 			debugf("disk store %s: %v", short(key), err)
+			c.disk.warnStoreFailed(err)
 		}
 	}
 	return a, nil

@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,7 +34,24 @@ var ErrCorrupt = errors.New("jit: corrupt disk cache entry")
 // fill one cache at once without locks (the last rename wins; every
 // candidate is complete and valid). Reads verify a SHA-256 of the content.
 type DiskCache struct {
-	dir string
+	dir    string
+	warned atomic.Bool // warnStoreFailed has spoken
+}
+
+// warnOut receives the one warning a cache gives when it cannot be written;
+// tests replace it.
+var warnOut io.Writer = os.Stderr
+
+// warnStoreFailed says, once per cache, that compiled kernels cannot be
+// kept. Compiles still work (the Artifact carries DiskErr), but every
+// process compiles again, which the user should hear about once, not per
+// kernel and not only with GDN_JIT_DEBUG.
+func (d *DiskCache) warnStoreFailed(err error) {
+	if d.warned.Swap(true) {
+		return
+	}
+	fmt.Fprintf(warnOut, "gdn: warning: compiled kernels cannot be kept in %s (%v); they still compile, but every process compiles them again: set %s to a writable folder\n",
+		d.dir, err, CacheDirEnv)
 }
 
 // DefaultCacheDir is $GDN_CACHE_DIR, else os.UserCacheDir()/gdn/kernels.

@@ -6,7 +6,9 @@
 //     into an Artifact: a cubin (or PTX for a GPU newer than NVRTC) with the
 //     ptxas report of registers, spills and shared memory.
 //   - Artifacts are kept in a DiskCache, one file per Key, written atomically
-//     and verified on read, so several processes may warm one cache.
+//     and verified on read, so several processes may warm one cache. A cache
+//     that cannot be written (read-only, full) costs a warning, once per
+//     cache, never a failed compile.
 //   - A MemCache keeps loaded modules and CUDA graph execs by key, with
 //     reference-counted handles: eviction never destroys a value in use.
 //

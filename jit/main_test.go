@@ -27,6 +27,9 @@ func TestMain(m *testing.M) {
 	if job := os.Getenv(childEnv); job != "" {
 		os.Exit(runChild(job))
 	}
+	if job := os.Getenv(faultChildEnv); job != "" {
+		os.Exit(runFaultChild(job))
+	}
 	os.Exit(m.Run())
 }
 

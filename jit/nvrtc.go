@@ -95,9 +95,10 @@ var sonames = []string{"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "
 var loadOnce = sync.OnceValues(loadNVRTC)
 
 // LoadNVRTC opens NVRTC on first use and returns the same library (or the
-// same error) on every later call. It looks, in order, at GDN_NVRTC_PATH (a
-// file or a folder), $CUDA_HOME/lib64, /usr/local/cuda/lib64, then the bare
-// sonames libnvrtc.so.13, .so.12, .so.11.2 and .so on the loader path. Before
+// same error) on every later call. When GDN_NVRTC_PATH is set (a file or a
+// folder) it looks there only; otherwise, in order, at $CUDA_HOME/lib64,
+// /usr/local/cuda/lib64, then the bare sonames libnvrtc.so.13, .so.12,
+// .so.11.2 and .so on the loader path. Before
 // opening libnvrtc from a folder it opens the libnvrtc-builtins library of
 // that folder, so LD_LIBRARY_PATH need not name it.
 func LoadNVRTC() (*NVRTC, error) { return loadOnce() }
@@ -146,6 +147,8 @@ func candidates() (out []candidate, skipped []Attempt) {
 		}
 	}
 	if p := os.Getenv("GDN_NVRTC_PATH"); p != "" {
+		// An explicit choice is the only place looked at: one that points
+		// nowhere must fail, naming it, rather than quietly load another NVRTC.
 		if st, err := os.Stat(p); err == nil && st.IsDir() {
 			folder(p, "GDN_NVRTC_PATH")
 		} else if err != nil {
@@ -153,6 +156,7 @@ func candidates() (out []candidate, skipped []Attempt) {
 		} else {
 			out = append(out, candidate{path: p, dir: filepath.Dir(p)})
 		}
+		return out, skipped
 	}
 	if h := os.Getenv("CUDA_HOME"); h != "" {
 		folder(filepath.Join(h, "lib64"), "$CUDA_HOME")

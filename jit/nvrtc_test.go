@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -49,29 +50,27 @@ func TestCandidatesOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// GDN_NVRTC_PATH set: its folder only, soname first, then versioned files.
 	t.Setenv("GDN_NVRTC_PATH", dir)
 	t.Setenv("CUDA_HOME", filepath.Join(dir, "missing"))
-	cands, skipped := candidates()
+	cands, _ := candidates()
 	var paths []string
 	for _, c := range cands {
 		paths = append(paths, c.path)
 	}
-	want := []string{
-		filepath.Join(dir, "libnvrtc.so.12"), filepath.Join(dir, "libnvrtc.so.12.4.127"),
+	want := []string{filepath.Join(dir, "libnvrtc.so.12"), filepath.Join(dir, "libnvrtc.so.12.4.127")}
+	if !slices.Equal(paths, want) {
+		t.Errorf("with GDN_NVRTC_PATH: candidates %v, want %v", paths, want)
 	}
-	if len(paths) < len(want)+len(sonames) {
-		t.Fatalf("candidates = %v", paths)
+	// Unset: $CUDA_HOME/lib64 (missing, so noted), /usr/local/cuda/lib64, the sonames.
+	t.Setenv("GDN_NVRTC_PATH", "")
+	cands, skipped := candidates()
+	paths = paths[:0]
+	for _, c := range cands {
+		paths = append(paths, c.path)
 	}
-	for i, w := range want {
-		if paths[i] != w {
-			t.Errorf("candidate %d = %s, want %s (all: %v)", i, paths[i], w, paths)
-		}
-	}
-	tail := paths[len(paths)-len(sonames):]
-	for i, s := range sonames {
-		if tail[i] != s {
-			t.Errorf("soname candidate %d = %s, want %s", i, tail[i], s)
-		}
+	if len(paths) < len(sonames) || !slices.Equal(paths[len(paths)-len(sonames):], sonames) {
+		t.Errorf("without GDN_NVRTC_PATH: candidates %v, want the sonames %v last", paths, sonames)
 	}
 	found := false
 	for _, s := range skipped {

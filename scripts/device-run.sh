@@ -3,11 +3,16 @@
 # scripts/device-build.sh filled .bin/. Logs go to $OUT (or ./device-out),
 # at most one file per step (the device tool brings back 8 files).
 #
-#   .bin/device-run.sh [tests] [sanitize] [bench] [bench:CASES] [example] [python]
+#   .bin/device-run.sh [tests] [sanitize[:TOOLS]] [soak[:MINUTES]] [bench] [bench:CASES] [example] [python]
 #
 # tests     the GPU tests of every package (-test.v)         -> tests.log
-# sanitize  compute-sanitizer memcheck, racecheck and synccheck
-#           on small cases                                   -> san.log
+# sanitize  compute-sanitizer memcheck, racecheck, synccheck
+#           and initcheck (sanitize:a,b for some) over every
+#           kernel variant (forced) on small and tail shapes
+#           (TestEveryVariant)                               -> san.log
+# soak      gdn soak for MINUTES (default 9) with a seed from
+#           the clock (SOAK_SEED overrides); the last line is
+#           "N passed, M failed"                             -> soak.log
 # bench     gdn bench over the whole suite (bench:a,b for
 #           named cases)                                     -> bench.txt, bench.csv
 # example   the main example (examples/prefill)              -> example.log
@@ -31,14 +36,31 @@ for step in "${@:-tests}"; do
 		done
 		rm -f "$out/test.tmp"
 		;;
-	sanitize)
+	sanitize | sanitize:*)
+		# Every variant the planner can choose, forced, on small and tail
+		# shapes: TestEveryVariant (variants_gpu_test.go). initcheck also
+		# checks that no kernel reads device memory nothing wrote.
+		# sanitize:racecheck,initcheck runs only the tools named (to split
+		# the four over device calls of 10 minutes).
 		san=/usr/local/cuda/bin/compute-sanitizer
-		small='TestCoreMatchesReference/(T65_Hq2_Hv8|T1_Hq1_Hv1|varlen_0_1_edges|fp16_varlen)'
-		for tool in memcheck racecheck synccheck; do
+		tools="memcheck racecheck synccheck initcheck"
+		[[ $step == sanitize:* ]] && tools="${step#sanitize:}" && tools="${tools//,/ }"
+		for tool in $tools; do
 			echo "== sanitizer $tool" | tee -a "$out/san.log" >&2
-			timeout 150 "$san" --tool "$tool" --error-exitcode 9 .bin/gdn.test -test.run "$small" -test.count=1 >>"$out/san.log" 2>&1 || fail "sanitizer $tool"
-			tail -3 "$out/san.log" >&2
+			timeout 280 "$san" --tool "$tool" --error-exitcode 9 .bin/gdn.test -test.run '^TestEveryVariant$' -test.count=1 -test.v >>"$out/san.log" 2>&1 || fail "sanitizer $tool"
+			grep -E "ERROR SUMMARY|^(--- FAIL|FAIL|ok|PASS)" "$out/san.log" | tail -2 >&2
 		done
+		;;
+	soak | soak:*)
+		minutes=9
+		[[ $step == soak:* ]] && minutes="${step#soak:}"
+		seed="${SOAK_SEED:-$(date +%s)}"
+		echo "== soak $minutes minutes, seed $seed" | tee "$out/soak.log" >&2
+		# gdn soak stops drawing problems at --minutes; the timeout leaves
+		# room for the problem in flight and the reference of the last one.
+		timeout $((minutes * 60 + 120)) .bin/gdn soak --minutes "$minutes" --seed "$seed" >>"$out/soak.log" 2>&1 || fail soak
+		grep -E "^(FAIL|soak: variant)" "$out/soak.log" | head -20 >&2
+		tail -4 "$out/soak.log" >&2
 		;;
 	bench*)
 		cases=""

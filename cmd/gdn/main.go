@@ -51,6 +51,11 @@ var (
 // (or newUsageError) has already said why, and gdn exits with status 2.
 var errUsage = errors.New("usage error")
 
+// errReported marks a command that failed and has said so in its own
+// output (gdn soak's last line is its verdict): gdn exits with status 1
+// without adding a line.
+var errReported = errors.New("failure already reported")
+
 func main() { os.Exit(gdnMain(os.Args[1:])) }
 
 // gdnMain runs one command line and returns the exit status: 0 on success
@@ -87,6 +92,8 @@ func gdnMain(args []string) int {
 		return 0
 	case errors.Is(err, errUsage):
 		return 2
+	case errors.Is(err, errReported):
+		return 1
 	default:
 		fmt.Fprintf(stderr, "gdn %s: %v\n", name, err)
 		return 1

@@ -183,8 +183,14 @@ func readNpy(r io.Reader, limit int64) (*npyArray, error) {
 	if int64(n*item) > limit {
 		return nil, fmt.Errorf("npy: shape %v of %s needs %d bytes of data, the file has at most %d", shape, descr, n*item, limit)
 	}
-	raw := make([]byte, n*item)
-	if _, err := io.ReadFull(r, raw); err != nil {
+	// Read what is there instead of allocating what the headers claim: a
+	// zip member's claimed size is a header field too, and a corrupt or
+	// hostile file must not make the reader take memory it does not back.
+	raw, err := io.ReadAll(io.LimitReader(r, int64(n*item)))
+	if err == nil && len(raw) < n*item {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
 		return nil, fmt.Errorf("npy: data of shape %v %s: %w", shape, descr, err)
 	}
 	return &npyArray{Shape: shape, Data: decodeNpyData(descr, raw, n)}, nil

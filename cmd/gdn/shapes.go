@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -80,13 +81,18 @@ func parseShape(s string) (gdn.Problem, error) {
 	return p, nil
 }
 
-// parseLens reads "4096x8" (8 sequences of 4096) or "7000+33+1".
+// maxLensSeqs is the most sequences one call runs (gdn's grid y limit);
+// bounding the count also keeps "1x99999999999" from asking for memory.
+const maxLensSeqs = 65535
+
+// parseLens reads "4096x8" (8 sequences of 4096) or "7000+33+1": at most
+// 65535 sequences, each of 0 to 2^31-1 tokens.
 func parseLens(s string) ([]int, error) {
 	if n, count, ok := strings.Cut(s, "x"); ok {
 		l, err1 := strconv.Atoi(n)
 		c, err2 := strconv.Atoi(count)
-		if err1 != nil || err2 != nil || l < 0 || c < 1 {
-			return nil, fmt.Errorf("lens %q: want LENxCOUNT", s)
+		if err1 != nil || err2 != nil || l < 0 || l > math.MaxInt32 || c < 1 || c > maxLensSeqs {
+			return nil, fmt.Errorf("lens %q: want LENxCOUNT with LEN from 0 to %d and COUNT from 1 to %d", s, math.MaxInt32, maxLensSeqs)
 		}
 		out := make([]int, c)
 		for i := range out {
@@ -94,11 +100,15 @@ func parseLens(s string) ([]int, error) {
 		}
 		return out, nil
 	}
+	parts := strings.Split(s, "+")
+	if len(parts) > maxLensSeqs {
+		return nil, fmt.Errorf("lens %q: %d sequences, at most %d", s, len(parts), maxLensSeqs)
+	}
 	var out []int
-	for _, part := range strings.Split(s, "+") {
+	for _, part := range parts {
 		l, err := strconv.Atoi(strings.TrimSpace(part))
-		if err != nil || l < 0 {
-			return nil, fmt.Errorf("lens %q: %q is not a length", s, part)
+		if err != nil || l < 0 || l > math.MaxInt32 {
+			return nil, fmt.Errorf("lens %q: %q is not a length (0 to %d)", s, part, math.MaxInt32)
 		}
 		out = append(out, l)
 	}

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"archive/zip"
+	"bytes"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gdnjit/gdn"
+)
+
+// Fuzz targets of the tool's parsers: whatever the bytes, they return an
+// error or a consistent value, never panic, hang or ask for absurd memory.
+// CI runs each for a bounded time (Makefile, target test); the seed corpus
+// and every crasher found are kept in testdata/fuzz/<FuzzName>/.
+
+// FuzzReadNpz feeds files to readNpzFile, the reader `gdn run --in` uses,
+// and what it accepts to hostArgsFromNpz.
+func FuzzReadNpz(f *testing.F) {
+	f.Add([]byte("not a zip"))
+	f.Add([]byte("PK\x05\x06" + strings.Repeat("\x00", 18)))
+	path := filepath.Join(f.TempDir(), "in.npz")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		arrays, err := readNpzFile(path)
+		if err != nil {
+			return
+		}
+		h, err := hostArgsFromNpz(arrays, gdn.BF16)
+		if err != nil {
+			return
+		}
+		// What is accepted is self-consistent: every slice has its shape's length.
+		tok := h.B * h.T
+		if len(h.Q) != tok*h.Hq*128 || len(h.K) != len(h.Q) || len(h.V) != tok*h.Hv*128 ||
+			len(h.G) != tok*h.Hv || len(h.Beta) != len(h.G) || len(h.A) != tok*h.Hv*64 {
+			t.Fatalf("accepted arrays of inconsistent lengths: B=%d T=%d Hq=%d Hv=%d", h.B, h.T, h.Hq, h.Hv)
+		}
+	})
+}
+
+// A member whose zip header claims a huge size and whose .npy header a huge
+// shape, with a few bytes of data, is an error found without allocating
+// what the headers claim (a fuzzer's input must not take the machine's
+// memory).
+func TestReadNpzHugeClaims(t *testing.T) {
+	hdr := "{'descr': '<f8', 'fortran_order': False, 'shape': (134217728,), }" // 1 GiB of float64
+	npy := append([]byte("\x93NUMPY\x01\x00"), byte(len(hdr)+1), 0)
+	npy = append(append(npy, hdr...), '\n')
+	npy = append(npy, make([]byte, 64)...)
+	var b bytes.Buffer
+	zw := zip.NewWriter(&b)
+	w, err := zw.CreateRaw(&zip.FileHeader{Name: "q.npy", Method: zip.Store, CRC32: crc32.ChecksumIEEE(npy),
+		CompressedSize64: uint64(len(npy)), UncompressedSize64: 1 << 31})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(npy)
+	zw.Close()
+	path := filepath.Join(t.TempDir(), "huge.npz")
+	os.WriteFile(path, b.Bytes(), 0o644)
+
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err = readNpzFile(path)
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), "q") {
+		t.Errorf("readNpzFile = %v, want an error naming q", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 64<<20 {
+		t.Errorf("reading a %d-byte file allocated %d MB", b.Len(), got>>20)
+	}
+}
+
+// FuzzParseShape feeds --shapes entries to parseShape: an accepted shape is
+// a valid problem size, and the planner takes it.
+func FuzzParseShape(f *testing.F) {
+	for _, s := range []string{"tp8_32k", "Hq=2, Hv=6, T=300, B=3", "Hq=16,Hv=32,lens=4096x8", "Hq=1,Hv=1,lens=7000+33+0+1",
+		"Hq=2,Hv=8,lens=0x3", "Hq=4,Hv=4,T=1", "B=2,T=5,Hq=1,Hv=3"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := parseShape(s)
+		if err != nil {
+			return
+		}
+		if p.Hq < 1 || p.Hv < 1 || p.Hv%p.Hq != 0 || p.B < 1 || p.T < 0 || p.N < 1 {
+			t.Fatalf("%q accepted as %+v", s, p)
+		}
+		if p.Seqs != nil {
+			if len(p.Seqs) != p.N+1 || p.Seqs[0] != 0 || p.Seqs[p.N] != p.T || !slices.IsSorted(p.Seqs) || p.B != 1 {
+				t.Fatalf("%q: cu_seqlens %v for N=%d T=%d B=%d", s, p.Seqs, p.N, p.T, p.B)
+			}
+		}
+		if _, err := variantsForShapes([]gdn.Problem{p}, []gdn.Dtype{gdn.BF16, gdn.FP16}, 132); err != nil {
+			t.Fatalf("%q accepted but not planned: %v", s, err)
+		}
+	})
+}
+
+// FuzzParseLens feeds lens= values to parseLens: what it accepts is a list
+// of lengths gdn can run (at most 65535 sequences, none negative).
+func FuzzParseLens(f *testing.F) {
+	for _, s := range []string{"4096x8", "7000+33+1", "0", "0+0+1", "1x65535", "12x", "+"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		lens, err := parseLens(s)
+		if err != nil {
+			return
+		}
+		if len(lens) == 0 || len(lens) > 65535 || slices.Min(lens) < 0 {
+			t.Fatalf("%q accepted as %d lengths (min %d)", s, len(lens), slices.Min(lens))
+		}
+	})
+}
+
+// FuzzParseSoakProblem feeds --problem specs to parseSoakProblem: an
+// accepted spec prints back to a spec that parses to the same problem.
+func FuzzParseSoakProblem(f *testing.F) {
+	for k := range 8 {
+		f.Add(drawSoakProblem(1, k).String())
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := parseSoakProblem(s)
+		if err != nil {
+			return
+		}
+		back, err := parseSoakProblem(p.String())
+		if err != nil {
+			t.Fatalf("%q accepted, its print %q is not: %v", s, p, err)
+		}
+		if back.String() != p.String() {
+			t.Fatalf("%q: prints %q, reparsed prints %q", s, p, back)
+		}
+		if err := p.shape().Validate(); err != nil {
+			t.Fatalf("%q accepted, but its shape is not valid: %v", s, err)
+		}
+	})
+}

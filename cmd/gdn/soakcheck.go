@@ -1,0 +1,339 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+
+	"github.com/gdnjit/gdn"
+	"github.com/gdnjit/gdn/ref"
+)
+
+// Inputs and the reference check of one soak problem. Inputs are drawn in
+// float32 on every core (the helpers of inputs.go) after SPEC's recipe and
+// the problem's options; the float64 reference (ref.Recurrent) runs on a
+// sample of (sequence, value head) pairs, each a one-head problem of its
+// own, in parallel, so a 70,000-token problem stays a matter of seconds.
+
+// soakInputs holds the host arguments of a problem and its raw per-token
+// gates (the arguments carry the chunk-local cumsum the kernel takes; the
+// reference takes the raw gates).
+type soakInputs struct {
+	args *gdn.HostCoreArgs
+	g    []float32
+}
+
+// newSoakInputs builds the host arguments of problem p. Every value is already
+// representable in the dtype it travels in (q, k, v in p.Dtype; beta too
+// when p.BetaIn), so ForwardHost's rounding changes nothing and the
+// reference sees exactly what the kernel sees (A in bf16 aside: that
+// rounding is the option under test).
+func newSoakInputs(p soakProblem) soakInputs {
+	s := p.shape()
+	round, widen := roundFuncs(p.Dtype)
+	rounded := func(x float64) float32 { return widen(round(float32(x))) }
+	_, q := unitRows(s.QKLen(), p.Seed, rngQ, round, widen, true)
+	_, k := unitRows(s.QKLen(), p.Seed, rngK, round, widen, true)
+	v := make([]float32, s.VLen())
+	fillRand(len(v), p.Seed, rngV, func(r *rand.Rand, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			v[i] = rounded(r.NormFloat64())
+		}
+	})
+	g := make([]float32, s.GateLen())
+	fillRand(len(g), p.Seed, rngG, func(r *rand.Rand, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			x := r.NormFloat64()
+			switch {
+			case p.Decay == decayStrong:
+				g[i] = -5
+			case p.Decay == decayNone || ref.ZeroGateHead(i%s.Hv):
+				g[i] = 0
+			default:
+				g[i] = float32(ref.LogSigmoid(x) / 16)
+			}
+		}
+	})
+	beta := make([]float32, s.GateLen())
+	fillRand(len(beta), p.Seed, rngBeta, func(r *rand.Rand, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			b := float32(ref.Sigmoid(r.NormFloat64()))
+			switch p.Beta {
+			case "0":
+				b = 0
+			case "1":
+				b = 1
+			}
+			if p.BetaIn {
+				b = rounded(float64(b))
+			}
+			beta[i] = b
+		}
+	})
+	h := &gdn.HostCoreArgs{
+		B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, CuSeqlens: s.CuSeqlens, Dtype: p.Dtype,
+		Q: q, K: k, V: v, G: g, Beta: beta, FinalState: p.Ht,
+	}
+	if p.H0 {
+		h.H0 = make([]float32, s.StateLen())
+		fillRand(len(h.H0), p.Seed, rngH0, func(r *rand.Rand, lo, hi int) {
+			for i := lo; i < hi; i++ {
+				h.H0[i] = float32(r.NormFloat64())
+			}
+		})
+	}
+	if p.BetaIn {
+		h.BetaDtype = p.Dtype
+	}
+	if p.ABF16 {
+		h.ADtype = gdn.BF16
+	}
+	if p.Seq64 {
+		h.SeqlensDtype = gdn.Int64
+	}
+	chunks := chunkList(s)
+	gcum := chunkCumsum(s, chunks, g)
+	h.A = solveA(s, chunks, k, beta, gcum)
+	h.G = gcum
+	return soakInputs{args: h, g: g}
+}
+
+// soakLimits are the pass lines of the soak.
+type soakLimits struct {
+	O, Ht ref.Tolerance
+	// MinRefRMS: below this RMS of the reference the error ratio says
+	// nothing (a state decayed to ~1e-100 against a kernel's exact 0 gives
+	// ratio 1) and only the max-abs line applies.
+	MinRefRMS float64
+}
+
+// defaultSoakLimits are the lines: o ratio 2e-3 with SPEC's o
+// max-abs 2e-2; ht max-abs 3e-3 with SPEC's ht ratio 4e-3.
+var defaultSoakLimits = soakLimits{
+	O:         ref.Tolerance{Ratio: 2e-3, MaxAbs: ref.PassO.MaxAbs},
+	Ht:        ref.Tolerance{Ratio: ref.PassHt.Ratio, MaxAbs: 3e-3},
+	MinRefRMS: 1e-6,
+}
+
+// soakOutcome is the check of one problem.
+type soakOutcome struct {
+	O, Ht      ref.Errors
+	Pairs      int // (sequence, value head) pairs checked against the reference
+	TokenHeads int // their tokens
+	Err        error
+}
+
+// pair is one (sequence, value head) of a problem.
+type pair struct{ n, h int }
+
+// samplePairs chooses the (sequence, value head) pairs to check: all of
+// them when their tokens fit budget, else the first and last head of the
+// first, the last, every empty and every one-token sequence, then random
+// pairs (seeded by the problem) while the budget lasts. Every problem checks
+// at least one pair with tokens.
+func samplePairs(p soakProblem, budget int) []pair {
+	seqs := p.shape().Seqs()
+	total := 0
+	for _, se := range seqs {
+		total += (se[1] - se[0]) * p.Hv
+	}
+	var out []pair
+	if total <= budget {
+		for n := range seqs {
+			for h := range p.Hv {
+				out = append(out, pair{n, h})
+			}
+		}
+		return out
+	}
+	seen := map[pair]bool{}
+	used := 0
+	add := func(pr pair, force bool) {
+		l := seqs[pr.n][1] - seqs[pr.n][0]
+		if seen[pr] || (!force && used+l > budget) {
+			return
+		}
+		seen[pr] = true
+		used += l
+		out = append(out, pr)
+	}
+	for n, se := range seqs {
+		if l := se[1] - se[0]; l <= 1 {
+			add(pair{n, 0}, true)
+			add(pair{n, p.Hv - 1}, true)
+		}
+	}
+	longest := 0
+	for n, se := range seqs {
+		if se[1]-se[0] > seqs[longest][1]-seqs[longest][0] {
+			longest = n
+		}
+	}
+	add(pair{longest, p.Hv - 1}, true) // the longest chain, whatever it costs
+	for _, n := range []int{0, len(seqs) - 1} {
+		add(pair{n, 0}, false)
+		add(pair{n, p.Hv - 1}, false)
+	}
+	r := rand.New(rand.NewPCG(p.Seed, 0x50a4))
+	for range 4 * len(seqs) * p.Hv {
+		add(pair{r.IntN(len(seqs)), r.IntN(p.Hv)}, false)
+	}
+	slices.SortFunc(out, func(a, b pair) int { return (a.n*p.Hv + a.h) - (b.n*p.Hv + b.h) })
+	return out
+}
+
+// soakCheck compares the kernel's outputs with the float64 reference on
+// the sampled pairs, and every element of o and ht with NaN/Inf.
+func soakCheck(p soakProblem, in soakInputs, res *gdn.HostCoreResult, budget int, lim soakLimits) soakOutcome {
+	var out soakOutcome
+	h, g := in.args, in.g
+	s := p.shape()
+	if want := s.VLen(); len(res.O) != want {
+		out.Err = fmt.Errorf("o has %d values, want %d", len(res.O), want)
+		return out
+	}
+	if p.Ht != (res.Ht != nil) || (p.Ht && len(res.Ht) != s.StateLen()) {
+		out.Err = fmt.Errorf("ht has %d values with FinalState %v", len(res.Ht), p.Ht)
+		return out
+	}
+	bad := nonFinite(res.O) + nonFinite(res.Ht)
+
+	pairs := samplePairs(p, budget)
+	seqs := s.Seqs()
+	type result struct{ gotO, wantO, gotHt, wantHt []float64 }
+	results := make([]result, len(pairs))
+	var firstErr error
+	var errMu sync.Mutex
+	parallelFor(len(pairs), func(i int) {
+		pr := pairs[i]
+		lo, hi := seqs[pr.n][0], seqs[pr.n][1]
+		o, ht, err := pairReference(p, h, g, pr, lo, hi)
+		if err != nil {
+			errMu.Lock()
+			firstErr = err
+			errMu.Unlock()
+			return
+		}
+		r := &results[i]
+		r.wantO = o
+		for t := lo; t < hi; t++ {
+			r.gotO = append(r.gotO, widen64f(res.O[(t*s.Hv+pr.h)*ref.D:][:ref.D])...)
+		}
+		if p.Ht {
+			r.wantHt = ht
+			r.gotHt = widen64f(res.Ht[(pr.n*s.Hv+pr.h)*ref.D*ref.D:][:ref.D*ref.D])
+		}
+	})
+	if firstErr != nil {
+		out.Err = firstErr
+		return out
+	}
+	var gotO, wantO, gotHt, wantHt []float64
+	for i, r := range results {
+		gotO, wantO = append(gotO, r.gotO...), append(wantO, r.wantO...)
+		gotHt, wantHt = append(gotHt, r.gotHt...), append(wantHt, r.wantHt...)
+		out.TokenHeads += seqs[pairs[i].n][1] - seqs[pairs[i].n][0]
+	}
+	out.Pairs = len(pairs)
+	out.O = ref.Compare64(gotO, wantO)
+	var why []string
+	if bad > 0 {
+		why = append(why, fmt.Sprintf("%d NaN/Inf output elements", bad))
+	}
+	if err := within(out.O, wantO, lim.O, lim.MinRefRMS); err != nil {
+		why = append(why, "o: "+err.Error())
+	}
+	if p.Ht {
+		out.Ht = ref.Compare64(gotHt, wantHt)
+		if err := within(out.Ht, wantHt, lim.Ht, lim.MinRefRMS); err != nil {
+			why = append(why, "ht: "+err.Error())
+		}
+	}
+	if len(why) > 0 {
+		out.Err = fmt.Errorf("%s", joinWhy(why))
+	}
+	return out
+}
+
+// within applies a pass line, the ratio only where the reference is not
+// vanishingly small (soakLimits.MinRefRMS).
+func within(e ref.Errors, want []float64, tol ref.Tolerance, minRMS float64) error {
+	if rms(want) < minRMS {
+		tol.Ratio = math.Inf(1)
+	}
+	return e.Within(tol)
+}
+
+func joinWhy(why []string) string {
+	s := why[0]
+	for _, w := range why[1:] {
+		s += "; " + w
+	}
+	return s
+}
+
+// pairReference runs ref.Recurrent on one sequence [lo, hi) and value head
+// of p: a problem of one q/k head and one value head. An empty sequence
+// gives no o and ht = h0 (or 0).
+func pairReference(p soakProblem, h *gdn.HostCoreArgs, g []float32, pr pair, lo, hi int) (o, ht []float64, err error) {
+	hq, hv, hk := p.Hq, p.Hv, pr.h/(p.Hv/p.Hq)
+	var h0 []float64
+	if h.H0 != nil {
+		h0 = widen64f(h.H0[(pr.n*hv+pr.h)*ref.D*ref.D:][:ref.D*ref.D])
+	}
+	l := hi - lo
+	if l == 0 {
+		if h0 == nil {
+			h0 = make([]float64, ref.D*ref.D)
+		}
+		return nil, h0, nil
+	}
+	in := ref.Inputs{Shape: ref.Shape{B: 1, T: l, Hq: 1, Hv: 1}, H0: h0, Scale: float64(h.Scale)}
+	in.Q = make([]float64, 0, l*ref.D)
+	in.K = make([]float64, 0, l*ref.D)
+	in.V = make([]float64, 0, l*ref.D)
+	in.G = make([]float64, l)
+	in.Beta = make([]float64, l)
+	for t := lo; t < hi; t++ {
+		in.Q = append(in.Q, widen64f(h.Q[(t*hq+hk)*ref.D:][:ref.D])...)
+		in.K = append(in.K, widen64f(h.K[(t*hq+hk)*ref.D:][:ref.D])...)
+		in.V = append(in.V, widen64f(h.V[(t*hv+pr.h)*ref.D:][:ref.D])...)
+		in.G[t-lo] = float64(g[t*hv+pr.h])
+		in.Beta[t-lo] = float64(h.Beta[t*hv+pr.h])
+	}
+	return ref.Recurrent(in)
+}
+
+// widen64f converts float32 values to float64.
+func widen64f(x []float32) []float64 {
+	out := make([]float64, len(x))
+	for i, v := range x {
+		out[i] = float64(v)
+	}
+	return out
+}
+
+// nonFinite counts NaN and Inf values.
+func nonFinite(x []float32) int {
+	n := 0
+	for _, v := range x {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			n++
+		}
+	}
+	return n
+}
+
+// rms is the root mean square of x (0 for none).
+func rms(x []float64) float64 {
+	if len(x) == 0 {
+		return 0
+	}
+	s := 0.0
+	for _, v := range x {
+		s += v * v
+	}
+	return math.Sqrt(s / float64(len(x)))
+}
