@@ -8,7 +8,7 @@ import (
 	"github.com/gdnjit/gdn/ref"
 )
 
-// The whole flow on host slices: draw SPEC-recipe inputs, derive g_cumsum
+// The whole flow on host slices: draw inputs of the docs/SPEC.md recipe, derive g_cumsum
 // and A with the reference package, run the core forward on the GPU and
 // compare with the float64 recurrence. Without a GPU (or without the cuda
 // build tag) Open says so.

@@ -19,7 +19,7 @@ import (
 func driverPtr(p uintptr) driver.DevicePtr { return driver.DevicePtr(p) }
 
 // The GPU tests run on a machine with an NVIDIA GPU (build tag cuda). Every
-// case draws fresh inputs from SPEC's recipe (seeded from the case, so a
+// case draws fresh inputs from the recipe of docs/SPEC.md (seeded from the case, so a
 // failure can be replayed), runs the core forward with NaN-poisoned outputs
 // and compares o and ht with the float64 recurrent reference.
 

@@ -2,7 +2,7 @@ package jit
 
 // This file is the only cgo in package jit: it opens libnvrtc with dlopen and
 // calls it through function pointers, so the binary neither links NVRTC nor
-// pins its soname at build time (TOOLCHAIN.md: the device machine has
+// pins its soname at build time (docs/TOOLCHAIN.md: the device machine has
 // libnvrtc.so.13, CI has libnvrtc.so.12).
 
 /*

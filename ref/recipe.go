@@ -53,7 +53,7 @@ func (d Dtype) Quantize(x []float64) ([]float64, error) {
 	return nil, fmt.Errorf("ref: dtype: unknown %v: %w", d, ErrShape)
 }
 
-// RecipeOptions selects the variants of the SPEC.md input recipe.
+// RecipeOptions selects the variants of the docs/SPEC.md input recipe.
 type RecipeOptions struct {
 	// Dtype is what q, k and v are rounded to (after L2 normalisation of
 	// q and k). g, beta and h0 are always rounded to float32, as the kernel
@@ -64,7 +64,7 @@ type RecipeOptions struct {
 	// StrongDecay sets g = -5 for every token and head, so exp underflows
 	// across a chunk.
 	StrongDecay bool
-	// BetaValue, when non-nil, sets every beta to *BetaValue (SPEC tests 0
+	// BetaValue, when non-nil, sets every beta to *BetaValue (docs/SPEC.md tests 0
 	// and 1) instead of sigmoid(N(0,1)).
 	BetaValue *float64
 	// Scale is copied to Inputs.Scale (0 means DefaultScale).
@@ -87,7 +87,7 @@ const (
 	streamH0
 )
 
-// Recipe returns seeded inputs for s following SPEC.md (FlashQLA's benchmark
+// Recipe returns seeded inputs for s following docs/SPEC.md (FlashQLA's benchmark
 // recipe): q, k L2-normalised per token and head; v ~ N(0,1);
 // g = logsigmoid(N(0,1))/16 except g = 0 on the ZeroGateHead heads;
 // beta = sigmoid(N(0,1)); h0 ~ N(0,1) when opts.WithH0. The same seed,

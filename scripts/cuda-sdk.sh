@@ -4,7 +4,7 @@
 #
 #     eval "$(scripts/cuda-sdk.sh)"
 #
-# What it supplies (shared/TOOLCHAIN.md has the verified facts):
+# What it supplies (docs/TOOLCHAIN.md has the verified facts):
 #   - cuda.h from CUDA 12.4, for gorgonia.org/cu v0.9.6, which does not compile
 #     against CUDA 13 headers (CGO_CFLAGS);
 #   - libcuda.so to link against (CGO_LDFLAGS); at run time the machine's own

@@ -20,10 +20,10 @@ import (
 )
 
 func init() {
-	register("bench", "time the core forward on the BENCH.md suite, beside the H200 anchors", runBench)
+	register("bench", "time the core forward on the benchmark suite (docs/BENCH.md), beside the H200 anchors", runBench)
 }
 
-// How the benchmark measures (shared/DEVICE.md, "Measuring").
+// How the benchmark measures (docs/BENCH.md, "How a case is timed").
 const (
 	// rotateBelowBytes: a case whose inputs are smaller than about twice the
 	// H200's 60 MB L2 gets three input sets, used in turn, so that a call
@@ -536,7 +536,7 @@ func printBenchTable(w io.Writer, results []benchResult) {
 			optMs(a.FLACoreMs, "%.4f"), optMs(r.vsFLACore(), "%.2fx"), fmt.Sprintf("%s/%d", r.Timing, r.Calls), r.Plan.Variant.Name)
 	}
 	tw.Flush()
-	fmt.Fprintln(w, "x floor: time over the roofline floor (BENCH.md: 790 TFLOP/s, 4.3 TB/s).")
+	fmt.Fprintln(w, "x floor: time over the roofline floor (docs/BENCH.md: 790 TFLOP/s, 4.3 TB/s).")
 	fmt.Fprintln(w, "vs FLA core: FLA's time for the same work (recompute_w_u + fwd_h + fwd_o given g_cumsum and A,")
 	fmt.Fprintln(w, "measured on the H200 2026-11-29) over ours; > 1 means gdn is faster. Full-forward anchors are in --csv.")
 }

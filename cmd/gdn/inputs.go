@@ -56,7 +56,7 @@ const (
 // fills: large enough to amortise seeding, small enough to balance load.
 const rngBlock = 1 << 16
 
-// genInputs draws the SPEC recipe for shape s in float32: q, k L2-normalised
+// genInputs draws the docs/SPEC.md recipe for shape s in float32: q, k L2-normalised
 // per token and head; v ~ N(0,1); raw g = logsigmoid(N(0,1))/16 except 0 on
 // value heads h%4 == 0; beta = sigmoid(N(0,1)); h0 ~ N(0,1). q, k and v are
 // rounded to dt (BF16 or FP16); g_cumsum and A are computed from the rounded

@@ -4,7 +4,7 @@
 // The batch has Qwen3.5's head layout (16 query/key heads, 32 value heads,
 // head dimension 128) and four packed sequences of 4096, 1000, 2500 and 300
 // tokens, with an initial state h0 and the final state ht returned, in
-// bf16. The inputs follow SPEC.md's recipe; g_cumsum and A, which the core
+// bf16. The inputs follow docs/SPEC.md's recipe; g_cumsum and A, which the core
 // forward is given, come from the reference package.
 //
 // The whole batch is too big for the token-by-token reference on a CPU, so
@@ -119,7 +119,7 @@ func hostArgs(in ref.Inputs, gcum, A []float64) *gdn.HostCoreArgs {
 }
 
 // checkSlice compares o and ht of the checked heads with ref.Recurrent and
-// fails when either misses SPEC.md's pass line.
+// fails when either misses docs/SPEC.md's pass line.
 func checkSlice(in ref.Inputs, res *gdn.HostCoreResult) error {
 	start := time.Now()
 	var oGot, htGot []float32
@@ -338,7 +338,7 @@ func cpuReference() error {
 	fmt.Printf("  o[t=%d, head 3, 0:4] = %.5f (chunked) vs %.5f (recurrent)\n", s.T-1, o[((s.T-1)*s.Hv+3)*ref.D:][:4], oRef[((s.T-1)*s.Hv+3)*ref.D:][:4])
 	eo, eht := ref.Compare64(o, oRef), ref.Compare64(ht, htRef)
 	errO, errHt := eo.Within(ref.PassO), eht.Within(ref.PassHt)
-	fmt.Printf("  chunked vs recurrent: o %v %s, ht %v %s (SPEC pass line: o %.0e/%.0e, ht %.0e/%.1e)\n",
+	fmt.Printf("  chunked vs recurrent: o %v %s, ht %v %s (pass lines of docs/SPEC.md: o %.0e/%.0e, ht %.0e/%.1e)\n",
 		eo, verdict(errO), eht, verdict(errHt), ref.PassO.Ratio, ref.PassO.MaxAbs, ref.PassHt.Ratio, ref.PassHt.MaxAbs)
 	return errors.Join(errO, errHt)
 }
