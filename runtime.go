@@ -72,6 +72,9 @@ func Open(opts Options) (*Runtime, error) {
 
 func newRuntime(ctx *driver.Context, opts Options) (*Runtime, error) {
 	info := ctx.Info()
+	if err := CheckDevice(info); err != nil {
+		return nil, err
+	}
 	// The core kernel keeps a ring of chunk slots in shared memory: a GPU
 	// that cannot give a block that much (anything before Hopper) cannot run
 	// it, and should hear so now rather than from a failed launch.
