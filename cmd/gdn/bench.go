@@ -47,9 +47,12 @@ type benchOptions struct {
 	dtype         gdn.Dtype
 	seed          uint64
 	runtimeGraphs bool
+	plotPath      string // --plot: chart of the results (.svg or .png)
+	comparePath   string // --compare: an earlier run's CSV
+	fromPath      string // --from: a CSV to plot or compare instead of running
 }
 
-const benchSynopsis = "[--cases a,b,...] [--reps N] [--warmup N] [--calls N] [--csv FILE] [--dtype bf16|fp16] [--seed N] [--runtime-graphs]"
+const benchSynopsis = "[--cases a,b,...] [--reps N] [--warmup N] [--calls N] [--csv FILE] [--dtype bf16|fp16] [--seed N] [--runtime-graphs] [--plot FILE.svg|.png] [--compare OLD.csv]\n       gdn bench --from RUN.csv [--plot FILE.svg|.png] [--compare OLD.csv]"
 
 // parseBenchArgs reads the command line of `gdn bench`.
 func parseBenchArgs(args []string) (benchOptions, error) {
@@ -62,10 +65,25 @@ func parseBenchArgs(args []string) (benchOptions, error) {
 	dtypeName := fs.String("dtype", "bf16", "dtype of q, k, v and o: bf16 or fp16")
 	seed := fs.Uint64("seed", 1, "seed of the input recipe")
 	runtimeGraphs := fs.Bool("runtime-graphs", false, "keep the Runtime's own graph cache on (off: every Forward is a plain launch, captured into the benchmark's graph)")
+	plotPath := fs.String("plot", "", "also draw the results beside the anchors and the roofline floor into this .svg or .png file")
+	comparePath := fs.String("compare", "", "also print each case's speed-up over the run in this CSV (from an earlier --csv)")
+	fromPath := fs.String("from", "", "take the results from this CSV (from an earlier --csv) instead of running: for --plot and --compare, no GPU needed")
 	if err := parseFlags(fs, args); err != nil {
 		return benchOptions{}, err
 	}
-	o := benchOptions{reps: *reps, warmup: *warmup, calls: *calls, csvPath: *csvPath, seed: *seed, runtimeGraphs: *runtimeGraphs}
+	o := benchOptions{reps: *reps, warmup: *warmup, calls: *calls, csvPath: *csvPath, seed: *seed, runtimeGraphs: *runtimeGraphs,
+		plotPath: *plotPath, comparePath: *comparePath, fromPath: *fromPath}
+	if p := strings.ToLower(o.plotPath); p != "" && !strings.HasSuffix(p, ".svg") && !strings.HasSuffix(p, ".png") {
+		return o, fmt.Errorf("--plot %s: want a .svg or .png file name", o.plotPath)
+	}
+	if o.fromPath != "" {
+		switch {
+		case o.plotPath == "" && o.comparePath == "":
+			return o, errors.New("--from needs --plot or --compare: it replaces the run, there is nothing else to do")
+		case o.csvPath != "" || *cases != "":
+			return o, errors.New("--from replaces the run: --csv and --cases do not apply")
+		}
+	}
 	var err error
 	if o.dtype, err = parseDataDtype("--dtype", *dtypeName); err != nil {
 		return o, err
@@ -132,6 +150,13 @@ func runBench(args []string) error {
 	if err != nil {
 		return err
 	}
+	if o.fromPath != "" {
+		rows, err := readBenchCSVFile(o.fromPath)
+		if err != nil {
+			return err
+		}
+		return reportRows(o, rows)
+	}
 	// Without the Runtime's graph cache every Forward is a plain kernel
 	// launch, which the benchmark's own capture records as it is.
 	rt, err := openRuntime(gdn.Options{NoGraphs: !o.runtimeGraphs})
@@ -177,7 +202,35 @@ func runBench(args []string) error {
 			}
 		}
 	}
+	if len(results) > 0 && (o.plotPath != "" || o.comparePath != "") {
+		rows, err := benchRowsOf(results)
+		if err == nil {
+			err = reportRows(o, rows)
+		}
+		runErr = errors.Join(runErr, err)
+	}
 	return runErr
+}
+
+// reportRows draws the chart (--plot) and prints the comparison with an
+// earlier run (--compare) of a run's rows.
+func reportRows(o benchOptions, rows []benchRow) error {
+	if o.comparePath != "" {
+		old, err := readBenchCSVFile(o.comparePath)
+		if err != nil {
+			return fmt.Errorf("--compare: %w", err)
+		}
+		if err := printCompare(stdout, old, rows, o.comparePath); err != nil {
+			return err
+		}
+	}
+	if o.plotPath != "" {
+		if err := writeBenchPlot(o.plotPath, rows); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "bench: wrote %s\n", o.plotPath)
+	}
+	return nil
 }
 
 // bencher runs cases on one Runtime and stream.

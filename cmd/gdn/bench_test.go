@@ -41,6 +41,10 @@ func TestParseBenchArgs(t *testing.T) {
 		{[]string{"--reps", "0"}, "--reps 0"},
 		{[]string{"--warmup", "0"}, "--warmup 0"},
 		{[]string{"--calls", "-1"}, "--calls -1"},
+		{[]string{"--plot", "chart.pdf"}, "--plot chart.pdf: want a .svg or .png"},
+		{[]string{"--from", "run.csv"}, "--from needs --plot or --compare"},
+		{[]string{"--from", "run.csv", "--plot", "a.svg", "--csv", "b.csv"}, "--from replaces the run"},
+		{[]string{"--from", "run.csv", "--plot", "a.svg", "--cases", "tp8_2k"}, "--from replaces the run"},
 	}
 	for _, c := range bad {
 		_, err := parseBenchArgs(c.args)
