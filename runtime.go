@@ -35,6 +35,7 @@ type Runtime struct {
 	compiler *jit.Compiler
 	modules  *jit.MemCache // compiled-module key -> *loadedKernel (singleflight on first use)
 	graphs   *graphCache   // nil with Options.NoGraphs
+	staging  hostStaging   // ForwardHost's buffers, kept between calls
 
 	// kernels maps a variant name to its *loadedKernel once loaded: the hot
 	// path looks a kernel up by name, without hashing sources for its key.
@@ -123,8 +124,8 @@ func (rt *Runtime) Device() DeviceInfo { return rt.info }
 // Target is the architecture kernels are compiled for, e.g. sm_90a.
 func (rt *Runtime) Target() string { return rt.target.String() }
 
-// Close releases cached graphs, modules and the device context. Calls in
-// flight finish first; later calls return ErrClosed.
+// Close releases cached graphs, modules, ForwardHost's buffers and the
+// device context. Calls in flight finish first; later calls return ErrClosed.
 func (rt *Runtime) Close() error {
 	rt.closeMu.Lock()
 	defer rt.closeMu.Unlock()
@@ -134,6 +135,7 @@ func (rt *Runtime) Close() error {
 	if rt.graphs != nil {
 		rt.graphs.close()
 	}
+	rt.staging.free(rt.ctx)
 	rt.heldMu.Lock()
 	for _, h := range rt.held {
 		h.Release()

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unsafe"
 
 	"github.com/gdnjit/gdn"
 	"github.com/gdnjit/gdn/driver"
@@ -247,17 +246,18 @@ func (b *bencher) runCase(c ref.Case) (benchResult, error) {
 	if inputBytes(s, b.opts.dtype.Size()) < rotateBelowBytes {
 		res.Sets = rotateSets
 	}
-	arena := &benchArena{rt: b.rt}
-	defer arena.free()
-	sets, err := b.uploadSets(arena, s, res.Sets)
+	uploads, err := b.uploadSets(s, res.Sets)
+	defer func() {
+		for _, u := range uploads {
+			u.Free()
+		}
+	}()
 	if err != nil {
 		return res, err
 	}
-	// A copy from pageable memory may return before its DMA ends, and the
-	// benchmark's stream does not wait for the legacy stream the copies ran
-	// on: wait for the whole context once.
-	if err := b.rt.Context().Synchronize(); err != nil {
-		return res, err
+	sets := make([]*gdn.CoreArgs, len(uploads))
+	for i, u := range uploads {
+		sets[i] = u.Args
 	}
 	p, err := gdn.ValidateCore(sets[0])
 	if err != nil {
@@ -267,16 +267,11 @@ func (b *bencher) runCase(c ref.Case) (benchResult, error) {
 		return res, err
 	}
 	fmt.Fprintf(stderr, "  plan %v\n", res.Plan)
-	for _, a := range sets {
-		if err := b.poison(a); err != nil {
-			return res, err
-		}
-	}
 	if err := b.measure(sets, &res); err != nil {
 		return res, err
 	}
-	for _, a := range sets {
-		n, err := countNonFinite(b.rt, a)
+	for _, u := range uploads {
+		n, err := countNonFinite(u)
 		if err != nil {
 			return res, err
 		}
@@ -287,31 +282,22 @@ func (b *bencher) runCase(c ref.Case) (benchResult, error) {
 }
 
 // uploadSets draws n input sets (seeds seed, seed+1, ...) and copies them
-// to the device with their outputs.
-func (b *bencher) uploadSets(arena *benchArena, s ref.Shape, n int) ([]*gdn.CoreArgs, error) {
-	sets := make([]*gdn.CoreArgs, n)
-	for i := range sets {
+// to the device with their outputs; it returns the sets uploaded so far
+// with an error.
+func (b *bencher) uploadSets(s ref.Shape, n int) ([]*gdn.DeviceCoreArgs, error) {
+	var sets []*gdn.DeviceCoreArgs
+	for i := range n {
 		start := time.Now()
 		h := genInputs(s, b.opts.dtype, b.opts.seed+uint64(i))
 		fmt.Fprintf(stderr, "  input set %d: %d tokens, %.1f MB, drawn in %.2f s\n",
 			i+1, s.Tokens(), float64(h.Bytes())/1e6, time.Since(start).Seconds())
-		a, err := arena.upload(h)
+		d, err := b.rt.UploadCore(h.hostArgs())
 		if err != nil {
-			return nil, err
+			return sets, err
 		}
-		sets[i] = a
+		sets = append(sets, d)
 	}
 	return sets, nil
-}
-
-// poison fills o and ht with NaN, so that an element no call writes shows
-// up in the final check.
-func (b *bencher) poison(a *gdn.CoreArgs) error {
-	ctx := b.rt.Context()
-	if err := ctx.MemsetD16(driver.DevicePtr(a.O.Ptr), 0x7fff, a.O.Elems(), b.stream); err != nil {
-		return err
-	}
-	return ctx.MemsetD32(driver.DevicePtr(a.Ht.Ptr), 0x7fffffff, a.Ht.Elems(), b.stream)
 }
 
 // measure times one Forward call: a first call that compiles (or loads) the
@@ -417,104 +403,18 @@ func median(x []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
-// benchArena owns the device buffers of one case.
-type benchArena struct {
-	rt   *gdn.Runtime
-	ptrs []uintptr
-}
-
-// upload copies one input set to the device and allocates its outputs.
-func (a *benchArena) upload(h *hostInputs) (*gdn.CoreArgs, error) {
-	s := h.Shape
-	bt := func(last ...int) []int { return append([]int{s.B, s.T}, last...) }
-	state := []int{s.N(), s.Hv, ref.D, ref.D}
-	args := &gdn.CoreArgs{CuSeqlens: s.CuSeqlens}
-	var err error
-	// set runs the steps in order until one fails.
-	set := func(dst *gdn.Tensor, f func() (gdn.Tensor, error)) {
-		if err == nil {
-			*dst, err = f()
-		}
-	}
-	set(&args.Q, func() (gdn.Tensor, error) { return uploadSlice(a, h.Dtype, bt(s.Hq, ref.D), h.Q) })
-	set(&args.K, func() (gdn.Tensor, error) { return uploadSlice(a, h.Dtype, bt(s.Hq, ref.D), h.K) })
-	set(&args.V, func() (gdn.Tensor, error) { return uploadSlice(a, h.Dtype, bt(s.Hv, ref.D), h.V) })
-	set(&args.G, func() (gdn.Tensor, error) { return uploadSlice(a, gdn.FP32, bt(s.Hv), h.G) })
-	set(&args.Beta, func() (gdn.Tensor, error) { return uploadSlice(a, gdn.FP32, bt(s.Hv), h.Beta) })
-	set(&args.A, func() (gdn.Tensor, error) { return uploadSlice(a, gdn.FP32, bt(s.Hv, ref.C), h.A) })
-	set(&args.H0, func() (gdn.Tensor, error) { return uploadSlice(a, gdn.FP32, state, h.H0) })
-	set(&args.O, func() (gdn.Tensor, error) { return a.alloc(h.Dtype, bt(s.Hv, ref.D)) })
-	set(&args.Ht, func() (gdn.Tensor, error) { return a.alloc(gdn.FP32, state) })
-	if s.CuSeqlens != nil {
-		cu := make([]int32, len(s.CuSeqlens))
-		for i, x := range s.CuSeqlens {
-			cu[i] = int32(x)
-		}
-		set(&args.CuSeqlensDevice, func() (gdn.Tensor, error) { return uploadSlice(a, gdn.Int32, []int{len(cu)}, cu) })
-	}
-	return args, err
-}
-
-// alloc allocates a device tensor.
-func (a *benchArena) alloc(dt gdn.Dtype, shape []int) (gdn.Tensor, error) {
-	t := gdn.Tensor{Dtype: dt, Shape: shape}
-	t.Bytes = t.Elems() * dt.Size()
-	if t.Bytes == 0 {
-		return t, fmt.Errorf("empty tensor of shape %v", shape)
-	}
-	p, err := a.rt.Malloc(t.Bytes)
-	if err != nil {
-		return t, fmt.Errorf("allocate %d bytes for shape %v: %w", t.Bytes, shape, err)
-	}
-	a.ptrs = append(a.ptrs, p)
-	t.Ptr = p
-	return t, nil
-}
-
-// uploadSlice allocates a tensor of dt and shape and copies x into it; x
-// holds the tensor's elements in their device encoding.
-func uploadSlice[T uint16 | float32 | int32](a *benchArena, dt gdn.Dtype, shape []int, x []T) (gdn.Tensor, error) {
-	t, err := a.alloc(dt, shape)
-	if err != nil {
-		return t, err
-	}
-	if len(x)*int(unsafe.Sizeof(x[0])) != t.Bytes {
-		return t, fmt.Errorf("%d host elements for shape %v of %v", len(x), shape, dt)
-	}
-	return t, a.rt.CopyToDevice(t.Ptr, unsafe.Pointer(&x[0]), t.Bytes)
-}
-
-func (a *benchArena) free() {
-	for _, p := range a.ptrs {
-		a.rt.Free(p)
-	}
-	a.ptrs = nil
-}
-
 // countNonFinite downloads o and ht and counts NaN and Inf elements.
-func countNonFinite(rt *gdn.Runtime, a *gdn.CoreArgs) (int, error) {
-	o := make([]uint16, a.O.Elems())
-	if err := rt.CopyToHost(unsafe.Pointer(&o[0]), a.O.Ptr, a.O.Bytes); err != nil {
+func countNonFinite(u *gdn.DeviceCoreArgs) (int, error) {
+	res, err := u.Download()
+	if err != nil {
 		return 0, err
-	}
-	// All-ones exponent: NaN or Inf, in bf16 (8 bits) or fp16 (5 bits).
-	expMask := uint16(0x7f80)
-	if a.O.Dtype == gdn.FP16 {
-		expMask = 0x7c00
 	}
 	n := 0
-	for _, v := range o {
-		if v&expMask == expMask {
-			n++
-		}
-	}
-	ht := make([]float32, a.Ht.Elems())
-	if err := rt.CopyToHost(unsafe.Pointer(&ht[0]), a.Ht.Ptr, a.Ht.Bytes); err != nil {
-		return 0, err
-	}
-	for _, v := range ht {
-		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			n++
+	for _, x := range [][]float32{res.O, res.Ht} {
+		for _, v := range x {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				n++
+			}
 		}
 	}
 	return n, nil
