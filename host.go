@@ -63,7 +63,7 @@ func (rt *Runtime) ForwardHost(h *HostCoreArgs) (*HostCoreResult, error) {
 		return nil, fmt.Errorf("gdn: upload: %w", err)
 	}
 	a := l.bind(set.dev)
-	if err := l.poisonOutputs(rt.ctx, a); err != nil {
+	if err := poisonOutputs(rt.ctx, a); err != nil {
 		return nil, err
 	}
 	if err := rt.forward(a, 0); err != nil {

@@ -196,7 +196,7 @@ func (l *hostLayout) decodeOutputs(buf []byte) *HostCoreResult {
 
 // poisonOutputs fills every output with NaN on the legacy default stream,
 // so that an element the kernel does not write cannot pass for a result.
-func (l *hostLayout) poisonOutputs(ctx *driver.Context, a *CoreArgs) error {
+func poisonOutputs(ctx *driver.Context, a *CoreArgs) error {
 	for _, t := range []Tensor{a.O, a.Ht} {
 		if !t.Present() {
 			continue
@@ -250,7 +250,7 @@ func (rt *Runtime) UploadCore(h *HostCoreArgs) (*DeviceCoreArgs, error) {
 	l.encodeInputs(staging)
 	err = rt.ctx.CopyToDevice(base, unsafe.Pointer(&staging[0]), l.inBytes)
 	if err == nil {
-		err = l.poisonOutputs(rt.ctx, d.Args)
+		err = poisonOutputs(rt.ctx, d.Args)
 	}
 	if err == nil {
 		// A copy from pageable memory may return before its data lands, and
