@@ -11,6 +11,7 @@ import (
 
 	"github.com/gdnjit/gdn"
 	"github.com/gdnjit/gdn/driver"
+	"github.com/gdnjit/gdn/dtype"
 	"github.com/gdnjit/gdn/ref"
 )
 
@@ -246,7 +247,7 @@ func deviceCalls(r *gdn.Runtime, s ref.Shape, seed uint64, calls int) (err error
 			return err
 		}
 		for i, v := range out {
-			got[i] = ref.BF16ToFloat32(v)
+			got[i] = dtype.BF16ToFloat32(v)
 		}
 		if err := ref.Compare32(got, wantO).Within(ref.PassO); err != nil {
 			return fmt.Errorf("call %d: %w", call, err)

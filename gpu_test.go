@@ -14,6 +14,7 @@ import (
 
 	"github.com/gdnjit/gdn"
 	"github.com/gdnjit/gdn/driver"
+	"github.com/gdnjit/gdn/dtype"
 	"github.com/gdnjit/gdn/kernsrc"
 	"github.com/gdnjit/gdn/ref"
 )
@@ -21,7 +22,7 @@ import (
 func driverPtr(p uintptr) driver.DevicePtr { return driver.DevicePtr(p) }
 
 // The GPU tests run on a machine with an NVIDIA GPU (build tag cuda). Every
-// case draws fresh inputs from SPEC's recipe (seeded from the case, so a
+// case draws fresh inputs from the recipe of docs/SPEC.md (seeded from the case, so a
 // failure can be replayed), runs the core forward with NaN-poisoned outputs
 // and compares o and ht with the float64 recurrent reference.
 
@@ -178,10 +179,7 @@ func loadCase(c coreCase, seed uint64) *caseData {
 	d := e.(*caseData)
 	d.once.Do(func() {
 		s := c.shape()
-		refDt := ref.BF16
-		if c.dtype == gdn.FP16 {
-			refDt = ref.FP16
-		}
+		refDt := c.dtype
 		in, err := ref.Recipe(s, seed, ref.RecipeOptions{Dtype: refDt, WithH0: c.h0, StrongDecay: c.strong, BetaValue: c.beta})
 		if err != nil {
 			d.err = err
@@ -195,7 +193,7 @@ func loadCase(c coreCase, seed uint64) *caseData {
 		}
 		if c.betaIn {
 			// The kernel then reads beta rounded to the input dtype: so does the reference.
-			in.Beta, _ = refDt.Quantize(in.Beta)
+			in.Beta, _ = ref.Quantize(refDt, in.Beta)
 		}
 		d.in = in
 		d.wantO, d.wantHt, d.err = ref.Recurrent(in)
@@ -276,8 +274,8 @@ func testCoreVariant(t *testing.T, variant string) {
 // deviceCase uploads one recipe case to device buffers for the tests that
 // call Forward directly.
 type deviceCase struct {
+	*gdn.DeviceCoreArgs
 	args  *gdn.CoreArgs
-	ptrs  []uintptr
 	wantO []float64
 	r     *gdn.Runtime
 }
@@ -294,51 +292,15 @@ func newDeviceCase(t *testing.T, r *gdn.Runtime, s ref.Shape, seed uint64) *devi
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &deviceCase{r: r, wantO: wantO}
-	bf := func(x []float64, shape ...int) gdn.Tensor {
-		b := make([]uint16, len(x))
-		ref.RoundSliceBF16(b, x)
-		return d.upload(t, unsafe.Pointer(&b[0]), 2*len(b), gdn.BF16, shape)
-	}
-	fp := func(x []float64, shape ...int) gdn.Tensor {
-		b := f32(x)
-		return d.upload(t, unsafe.Pointer(&b[0]), 4*len(b), gdn.FP32, shape)
-	}
-	n := s.N()
-	d.args = &gdn.CoreArgs{
-		Q: bf(in.Q, s.B, s.T, s.Hq, 128), K: bf(in.K, s.B, s.T, s.Hq, 128), V: bf(in.V, s.B, s.T, s.Hv, 128),
-		G: fp(gcum, s.B, s.T, s.Hv), Beta: fp(in.Beta, s.B, s.T, s.Hv), A: fp(A, s.B, s.T, s.Hv, 64),
-		H0: fp(in.H0, n, s.Hv, 128, 128),
-	}
-	d.args.O = d.alloc(t, 2*s.B*s.T*s.Hv*128, gdn.BF16, []int{s.B, s.T, s.Hv, 128})
-	if err := r.Context().Synchronize(); err != nil { // the uploads have landed
-		t.Fatal(err)
-	}
-	return d
-}
-
-func (d *deviceCase) upload(t *testing.T, src unsafe.Pointer, bytes int, dt gdn.Dtype, shape []int) gdn.Tensor {
-	tn := d.alloc(t, bytes, dt, shape)
-	if err := d.r.CopyToDevice(tn.Ptr, src, bytes); err != nil {
-		t.Fatal(err)
-	}
-	return tn
-}
-
-func (d *deviceCase) alloc(t *testing.T, bytes int, dt gdn.Dtype, shape []int) gdn.Tensor {
-	p, err := d.r.Malloc(bytes)
+	up, err := r.UploadCore(&gdn.HostCoreArgs{B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, CuSeqlens: s.CuSeqlens, Dtype: gdn.BF16,
+		Q: f32(in.Q), K: f32(in.K), V: f32(in.V), G: f32(gcum), Beta: f32(in.Beta), A: f32(A), H0: f32(in.H0)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.ptrs = append(d.ptrs, p)
-	return gdn.Tensor{Ptr: p, Bytes: bytes, Dtype: dt, Shape: shape}
+	return &deviceCase{DeviceCoreArgs: up, args: up.Args, wantO: wantO, r: r}
 }
 
-func (d *deviceCase) free() {
-	for _, p := range d.ptrs {
-		d.r.Free(p)
-	}
-}
+func (d *deviceCase) free() { d.Free() }
 
 func (d *deviceCase) poisonO(t *testing.T) {
 	if err := d.r.Context().MemsetD16(driverPtr(d.args.O.Ptr), 0x7fff, d.args.O.Elems(), nil); err != nil {
@@ -353,7 +315,7 @@ func (d *deviceCase) readO(t *testing.T) []float32 {
 	}
 	out := make([]float32, len(b))
 	for i, v := range b {
-		out[i] = ref.BF16ToFloat32(v)
+		out[i] = dtype.BF16ToFloat32(v)
 	}
 	return out
 }

@@ -41,6 +41,7 @@ type Runtime struct {
 	modules  *jit.MemCache // compiled-module key -> *loadedKernel (singleflight on first use)
 	graphs   *graphCache   // nil with Options.NoGraphs
 	variant  string        // Options.Variant
+	staging  hostStaging   // ForwardHost's buffers, kept between calls
 
 	// kernels maps a variant name to its *loadedKernel once loaded: the hot
 	// path looks a kernel up by name, without hashing sources for its key.
@@ -78,6 +79,9 @@ func Open(opts Options) (*Runtime, error) {
 
 func newRuntime(ctx *driver.Context, opts Options) (*Runtime, error) {
 	info := ctx.Info()
+	if err := CheckDevice(info); err != nil {
+		return nil, err
+	}
 	// The core kernel keeps a ring of chunk slots in shared memory: a GPU
 	// that cannot give a block that much (anything before Hopper) cannot run
 	// it, and should hear so now rather than from a failed launch.
@@ -127,8 +131,8 @@ func (rt *Runtime) Device() DeviceInfo { return rt.info }
 // Target is the architecture kernels are compiled for, e.g. sm_90a.
 func (rt *Runtime) Target() string { return rt.target.String() }
 
-// Close releases cached graphs, modules and the device context. Calls in
-// flight finish first; later calls return ErrClosed.
+// Close releases cached graphs, modules, ForwardHost's buffers and the
+// device context. Calls in flight finish first; later calls return ErrClosed.
 func (rt *Runtime) Close() error {
 	rt.closeMu.Lock()
 	defer rt.closeMu.Unlock()
@@ -138,6 +142,7 @@ func (rt *Runtime) Close() error {
 	if rt.graphs != nil {
 		rt.graphs.close()
 	}
+	rt.staging.free(rt.ctx)
 	rt.heldMu.Lock()
 	for _, h := range rt.held {
 		h.Release()
@@ -251,16 +256,11 @@ func (rt *Runtime) forward(a *CoreArgs, s Stream) error {
 	if err != nil {
 		return err
 	}
-	launch := launchSpec{ctx: rt.ctx, fn: k.fn, plan: plan}
-	if plan.Hopper {
-		var b [kernsrc.HopperParamsBytes]byte
-		if err := hopperParams(rt.ctx, &args, p, &b); err != nil {
-			return err
-		}
-		launch.params, launch.align = b[:], 64
-	} else {
-		launch.params, launch.align = packCoreParams(&args, p), 8
+	var b [kernsrc.HopperParamsBytes]byte
+	if err := hopperParams(rt.ctx, &args, p, &b); err != nil {
+		return err
 	}
+	launch := launchSpec{ctx: rt.ctx, fn: k.fn, plan: plan, params: b[:], align: 64}
 	stream := rt.ctx.WrapStream(uintptr(s))
 	if rt.graphs != nil && s != 0 {
 		if done, err := rt.graphs.run(launch, stream); done || err != nil {

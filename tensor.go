@@ -1,57 +1,32 @@
 package gdn
 
-import "fmt"
+import (
+	"fmt"
 
-// Dtype is the element type of a tensor.
-type Dtype int
+	"github.com/gdnjit/gdn/dtype"
+)
+
+// Dtype is the element type of a tensor (package dtype; the names below
+// keep gdn's API in one import).
+type Dtype = dtype.Dtype
 
 // The element types gdn reads and writes.
 const (
-	DtypeInvalid Dtype = iota
-	BF16               // bfloat16
-	FP16               // IEEE half precision
-	FP32               // IEEE single precision
-	Int32
-	Int64
+	DtypeInvalid = dtype.Invalid
+	BF16         = dtype.BF16  // bfloat16
+	FP16         = dtype.FP16  // IEEE half precision
+	FP32         = dtype.FP32  // IEEE single precision
+	Int32        = dtype.Int32 // cu_seqlens
+	Int64        = dtype.Int64 // cu_seqlens
 )
-
-// Size is the width of one element in bytes (0 for DtypeInvalid).
-func (d Dtype) Size() int {
-	switch d {
-	case BF16, FP16:
-		return 2
-	case FP32, Int32:
-		return 4
-	case Int64:
-		return 8
-	}
-	return 0
-}
-
-func (d Dtype) String() string {
-	switch d {
-	case BF16:
-		return "bf16"
-	case FP16:
-		return "fp16"
-	case FP32:
-		return "fp32"
-	case Int32:
-		return "int32"
-	case Int64:
-		return "int64"
-	}
-	return fmt.Sprintf("Dtype(%d)", int(d))
-}
 
 // ParseDtype reads "bf16", "fp16", "fp32", "int32" or "int64".
 func ParseDtype(s string) (Dtype, error) {
-	for _, d := range []Dtype{BF16, FP16, FP32, Int32, Int64} {
-		if d.String() == s {
-			return d, nil
-		}
+	d, err := dtype.Parse(s)
+	if err != nil {
+		return d, fmt.Errorf("gdn: %w", err)
 	}
-	return DtypeInvalid, fmt.Errorf("gdn: unknown dtype %q (want bf16, fp16, fp32, int32 or int64)", s)
+	return d, nil
 }
 
 // Tensor describes a dense, row-major tensor in device memory that the

@@ -11,7 +11,7 @@ const HeadDim = 128
 // ChunkLen is the chunk length C of the chunked algorithm.
 const ChunkLen = 64
 
-// CoreArgs are the operands of the core forward (SPEC.md, "Core forward"):
+// CoreArgs are the operands of the core forward (docs/SPEC.md, "Operations"):
 // the caller computed g_cumsum and A. Shapes follow FLA's layout:
 //
 //	Q, K        [B, T, Hq, 128]   BF16 or FP16
@@ -66,7 +66,7 @@ func (p Problem) Tokens() int { return p.B * p.T }
 // G is the number of value heads per query/key head (Hv/Hq).
 func (p Problem) G() int { return p.Hv / p.Hq }
 
-// ValidateCore checks every argument of a core forward against SPEC.md and
+// ValidateCore checks every argument of a core forward against docs/SPEC.md and
 // returns the problem size. Errors wrap ErrInvalidArgument and name the
 // argument. Nothing is launched or read from the device.
 func ValidateCore(a *CoreArgs) (Problem, error) {
@@ -204,7 +204,7 @@ func checkSizes(b, t, hq, hv int) (dim, msg string) {
 	return "", ""
 }
 
-// checkCuSeqlens applies SPEC's rules: B = 1, starts at 0, never decreases,
+// checkCuSeqlens applies the rules of docs/SPEC.md: B = 1, starts at 0, never decreases,
 // ends at B*T; empty sequences are allowed.
 func checkCuSeqlens(cu []int, b, t int) error {
 	if b != 1 {

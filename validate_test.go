@@ -149,11 +149,12 @@ func TestPlanCoreTileWidth(t *testing.T) {
 		n, hv, sms, bv int
 		dt             Dtype
 	}{
-		{1, 8, 132, 32, BF16},  // 32 chains of 32 columns fit one wave of 132 SMs
-		{1, 32, 132, 32, FP16}, // 128 fit too
-		{8, 32, 132, 64, BF16}, // 1024 would not: the 64-wide tile halves the Q K^T work
-		{1, 64, 132, 64, BF16}, // 256 > 132
-		{1, 8, 14, 64, BF16},   // a MIG slice: 16 chains of 64 columns already fill 14 SMs
+		{1, 8, 132, 64, BF16},   // 8 heads: 64-wide tiles double the CTAs of a mostly idle GPU
+		{1, 64, 132, 64, FP16},  // 128 CTAs of 64 columns still fit one wave
+		{1, 66, 132, 64, BF16},  // 2 x 66 = 132: exactly one wave
+		{1, 67, 132, 128, BF16}, // more would spill into a second wave: share the aux work instead
+		{8, 32, 132, 128, BF16}, // 256 heads fill the GPU at 128 columns
+		{1, 8, 14, 128, BF16},   // a MIG slice: 8 heads of 128 columns already fill most of 14 SMs
 	}
 	for _, c := range cases {
 		pl, err := PlanCore(Problem{N: c.n, Hq: 1, Hv: c.hv, Dtype: c.dt}, c.sms)
@@ -169,43 +170,54 @@ func TestPlanCoreTileWidth(t *testing.T) {
 		if !strings.Contains(pl.Variant.Name, c.dt.String()) {
 			t.Errorf("variant %s for %v", pl.Variant.Name, c.dt)
 		}
-		if pl.SharedBytes != kernsrc.CoreSharedBytes(c.bv) || pl.SharedBytes > 227<<10 {
+		nc := c.bv / 64
+		if pl.SharedBytes != kernsrc.HopperSharedBytes(nc) || pl.SharedBytes > 227<<10 {
 			t.Errorf("shared bytes %d", pl.SharedBytes)
+		}
+		if pl.Block[0] != uint32(kernsrc.HopperThreads(nc)) {
+			t.Errorf("block %v", pl.Block)
 		}
 	}
 }
 
-// The packed parameter block must match struct GdnCoreParams in gdn_core.cu.
-func TestPackCoreParamsLayout(t *testing.T) {
-	a := goodArgs(1, 100, 2, 8)
-	a.CuSeqlens = []int{0, 100}
-	a.CuSeqlensDevice = Tensor{Ptr: 0xABC000, Bytes: 16, Dtype: Int64, Shape: []int{2}}
-	a.H0 = Tensor{Ptr: a.H0.Ptr, Bytes: a.H0.Bytes, Dtype: FP32, Shape: []int{1, 8, 128, 128}}
-	a.Ht = Tensor{}
-	a.Beta.Dtype = BF16
-	a.Scale = 0.5
-	p, err := ValidateCore(a)
-	if err != nil {
-		t.Fatal(err)
+// The packed parameter block must match struct GdnHopperParams in
+// gdn_hopper.cu: five tensor maps, then the pointers, then the scalars.
+func TestPackHopperParamsLayout(t *testing.T) {
+	hp := kernsrc.HopperParams{G: 0x1000, Beta: 0x2000, H0: 0x3000, Ht: 0, CuSeqlens: 0xABC000, O: 0x5000,
+		Scale: 0.5, T: 100, Hq: 2, Hv: 8, N: 1, Flags: kernsrc.HopperFlagAFP32 | kernsrc.HopperFlagSeqlensInt64}
+	for i := range hp.MapQ {
+		hp.MapQ[i], hp.MapK[i], hp.MapV[i], hp.MapA[i], hp.MapO[i] = 1, 2, 3, 4, 5
 	}
-	b := packCoreParams(a, p)
-	if len(b) != 104 {
-		t.Fatalf("size %d, want 104", len(b))
+	var b [kernsrc.HopperParamsBytes]byte
+	for i := range b {
+		b[i] = 0xee // Pack must write every byte, the padding too
 	}
-	ptr := func(i int) uintptr { return uintptr(binary.LittleEndian.Uint64(b[8*i:])) }
-	want := []uintptr{a.Q.Ptr, a.K.Ptr, a.V.Ptr, a.G.Ptr, a.Beta.Ptr, a.A.Ptr, a.H0.Ptr, a.O.Ptr, 0, 0xABC000}
-	for i, w := range want {
-		if ptr(i) != w {
-			t.Errorf("pointer %d: %#x, want %#x", i, ptr(i), w)
+	hp.Pack(&b)
+	for m := 0; m < 5; m++ {
+		for i := 0; i < 128; i++ {
+			if b[128*m+i] != byte(m+1) {
+				t.Fatalf("tensor map %d byte %d: %d", m, i, b[128*m+i])
+			}
 		}
 	}
-	if s := math.Float32frombits(binary.LittleEndian.Uint32(b[80:])); s != 0.5 {
+	want := []uintptr{0x1000, 0x2000, 0x3000, 0, 0xABC000, 0x5000}
+	for i, w := range want {
+		if got := uintptr(binary.LittleEndian.Uint64(b[kernsrc.HopperOffPtrs+8*i:])); got != w {
+			t.Errorf("pointer %d: %#x, want %#x", i, got, w)
+		}
+	}
+	if s := math.Float32frombits(binary.LittleEndian.Uint32(b[kernsrc.HopperOffScalars:])); s != 0.5 {
 		t.Errorf("scale %v", s)
 	}
-	ints := []int32{100, 2, 8, 1, coreFlagAFP32 | coreFlagSeqlensInt64}
+	ints := []int32{100, 2, 8, 1, kernsrc.HopperFlagAFP32 | kernsrc.HopperFlagSeqlensInt64}
 	for i, w := range ints {
-		if got := int32(binary.LittleEndian.Uint32(b[84+4*i:])); got != w {
+		if got := int32(binary.LittleEndian.Uint32(b[kernsrc.HopperOffScalars+4+4*i:])); got != w {
 			t.Errorf("int field %d: %d, want %d", i, got, w)
+		}
+	}
+	for i := kernsrc.HopperOffScalars + 24; i < len(b); i++ {
+		if b[i] != 0 {
+			t.Fatalf("padding byte %d: %#x", i, b[i])
 		}
 	}
 }

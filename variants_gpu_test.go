@@ -52,11 +52,7 @@ func TestEveryVariant(t *testing.T) {
 						}
 						rts[v.Name] = r
 					}
-					refDt := ref.BF16
-					if dt == gdn.FP16 {
-						refDt = ref.FP16
-					}
-					in, err := ref.Recipe(s, uint64(len(name)*131+s.T), ref.RecipeOptions{Dtype: refDt, WithH0: true})
+					in, err := ref.Recipe(s, uint64(len(name)*131+s.T), ref.RecipeOptions{Dtype: dt, WithH0: true})
 					if err != nil {
 						t.Fatal(err)
 					}

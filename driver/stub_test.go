@@ -83,3 +83,9 @@ func TestStubEncodeTiled(t *testing.T) {
 		t.Errorf("misaligned base: %v, want a validation error", err)
 	}
 }
+
+func TestStubAllocHost(t *testing.T) {
+	if h, err := (&Context{}).AllocHost(64); h != nil || !errors.Is(err, ErrNoCUDA) {
+		t.Errorf("AllocHost: %v, %v; want ErrNoCUDA", h, err)
+	}
+}

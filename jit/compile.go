@@ -22,7 +22,7 @@ type Request struct {
 	Headers map[string]string // include name -> text, handed to NVRTC in memory
 	Options []string          // extra NVRTC options, e.g. -D defines
 	// Entries are the kernels to keep: extern "C" names or C++ name
-	// expressions (e.g. "gdn_core<64>"). Each is handed to NVRTC as a name
+	// expressions (e.g. "gdn_hopper<64>"). Each is handed to NVRTC as a name
 	// expression, which instantiates templates and fails the compilation if
 	// the kernel does not exist; Artifact.Lowered maps them to the names
 	// to look functions up by.

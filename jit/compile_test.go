@@ -12,7 +12,7 @@ import (
 
 var sm90a = Target{Major: 9, Minor: 0, ArchSpecific: true}
 
-// TestCatalogueCompiles is the CI spill check of DESIGN.md: every variant
+// TestCatalogueCompiles is the CI spill check (docs/TOOLCHAIN.md): every variant
 // compiles for sm_90a with 0 bytes of spills.
 func TestCatalogueCompiles(t *testing.T) {
 	needNVRTC(t)

@@ -15,5 +15,15 @@
 // The package never talks to the GPU itself: callers load images and
 // destroy what they loaded through the create/destroy functions they give
 // the MemCache, so jit builds and tests on machines without a GPU.
-// Set GDN_JIT_DEBUG=1 to see options, ptxas reports and timings on stderr.
+//
+// Environment:
+//   - GDN_JIT_DEBUG=1 prints options, ptxas reports and timings on stderr.
+//   - GDN_JIT_DEFINES (DefinesEnv) is a development knob: its space-separated
+//     NAME or NAME=VALUE words become -D options of every variant that
+//     RequestFor builds, which is how the timing experiments of docs/PERF.md
+//     switch kernel code paths without a new catalogue entry. The defines are
+//     part of the compile options, hence of the cache key, so an experiment
+//     never reuses or overwrites a production cubin. Leave it unset in
+//     production: a stray value changes the kernels that run.
+//   - GDN_CACHE_DIR and GDN_NVRTC_PATH: see OpenDiskCache and LoadNVRTC.
 package jit

@@ -29,7 +29,7 @@ import (
 var openGPU = sync.OnceValues(func() (*driver.Context, error) { return driver.Open(0) })
 
 // gpu returns the context of GPU 0, shared by the tests of this file.
-func gpu(t *testing.T) *driver.Context {
+func gpu(t testing.TB) *driver.Context {
 	t.Helper()
 	ctx, err := openGPU()
 	if err != nil {
@@ -39,7 +39,7 @@ func gpu(t *testing.T) *driver.Context {
 }
 
 // target is the architecture to compile for on this GPU.
-func target(t *testing.T, ctx *driver.Context) jit.Target {
+func target(t testing.TB, ctx *driver.Context) jit.Target {
 	t.Helper()
 	n, err := jit.LoadNVRTC()
 	if err != nil {
@@ -54,7 +54,7 @@ func target(t *testing.T, ctx *driver.Context) jit.Target {
 }
 
 // compileVariant compiles a catalogue variant for the GPU through c.
-func compileVariant(t *testing.T, c *jit.Compiler, ctx *driver.Context, name string) (*jit.Artifact, kernsrc.Variant) {
+func compileVariant(t testing.TB, c *jit.Compiler, ctx *driver.Context, name string) (*jit.Artifact, kernsrc.Variant) {
 	t.Helper()
 	v, ok := kernsrc.Lookup(name)
 	if !ok {
@@ -79,7 +79,7 @@ type loaded struct {
 
 // acquireKernel returns a handle to the loaded module of variant name,
 // loading it (from the compiled artifact) on a miss.
-func acquireKernel(t *testing.T, mc *jit.MemCache, c *jit.Compiler, ctx *driver.Context, name string) (*jit.Handle, *loaded) {
+func acquireKernel(t testing.TB, mc *jit.MemCache, c *jit.Compiler, ctx *driver.Context, name string) (*jit.Handle, *loaded) {
 	t.Helper()
 	a, v := compileVariant(t, c, ctx, name)
 	h, k, err := acquire(mc, ctx, a, v)
@@ -117,7 +117,7 @@ type buffer struct {
 	n   int
 }
 
-func upload(t *testing.T, ctx *driver.Context, host []float32) *buffer {
+func upload(t testing.TB, ctx *driver.Context, host []float32) *buffer {
 	t.Helper()
 	p, err := ctx.Alloc(4 * len(host))
 	if err != nil {
@@ -171,7 +171,7 @@ func axpyArgs(a float32, x, y *buffer) *driver.Args {
 
 func blocks(n int) driver.Dim3 { return driver.D1(uint32((n + 255) / 256)) }
 
-func newCompiler(t *testing.T) *jit.Compiler {
+func newCompiler(t testing.TB) *jit.Compiler {
 	t.Helper()
 	disk, err := jit.OpenDiskCache(t.TempDir())
 	if err != nil {
@@ -180,7 +180,7 @@ func newCompiler(t *testing.T) *jit.Compiler {
 	return jit.NewCompiler(disk)
 }
 
-func newMemCache(t *testing.T) *jit.MemCache {
+func newMemCache(t testing.TB) *jit.MemCache {
 	t.Helper()
 	mc, err := jit.NewMemCache(1 << 30)
 	if err != nil {
@@ -474,86 +474,79 @@ func TestGPUSmemReverse(t *testing.T) {
 	}
 }
 
-// TestGPUHostOverhead measures the host time of a plain launch and of a graph
-// replay, 1000 of each, timed on the host around the enqueue loop.
-func TestGPUHostOverhead(t *testing.T) {
-	ctx := gpu(t)
-	mc := newMemCache(t)
-	h, k := acquireKernel(t, mc, newCompiler(t), ctx, "test_axpy")
+// BenchmarkGPULaunch measures the host time of enqueuing a small kernel:
+// a plain launch, and a graph replay of one and of ten launches. ns/op is
+// host time per enqueue; gpu-us/op is the GPU time per enqueue (CUDA events
+// around the loop), which the host time must stay under for the GPU to be
+// the bound.
+//
+//	go test -tags cuda -run '^$' -bench GPULaunch ./jit
+func BenchmarkGPULaunch(b *testing.B) {
+	ctx := gpu(b)
+	mc := newMemCache(b)
+	h, k := acquireKernel(b, mc, newCompiler(b), ctx, "test_axpy")
 	defer h.Release()
-	const n, iters = 1024, 1000
-	dx, dy := upload(t, ctx, ramp(n, 0, 0)), upload(t, ctx, ramp(n, 0, 0))
+	const n = 1024
+	dx, dy := upload(b, ctx, ramp(n, 0, 0)), upload(b, ctx, ramp(n, 0, 0))
 	s, err := ctx.NewStream()
 	if err != nil {
-		t.Fatal(err)
+		b.Fatal(err)
 	}
 	defer s.Destroy()
 	args := axpyArgs(1, dx, dy)
 	launch := func() error { return ctx.Launch(k.fn, blocks(n), driver.D1(256), 0, s, args) }
 
-	for range 100 { // warm up
-		if err := launch(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	s.Synchronize()
-	e0, _ := ctx.NewEvent()
-	e1, _ := ctx.NewEvent()
-	defer e0.Destroy()
-	defer e1.Destroy()
-
-	e0.Record(s)
-	start := time.Now()
-	for range iters {
-		if err := launch(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	plainHost := time.Since(start)
-	e1.Record(s)
-	e1.Synchronize()
-	plainGPU, _ := driver.ElapsedMs(e0, e1)
-
-	// One kernel per graph, so a replay compares with one launch; and ten
-	// per graph, to show the per-kernel cost inside a replay.
-	for _, per := range []int{1, 10} {
-		if err := s.BeginCapture(); err != nil {
-			t.Fatal(err)
-		}
-		for range per {
-			if err := launch(); err != nil {
-				s.EndCapture()
-				t.Fatal(err)
+	// timed runs enqueue b.N times and reports the GPU time per enqueue.
+	timed := func(b *testing.B, enqueue func() error) {
+		for range 100 { // warm up
+			if err := enqueue(); err != nil {
+				b.Fatal(err)
 			}
 		}
-		g, err := s.EndCapture()
-		if err != nil {
-			t.Fatal(err)
+		if err := s.Synchronize(); err != nil {
+			b.Fatal(err)
 		}
-		ge, err := g.Instantiate()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for range 100 {
-			ge.Launch(s)
-		}
-		s.Synchronize()
+		e0, _ := ctx.NewEvent()
+		e1, _ := ctx.NewEvent()
+		defer e0.Destroy()
+		defer e1.Destroy()
 		e0.Record(s)
-		start = time.Now()
-		for range iters {
-			if err := ge.Launch(s); err != nil {
-				t.Fatal(err)
+		for b.Loop() {
+			if err := enqueue(); err != nil {
+				b.Fatal(err)
 			}
 		}
-		graphHost := time.Since(start)
 		e1.Record(s)
 		e1.Synchronize()
-		graphGPU, _ := driver.ElapsedMs(e0, e1)
-		t.Logf("METRIC graph_replay kernels_per_graph=%d host_us_per_replay=%.2f host_us_per_kernel=%.2f gpu_us_per_replay=%.2f",
-			per, graphHost.Seconds()*1e6/iters, graphHost.Seconds()*1e6/iters/float64(per), float64(graphGPU)*1e3/iters)
-		ge.Destroy()
-		g.Destroy()
+		gpuMs, _ := driver.ElapsedMs(e0, e1)
+		b.ReportMetric(float64(gpuMs)*1e3/float64(b.N), "gpu-us/op")
 	}
-	t.Logf("METRIC plain_launch host_us_per_launch=%.2f gpu_us_per_launch=%.2f",
-		plainHost.Seconds()*1e6/iters, float64(plainGPU)*1e3/iters)
+
+	b.Run("plain", func(b *testing.B) { timed(b, launch) })
+	// One kernel per graph compares a replay with one launch; ten show the
+	// per-kernel cost inside a replay.
+	for _, per := range []int{1, 10} {
+		b.Run(fmt.Sprintf("graph%d", per), func(b *testing.B) {
+			if err := s.BeginCapture(); err != nil {
+				b.Fatal(err)
+			}
+			for range per {
+				if err := launch(); err != nil {
+					s.EndCapture()
+					b.Fatal(err)
+				}
+			}
+			g, err := s.EndCapture()
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer g.Destroy()
+			ge, err := g.Instantiate()
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ge.Destroy()
+			timed(b, func() error { return ge.Launch(s) })
+		})
+	}
 }

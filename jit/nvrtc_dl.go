@@ -2,7 +2,7 @@ package jit
 
 // This file is the only cgo in package jit: it opens libnvrtc with dlopen and
 // calls it through function pointers, so the binary neither links NVRTC nor
-// pins its soname at build time (TOOLCHAIN.md: the device machine has
+// pins its soname at build time (docs/TOOLCHAIN.md: the device machine has
 // libnvrtc.so.13, CI has libnvrtc.so.12).
 
 /*
@@ -34,13 +34,19 @@ typedef struct {
 	gdn_nvrtcResult (*getLoweredName)(gdn_nvrtcProgram, const char*, const char**);
 } gdn_nvrtc;
 
-// gdn_dlopen_global opens a library so that later libraries find its symbols
-// and soname (libnvrtc finds its builtins library this way).
-static void* gdn_dlopen_global(const char* path) { return dlopen(path, RTLD_NOW | RTLD_GLOBAL); }
-
+// gdn_dlerror returns dlerror's text. dlerror reports the last failure on
+// the calling thread, so it is read in the same C call as the failing
+// dlopen, never in a second cgo call (which may run on another thread).
 static const char* gdn_dlerror(void) {
 	const char* e = dlerror();
 	return e ? e : "unknown dlopen error";
+}
+
+// gdn_dlopen_global opens a library so that later libraries find its symbols
+// and soname (libnvrtc finds its builtins library this way). It returns NULL
+// on success, else dlerror's text.
+static const char* gdn_dlopen_global(const char* path) {
+	return dlopen(path, RTLD_NOW | RTLD_GLOBAL) ? 0 : gdn_dlerror();
 }
 
 // gdn_nvrtc_open fills n from the library at path. It returns NULL on success,
@@ -115,6 +121,7 @@ import "C"
 
 import (
 	"fmt"
+	"runtime"
 	"unsafe"
 )
 
@@ -136,8 +143,13 @@ type lib struct {
 func dlopenGlobal(path string) error {
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
-	if C.gdn_dlopen_global(cpath) == nil {
-		return fmt.Errorf("%s", C.GoString(C.gdn_dlerror()))
+	// dlerror's text lives in a per-thread buffer that the thread's next
+	// dl* call overwrites: copy it before the goroutine can move or another
+	// goroutine run on this thread.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if msg := C.gdn_dlopen_global(cpath); msg != nil {
+		return fmt.Errorf("%s", C.GoString(msg))
 	}
 	return nil
 }
@@ -148,6 +160,8 @@ func openLib(path string) (*lib, error) {
 	cpath := C.CString(path)
 	defer C.free(unsafe.Pointer(cpath))
 	fns := (*C.gdn_nvrtc)(C.malloc(C.size_t(unsafe.Sizeof(C.gdn_nvrtc{}))))
+	runtime.LockOSThread() // as in dlopenGlobal: dlerror's buffer is per thread
+	defer runtime.UnlockOSThread()
 	if msg := C.gdn_nvrtc_open(cpath, fns); msg != nil {
 		err := fmt.Errorf("%s", C.GoString(msg))
 		C.free(unsafe.Pointer(fns))

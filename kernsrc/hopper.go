@@ -6,6 +6,15 @@ import (
 	"math"
 )
 
+// CoreDtype names the 16-bit input dtype a core variant is built for.
+type CoreDtype string
+
+// The input dtypes of q, k, v and o.
+const (
+	CoreBF16 CoreDtype = "bf16"
+	CoreFP16 CoreDtype = "fp16"
+)
+
 // HopperKernel is the entry point of the sm_90a core forward (gdn_hopper.cu).
 const HopperKernel = "gdn_hopper_fwd"
 

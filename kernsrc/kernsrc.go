@@ -67,7 +67,7 @@ func Digest() string { return digestOnce() }
 // Variant is one compilable kernel: a main file, an entry point and the
 // defines that select the instance.
 type Variant struct {
-	Name    string   // unique, stable identifier, e.g. "gdn_core_bf16_bv64"
+	Name    string   // unique, stable identifier, e.g. "gdn_hopper_bf16_bv64"
 	File    string   // the main .cu file
 	Kernel  string   // extern "C" entry point
 	Defines []string // "NAME=VALUE" or "NAME", passed as -D options
@@ -89,7 +89,6 @@ func (v Variant) Source() (string, error) { return Source(v.File) }
 // them all and CI checks each for register spills.
 func Catalogue() []Variant {
 	out := append([]Variant(nil), TestVariants()...)
-	out = append(out, CoreVariants()...)
 	return append(out, HopperVariants()...)
 }
 

@@ -25,17 +25,17 @@ func TestCatalogueNamesAndSources(t *testing.T) {
 			t.Errorf("Lookup(%q) = %v, %v", v.Name, got, ok)
 		}
 	}
-	if len(CoreVariants()) != 4 {
-		t.Errorf("%d core variants, want 4 (bf16/fp16 x 32/64)", len(CoreVariants()))
+	if len(HopperVariants()) != 4 {
+		t.Errorf("%d core variants, want 4 (bf16/fp16 x 1/2 consumers)", len(HopperVariants()))
 	}
 }
 
-func TestCoreVariantRejects(t *testing.T) {
-	if _, err := CoreVariant("fp8", 64); err == nil {
+func TestHopperVariantRejects(t *testing.T) {
+	if _, err := HopperVariant("fp8", 1); err == nil {
 		t.Error("fp8 accepted")
 	}
-	if _, err := CoreVariant(CoreBF16, 48); err == nil {
-		t.Error("tile width 48 accepted")
+	if _, err := HopperVariant(CoreBF16, 3); err == nil {
+		t.Error("3 consumers accepted")
 	}
 }
 
@@ -57,13 +57,17 @@ func TestHeadersAndDigest(t *testing.T) {
 	}
 }
 
-// The shared-memory size is checked against struct Smem by a static_assert
-// when the variant compiles (package jit's catalogue test); here, that both
-// tile widths fit the 227 KB a Hopper block may opt into, 16-byte aligned.
-func TestCoreSharedBytes(t *testing.T) {
-	for _, bv := range CoreTileWidths {
-		if b := CoreSharedBytes(bv); b > 227<<10 || b%16 != 0 {
-			t.Errorf("tile %d: %d bytes of shared memory", bv, b)
+// The shared-memory size is checked against the kernel's layout by a
+// static_assert when the variant compiles (package jit's catalogue test);
+// here, that both consumer counts fit the 227 KB a Hopper block may opt
+// into, and that the block is whole warpgroups within the 1024 threads.
+func TestHopperSharedBytesAndThreads(t *testing.T) {
+	for _, nc := range HopperConsumers {
+		if b := HopperSharedBytes(nc); b > 227<<10 || b%1024 != 0 {
+			t.Errorf("%d consumers: %d bytes of shared memory", nc, b)
+		}
+		if th := HopperThreads(nc); th%128 != 0 || th > 1024 || th < 128*(nc+1) {
+			t.Errorf("%d consumers: %d threads", nc, th)
 		}
 	}
 }

@@ -2,7 +2,7 @@ package ref
 
 import "math"
 
-// The chunked form of SPEC.md in three steps, as the GPU pipeline splits
+// The chunked form of docs/SPEC.md in three steps, as the GPU pipeline splits
 // it: ChunkCumsum (raw gates to chunk-local cumulative gates), SolveA (the
 // 64x64 unit lower triangular inverse per chunk and head) and Chunked (the
 // core forward given both). Together they equal Recurrent to rounding.
@@ -90,7 +90,7 @@ func SolveA(s Shape, k, beta, gcum []float64) ([]float64, error) {
 	return A, nil
 }
 
-// Chunked computes the chunked form of SPEC.md given g_cumsum gcum [B,T,Hv]
+// Chunked computes the chunked form of docs/SPEC.md given g_cumsum gcum [B,T,Hv]
 // and A [B,T,Hv,C] (as from ChunkCumsum and SolveA); in.G is ignored and may
 // be nil. Per sequence and value head, with state S_c entering each chunk
 // (h0 or zero for the first) and g = gcum within the chunk:

@@ -1,6 +1,8 @@
 package ref
 
 import (
+	"github.com/gdnjit/gdn/dtype"
+
 	"fmt"
 	"math"
 	"os"
@@ -79,8 +81,8 @@ func equivCases() []equivCase {
 		{"h0_strong", RecipeOptions{WithH0: true, StrongDecay: true}},
 		{"h0_beta1", RecipeOptions{WithH0: true, BetaValue: Float(1)}},
 		{"h0_beta0", RecipeOptions{WithH0: true, BetaValue: Float(0)}},
-		{"fp16_scale", RecipeOptions{WithH0: true, Dtype: FP16, Scale: 0.3}},
-		{"f32", RecipeOptions{WithH0: true, Dtype: F32}},
+		{"fp16_scale", RecipeOptions{WithH0: true, Dtype: dtype.FP16, Scale: 0.3}},
+		{"f32", RecipeOptions{WithH0: true, Dtype: dtype.FP32}},
 	}
 	i := 0
 	for _, T := range []int{1, 63, 64, 65, 200} {
@@ -230,7 +232,7 @@ func TestChunkCumsum(t *testing.T) {
 // storage: unit diagonal, zero above it and past the chunk's end.
 func TestSolveA(t *testing.T) {
 	s := Shape{B: 1, T: 90, Hq: 1, Hv: 2, CuSeqlens: []int{0, 70, 90}}
-	in, err := Recipe(s, 3, RecipeOptions{Dtype: F32})
+	in, err := Recipe(s, 3, RecipeOptions{Dtype: dtype.FP32})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,10 +28,10 @@ type Tolerance struct {
 // ErrTolerance is wrapped by every error Errors.Within returns.
 var ErrTolerance = errors.New("out of tolerance")
 
-// PassO is SPEC.md's pass line for o.
+// PassO is docs/SPEC.md's pass line for o.
 var PassO = Tolerance{Ratio: 6e-3, MaxAbs: 2e-2}
 
-// PassHt is SPEC.md's pass line for the final state ht.
+// PassHt is docs/SPEC.md's pass line for the final state ht.
 var PassHt = Tolerance{Ratio: 4e-3, MaxAbs: 1.5e-2}
 
 // Compare64 measures out against ref.

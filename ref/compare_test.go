@@ -58,7 +58,7 @@ func TestCompare(t *testing.T) {
 		t.Errorf("String() = %q", s)
 	}
 	if PassO != (Tolerance{6e-3, 2e-2}) || PassHt != (Tolerance{4e-3, 1.5e-2}) {
-		t.Errorf("pass lines differ from SPEC.md: o %+v ht %+v", PassO, PassHt)
+		t.Errorf("pass lines differ from docs/SPEC.md: o %+v ht %+v", PassO, PassHt)
 	}
 }
 

@@ -4,67 +4,37 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+
+	"github.com/gdnjit/gdn/dtype"
 )
 
-// Dtype is the element type a kernel reads q, k and v in (and writes o in).
-type Dtype int
-
-// The input dtypes. BF16 is the zero value and the project's default.
-const (
-	BF16 Dtype = iota // bfloat16
-	FP16              // IEEE half
-	F32               // float32
-)
-
-// String returns the dtype's usual short name.
-func (d Dtype) String() string {
+// Quantize returns x rounded to d (BF16, FP16 or FP32) and widened back to
+// float64: the values a kernel that reads d sees.
+func Quantize(d dtype.Dtype, x []float64) ([]float64, error) {
 	switch d {
-	case BF16:
-		return "bf16"
-	case FP16:
-		return "fp16"
-	case F32:
-		return "fp32"
-	}
-	return fmt.Sprintf("Dtype(%d)", int(d))
-}
-
-// Bytes returns the size of one element, 0 for an unknown dtype.
-func (d Dtype) Bytes() int {
-	switch d {
-	case BF16, FP16:
-		return 2
-	case F32:
-		return 4
-	}
-	return 0
-}
-
-// Quantize returns x rounded to d and widened back to float64.
-func (d Dtype) Quantize(x []float64) ([]float64, error) {
-	switch d {
-	case BF16:
+	case dtype.BF16:
 		return QuantizeBF16(x), nil
-	case FP16:
+	case dtype.FP16:
 		return QuantizeFP16(x), nil
-	case F32:
+	case dtype.FP32:
 		return QuantizeF32(x), nil
 	}
-	return nil, fmt.Errorf("ref: dtype: unknown %v: %w", d, ErrShape)
+	return nil, fmt.Errorf("ref: dtype %v: want bf16, fp16 or fp32: %w", d, ErrShape)
 }
 
-// RecipeOptions selects the variants of the SPEC.md input recipe.
+// RecipeOptions selects the variants of the docs/SPEC.md input recipe.
 type RecipeOptions struct {
 	// Dtype is what q, k and v are rounded to (after L2 normalisation of
-	// q and k). g, beta and h0 are always rounded to float32, as the kernel
-	// reads them in fp32.
-	Dtype Dtype
+	// q and k): BF16 (also the zero value, dtype.Invalid), FP16 or FP32.
+	// g, beta and h0 are always rounded to float32, as the kernel reads them
+	// in fp32.
+	Dtype dtype.Dtype
 	// WithH0 draws h0 ~ N(0,1); without it H0 is nil (zero initial state).
 	WithH0 bool
 	// StrongDecay sets g = -5 for every token and head, so exp underflows
 	// across a chunk.
 	StrongDecay bool
-	// BetaValue, when non-nil, sets every beta to *BetaValue (SPEC tests 0
+	// BetaValue, when non-nil, sets every beta to *BetaValue (docs/SPEC.md tests 0
 	// and 1) instead of sigmoid(N(0,1)).
 	BetaValue *float64
 	// Scale is copied to Inputs.Scale (0 means DefaultScale).
@@ -87,7 +57,7 @@ const (
 	streamH0
 )
 
-// Recipe returns seeded inputs for s following SPEC.md (FlashQLA's benchmark
+// Recipe returns seeded inputs for s following docs/SPEC.md (FlashQLA's benchmark
 // recipe): q, k L2-normalised per token and head; v ~ N(0,1);
 // g = logsigmoid(N(0,1))/16 except g = 0 on the ZeroGateHead heads;
 // beta = sigmoid(N(0,1)); h0 ~ N(0,1) when opts.WithH0. The same seed,
@@ -96,8 +66,12 @@ func Recipe(s Shape, seed uint64, opts RecipeOptions) (Inputs, error) {
 	if err := s.Validate(); err != nil {
 		return Inputs{}, err
 	}
-	if opts.Dtype.Bytes() == 0 {
-		return Inputs{}, fmt.Errorf("ref: opts.Dtype: want BF16, FP16 or F32, got %v: %w", opts.Dtype, ErrShape)
+	dt := opts.Dtype
+	if dt == dtype.Invalid {
+		dt = dtype.BF16
+	}
+	if dt != dtype.BF16 && dt != dtype.FP16 && dt != dtype.FP32 {
+		return Inputs{}, fmt.Errorf("ref: opts.Dtype: want bf16, fp16 or fp32, got %v: %w", opts.Dtype, ErrShape)
 	}
 	if b := opts.BetaValue; b != nil && (math.IsNaN(*b) || math.IsInf(*b, 0)) {
 		return Inputs{}, fmt.Errorf("ref: opts.BetaValue: want a finite number, got %v: %w", *b, ErrShape)
@@ -108,13 +82,13 @@ func Recipe(s Shape, seed uint64, opts RecipeOptions) (Inputs, error) {
 	rng := func(stream uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, stream)) }
 	in := Inputs{Shape: s, Scale: opts.Scale}
 	var err error
-	if in.Q, err = opts.Dtype.Quantize(unitRows(rng(streamQ), s.QKLen())); err != nil {
+	if in.Q, err = Quantize(dt, unitRows(rng(streamQ), s.QKLen())); err != nil {
 		return Inputs{}, err
 	}
-	if in.K, err = opts.Dtype.Quantize(unitRows(rng(streamK), s.QKLen())); err != nil {
+	if in.K, err = Quantize(dt, unitRows(rng(streamK), s.QKLen())); err != nil {
 		return Inputs{}, err
 	}
-	if in.V, err = opts.Dtype.Quantize(normals(rng(streamV), s.VLen())); err != nil {
+	if in.V, err = Quantize(dt, normals(rng(streamV), s.VLen())); err != nil {
 		return Inputs{}, err
 	}
 

@@ -1,6 +1,8 @@
 package ref
 
 import (
+	"github.com/gdnjit/gdn/dtype"
+
 	"math"
 	"reflect"
 	"slices"
@@ -41,13 +43,14 @@ func TestRecipeDeterministic(t *testing.T) {
 func TestRecipeValues(t *testing.T) {
 	s := Shape{B: 1, T: 100, Hq: 2, Hv: 8}
 	for _, tc := range []struct {
-		dtype    Dtype
+		dtype    dtype.Dtype
 		quantize func([]float64) []float64
 		normTol  float64
 	}{
-		{BF16, QuantizeBF16, 8e-3}, // bf16 keeps 8 bits: relative error <= 2^-9 per element
-		{FP16, QuantizeFP16, 1e-3},
-		{F32, QuantizeF32, 1e-6},
+		{dtype.Invalid, QuantizeBF16, 8e-3}, // the zero value means bf16
+		{dtype.BF16, QuantizeBF16, 8e-3},    // bf16 keeps 8 bits: relative error <= 2^-9 per element
+		{dtype.FP16, QuantizeFP16, 1e-3},
+		{dtype.FP32, QuantizeF32, 1e-6},
 	} {
 		t.Run(tc.dtype.String(), func(t *testing.T) {
 			in, err := Recipe(s, 1, RecipeOptions{Dtype: tc.dtype, WithH0: true})
@@ -131,17 +134,22 @@ func TestRecipeOptions(t *testing.T) {
 	}
 }
 
-func TestDtype(t *testing.T) {
+func TestQuantize(t *testing.T) {
+	x := []float64{1 + 1.0/512, 1e-30}
 	for _, tc := range []struct {
-		d     Dtype
-		name  string
-		bytes int
-	}{{BF16, "bf16", 2}, {FP16, "fp16", 2}, {F32, "fp32", 4}, {Dtype(9), "Dtype(9)", 0}} {
-		if tc.d.String() != tc.name || tc.d.Bytes() != tc.bytes {
-			t.Errorf("%d: got %q %d, want %q %d", int(tc.d), tc.d.String(), tc.d.Bytes(), tc.name, tc.bytes)
+		d    dtype.Dtype
+		want []float64
+	}{
+		{dtype.BF16, QuantizeBF16(x)}, {dtype.FP16, QuantizeFP16(x)}, {dtype.FP32, QuantizeF32(x)},
+	} {
+		got, err := Quantize(tc.d, x)
+		if err != nil || got[0] != tc.want[0] || got[1] != tc.want[1] {
+			t.Errorf("Quantize(%v) = %v, %v; want %v", tc.d, got, err, tc.want)
 		}
 	}
-	if _, err := Dtype(9).Quantize([]float64{1}); err == nil {
-		t.Errorf("Quantize with an unknown dtype: want an error")
+	for _, d := range []dtype.Dtype{dtype.Invalid, dtype.Int32, dtype.Dtype(9)} {
+		if _, err := Quantize(d, x); err == nil {
+			t.Errorf("Quantize(%v): want an error", d)
+		}
 	}
 }

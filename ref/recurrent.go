@@ -2,7 +2,7 @@ package ref
 
 import "math"
 
-// Recurrent computes the ground truth of SPEC.md token by token: per
+// Recurrent computes the ground truth of docs/SPEC.md token by token: per
 // sequence n and value head h, with state S (128 x 128, index [k, v])
 // starting at h0 (or zero),
 //

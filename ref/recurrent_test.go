@@ -1,6 +1,8 @@
 package ref
 
 import (
+	"github.com/gdnjit/gdn/dtype"
+
 	"math"
 	"testing"
 
@@ -18,9 +20,9 @@ func TestRecurrentOneToken(t *testing.T) {
 		s    Shape
 		opts RecipeOptions
 	}{
-		{"h0", Shape{B: 1, T: 1, Hq: 1, Hv: 1}, RecipeOptions{WithH0: true, Dtype: F32}},
-		{"h0_gva2", Shape{B: 1, T: 1, Hq: 1, Hv: 2}, RecipeOptions{WithH0: true, Dtype: F32, Scale: 0.7}},
-		{"noh0_B2", Shape{B: 2, T: 1, Hq: 2, Hv: 4}, RecipeOptions{Dtype: F32}},
+		{"h0", Shape{B: 1, T: 1, Hq: 1, Hv: 1}, RecipeOptions{WithH0: true, Dtype: dtype.FP32}},
+		{"h0_gva2", Shape{B: 1, T: 1, Hq: 1, Hv: 2}, RecipeOptions{WithH0: true, Dtype: dtype.FP32, Scale: 0.7}},
+		{"noh0_B2", Shape{B: 2, T: 1, Hq: 2, Hv: 4}, RecipeOptions{Dtype: dtype.FP32}},
 		{"strong", Shape{B: 1, T: 1, Hq: 1, Hv: 3}, RecipeOptions{WithH0: true, StrongDecay: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

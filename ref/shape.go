@@ -1,14 +1,14 @@
 // Package ref is the float64 reference for Gated DeltaNet chunked prefill.
 //
 // It holds the ground truth every GPU kernel of the project is checked
-// against (shared/SPEC.md): the token-by-token recurrence, the chunked form
+// against (docs/SPEC.md): the token-by-token recurrence, the chunked form
 // split into its three steps (chunk-local cumsum of the gates, the 64x64
 // triangular solve A, and the chunked forward given both), bf16/fp16
 // rounding, the seeded input recipe, the accuracy pass line and the
 // benchmark suite. Everything is pure Go on the CPU, so it builds and tests
 // on machines without a GPU.
 //
-// Tensors are flat []float64 slices in the row-major layouts of SPEC.md:
+// Tensors are flat []float64 slices in the row-major layouts of docs/SPEC.md:
 //
 //	q, k    [B, T, Hq, 128]
 //	v, o    [B, T, Hv, 128]

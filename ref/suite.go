@@ -5,22 +5,22 @@ import (
 	"time"
 )
 
-// Case is one row of the benchmark suite of shared/BENCH.md: Hq query/key
+// Case is one row of the benchmark suite of docs/BENCH.md: Hq query/key
 // heads, Hv value heads and the packed sequence lengths. Every case runs
-// with h0 and returns the final state, on the SPEC.md recipe.
+// with h0 and returns the final state, on the docs/SPEC.md recipe.
 type Case struct {
 	Name   string
 	Hq, Hv int
 	Lens   []int
 }
 
-// The H200 roofline of BENCH.md.
+// The H200 roofline of docs/BENCH.md.
 const (
 	PeakFLOPs = 790e12 // dense bf16 tensor-core FLOP/s
 	PeakBytes = 4.3e12 // HBM bytes/s
 )
 
-// FLOPs per token of BENCH.md's minimal count.
+// FLOPs per token of docs/BENCH.md's minimal count.
 const (
 	flopsPerValueHead = 131072 // K@S, A@W', Q@S, scores@V_new, state update
 	flopsPerKeyHead   = 32768  // QK^T, KK^T
@@ -51,13 +51,13 @@ func (c Case) tokens() float64 {
 	return float64(t)
 }
 
-// FLOPs returns BENCH.md's minimal floating-point operation count:
+// FLOPs returns docs/BENCH.md's minimal floating-point operation count:
 // per token, 131072 per value head plus 32768 per key head.
 func (c Case) FLOPs() float64 {
 	return c.tokens() * (flopsPerValueHead*float64(c.Hv) + flopsPerKeyHead*float64(c.Hq))
 }
 
-// MinBytes returns BENCH.md's minimal memory traffic with q, k, v and o at
+// MinBytes returns docs/BENCH.md's minimal memory traffic with q, k, v and o at
 // dtypeBytes per element: q, k, v read and o written; g and beta read at
 // 4 B each per token and value head; h0 read and ht written in fp32.
 func (c Case) MinBytes(dtypeBytes int) float64 {
@@ -84,7 +84,7 @@ func (c Case) Floor() time.Duration {
 // repeat returns n copies of l.
 func repeat(l, n int) []int { return slices.Repeat([]int{l}, n) }
 
-// Suite is the benchmark suite of shared/BENCH.md, in its order.
+// Suite is the benchmark suite of docs/BENCH.md, in its order.
 var Suite = []Case{
 	{"tp8_32k", 2, 8, []int{32768}},
 	{"tp8_8k", 2, 8, []int{8192}},

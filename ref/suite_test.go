@@ -7,7 +7,7 @@ import (
 
 func TestSuite(t *testing.T) {
 	if len(Suite) != 14 {
-		t.Fatalf("Suite has %d cases, want the 14 of BENCH.md", len(Suite))
+		t.Fatalf("Suite has %d cases, want the 14 of docs/BENCH.md", len(Suite))
 	}
 	seen := map[string]bool{}
 	for _, c := range Suite {

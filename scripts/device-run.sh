@@ -3,7 +3,7 @@
 # scripts/device-build.sh filled .bin/. Logs go to $OUT (or ./device-out),
 # at most one file per step (the device tool brings back 8 files).
 #
-#   .bin/device-run.sh [tests] [sanitize[:TOOLS]] [soak[:MINUTES]] [bench] [bench:CASES] [example] [python]
+#   .bin/device-run.sh [tests] [sanitize[:TOOLS]] [soak[:MINUTES]] [bench] [bench:CASES] [hostbench] [example] [python]
 #
 # tests     the GPU tests of every package (-test.v)         -> tests.log
 # sanitize  compute-sanitizer memcheck, racecheck, synccheck
@@ -14,7 +14,9 @@
 #           the clock (SOAK_SEED overrides); the last line is
 #           "N passed, M failed"                             -> soak.log
 # bench     gdn bench over the whole suite (bench:a,b for
-#           named cases)                                     -> bench.txt, bench.csv
+#           named cases), with its chart        -> bench.txt, bench.csv, bench.svg
+# hostbench the host-side benchmarks: ForwardHost against the PCIe
+#           time of its bytes, and launch overhead           -> hostbench.log
 # example   the main example (examples/prefill)              -> example.log
 # python    examples/python/check_run.py: gdn run from NumPy -> python.log
 set -uo pipefail
@@ -66,8 +68,14 @@ for step in "${@:-tests}"; do
 		cases=""
 		[[ $step == bench:* ]] && cases="--cases ${step#bench:}"
 		echo "== bench $cases" >&2
-		timeout 240 .bin/gdn bench $cases --csv "$out/bench.csv" >"$out/bench.txt" 2>>"$out/bench.txt" || fail bench
+		timeout 240 .bin/gdn bench $cases --csv "$out/bench.csv" --plot "$out/bench.svg" >"$out/bench.txt" 2>>"$out/bench.txt" || fail bench
 		grep -v "^bench:" "$out/bench.txt" >&2
+		;;
+	hostbench)
+		echo "== hostbench" >&2
+		timeout 120 .bin/gdn.test -test.run '^$' -test.bench ForwardHost -test.benchtime 20x >"$out/hostbench.log" 2>&1 || fail hostbench
+		timeout 60 .bin/jit.test -test.run '^$' -test.bench GPULaunch >>"$out/hostbench.log" 2>&1 || fail hostbench
+		grep -E "^Benchmark|FAIL" "$out/hostbench.log" >&2
 		;;
 	example)
 		echo "== example" >&2

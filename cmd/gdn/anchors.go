@@ -2,17 +2,18 @@ package main
 
 import "slices"
 
-// Anchor times on the H200, copied from the project's shared notes so that
-// the tool can print them beside its own numbers (the repository cannot read
-// ../shared at run time). Two sources:
+// Anchor times on the H200, printed beside gdn's own numbers; docs/BENCH.md
+// ("Anchors") says what each one measures and why only FLA core is a
+// like-for-like comparison. Two sources:
 //
-//   - anchors/fla_h200_measured_2026-11-29.csv: FLA 0.5.1's Triton kernels
-//     timed on the lent H200 on 2026-11-29 with the SPEC recipe (h0, final
-//     state, CUDA-graph timing). full_ms is the whole forward from raw g;
-//     core_ms is recompute_w_u + fwd_h + fwd_o given g_cumsum and A: the part
-//     gdn's core kernel replaces, so it is the like-for-like comparison.
-//   - anchors/flashqla_h200_forward.txt: FlashQLA's published H200 forward
-//     table (torch 2.9.1, fla 0.5.1, flashinfer 0.6.13, tilelang 0.1.9;
+//   - FLA measured (flaMeasured): FLA 0.5.1's Triton kernels timed by this
+//     project on the lent H200 on 2026-11-29 with the docs/SPEC.md recipe
+//     (h0, final state, CUDA-graph timing). full_ms is the whole forward from
+//     raw g; core_ms is recompute_w_u + fwd_h + fwd_o given g_cumsum and A:
+//     the part gdn's core kernel replaces, so it is the like-for-like
+//     comparison. A re-measurement on 2026-11-30 agreed within 1%.
+//   - FlashQLA's table (flashQLATable): FlashQLA's published H200 forward
+//     benchmark (torch 2.9.1, fla 0.5.1, flashinfer 0.6.13, tilelang 0.1.9;
 //     warm-up 10, 100 repeats, CUDA graphs): full-forward times of FlashQLA,
 //     FlashInfer and FLA. They include the cumsum and the A solve that gdn's
 //     core forward is given, so they are shown for reference only.
@@ -20,7 +21,7 @@ import "slices"
 // All times are milliseconds. Lens lists the packed sequence lengths in
 // order; a row matches a case with the same heads and the same lengths.
 
-// flaRow is one row of fla_h200_measured_2026-11-29.csv.
+// flaRow is one row of the FLA measurement of 2026-11-29.
 type flaRow struct {
 	Config         string // the file's "case" column, e.g. "TP8"
 	Hq, Hv         int
@@ -28,7 +29,7 @@ type flaRow struct {
 	FullMs, CoreMs float64
 }
 
-// flashQLARow is one row of flashqla_h200_forward.txt.
+// flashQLARow is one row of FlashQLA's published forward table.
 type flashQLARow struct {
 	Config                          string // the table's "Model Config" column
 	Hq, Hv                          int
@@ -42,9 +43,9 @@ func seqs(n, count int) []int { return slices.Repeat([]int{n}, count) }
 // anchor gathers the rows of both tables that match one benchmark case; a
 // zero time means the table has no such row.
 type anchor struct {
-	FLACoreMs, FLAFullMs     float64 // fla_h200_measured_2026-11-29.csv
-	FlashQLAMs, FlashInferMs float64 // flashqla_h200_forward.txt
-	FLAFullPublishedMs       float64 // flashqla_h200_forward.txt, FLA column
+	FLACoreMs, FLAFullMs     float64 // FLA measured, 2026-11-29
+	FlashQLAMs, FlashInferMs float64 // FlashQLA's table
+	FLAFullPublishedMs       float64 // FlashQLA's table, FLA column
 }
 
 // anchorFor looks up the anchor rows with hq query/key heads, hv value heads
@@ -67,8 +68,8 @@ func anchorFor(hq, hv int, lens []int) anchor {
 	return a
 }
 
-// flaMeasured is anchors/fla_h200_measured_2026-11-29.csv (the comment gives
-// the file's seqlens column).
+// flaMeasured is the FLA measurement of 2026-11-29 (the comment on each row
+// gives the sequence lengths as the measurement wrote them).
 var flaMeasured = []flaRow{
 	{"TP8", 2, 8, seqs(32768, 1), 0.9061, 0.8002},        // 32768
 	{"TP8", 2, 8, seqs(8192, 1), 0.2341, 0.2062},         // 8192
@@ -102,8 +103,8 @@ var flaMeasured = []flaRow{
 	{"397B_TP1", 16, 64, seqs(1024, 8), 0.8843, 0.6652},  // 1024x8
 }
 
-// flashQLATable is the forward table of anchors/flashqla_h200_forward.txt (the
-// comment gives the table's Seqlens column).
+// flashQLATable is FlashQLA's published H200 forward table (the comment on
+// each row gives the table's Seqlens column).
 var flashQLATable = []flashQLARow{
 	{"397B/122B TP8", 2, 8, seqs(32768, 1), 0.320, 1.655, 0.902},       // 1x32768
 	{"397B/122B TP8", 2, 8, seqs(16384, 1), 0.184, 0.830, 0.455},       // 1x16384

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unsafe"
 
 	"github.com/gdnjit/gdn"
 	"github.com/gdnjit/gdn/driver"
@@ -20,10 +19,10 @@ import (
 )
 
 func init() {
-	register("bench", "time the core forward on the BENCH.md suite, beside the H200 anchors", runBench)
+	register("bench", "time the core forward on the benchmark suite (docs/BENCH.md), beside the H200 anchors", runBench)
 }
 
-// How the benchmark measures (shared/DEVICE.md, "Measuring").
+// How the benchmark measures (docs/BENCH.md, "How a case is timed").
 const (
 	// rotateBelowBytes: a case whose inputs are smaller than about twice the
 	// H200's 60 MB L2 gets three input sets, used in turn, so that a call
@@ -48,9 +47,12 @@ type benchOptions struct {
 	seed          uint64
 	runtimeGraphs bool
 	variant       string // a kernel variant instead of the planner's choice
+	plotPath      string // --plot: chart of the results (.svg or .png)
+	comparePath   string // --compare: an earlier run's CSV
+	fromPath      string // --from: a CSV to plot or compare instead of running
 }
 
-const benchSynopsis = "[--cases a,b,...] [--reps N] [--warmup N] [--calls N] [--csv FILE] [--dtype bf16|fp16] [--seed N] [--runtime-graphs] [--variant NAME]"
+const benchSynopsis = "[--cases a,b,...] [--reps N] [--warmup N] [--calls N] [--csv FILE] [--dtype bf16|fp16] [--seed N] [--runtime-graphs] [--variant NAME] [--plot FILE.svg|.png] [--compare OLD.csv]\n       gdn bench --from RUN.csv [--plot FILE.svg|.png] [--compare OLD.csv]"
 
 // parseBenchArgs reads the command line of `gdn bench`.
 func parseBenchArgs(args []string) (benchOptions, error) {
@@ -63,11 +65,26 @@ func parseBenchArgs(args []string) (benchOptions, error) {
 	dtypeName := fs.String("dtype", "bf16", "dtype of q, k, v and o: bf16 or fp16")
 	seed := fs.Uint64("seed", 1, "seed of the input recipe")
 	runtimeGraphs := fs.Bool("runtime-graphs", false, "keep the Runtime's own graph cache on (off: every Forward is a plain launch, captured into the benchmark's graph)")
-	variant := fs.String("variant", "", "run every case with this kernel variant (see gdn warmup) instead of the planner's choice; \"gdn_core\" is the mma.sync kernel with its own tile rule")
+	plotPath := fs.String("plot", "", "also draw the results beside the anchors and the roofline floor into this .svg or .png file")
+	comparePath := fs.String("compare", "", "also print each case's speed-up over the run in this CSV (from an earlier --csv)")
+	variant := fs.String("variant", "", "run every case with this kernel variant (see gdn warmup) instead of the planner's choice")
+	fromPath := fs.String("from", "", "take the results from this CSV (from an earlier --csv) instead of running: for --plot and --compare, no GPU needed")
 	if err := parseFlags(fs, args); err != nil {
 		return benchOptions{}, err
 	}
-	o := benchOptions{reps: *reps, warmup: *warmup, calls: *calls, csvPath: *csvPath, seed: *seed, runtimeGraphs: *runtimeGraphs, variant: *variant}
+	o := benchOptions{reps: *reps, warmup: *warmup, calls: *calls, csvPath: *csvPath, seed: *seed, runtimeGraphs: *runtimeGraphs,
+		variant: *variant, plotPath: *plotPath, comparePath: *comparePath, fromPath: *fromPath}
+	if p := strings.ToLower(o.plotPath); p != "" && !strings.HasSuffix(p, ".svg") && !strings.HasSuffix(p, ".png") {
+		return o, fmt.Errorf("--plot %s: want a .svg or .png file name", o.plotPath)
+	}
+	if o.fromPath != "" {
+		switch {
+		case o.plotPath == "" && o.comparePath == "":
+			return o, errors.New("--from needs --plot or --compare: it replaces the run, there is nothing else to do")
+		case o.csvPath != "" || *cases != "":
+			return o, errors.New("--from replaces the run: --csv and --cases do not apply")
+		}
+	}
 	var err error
 	if o.dtype, err = parseDataDtype("--dtype", *dtypeName); err != nil {
 		return o, err
@@ -134,6 +151,13 @@ func runBench(args []string) error {
 	if err != nil {
 		return err
 	}
+	if o.fromPath != "" {
+		rows, err := readBenchCSVFile(o.fromPath)
+		if err != nil {
+			return err
+		}
+		return reportRows(o, rows)
+	}
 	// Without the Runtime's graph cache every Forward is a plain kernel
 	// launch, which the benchmark's own capture records as it is.
 	rt, err := openRuntime(gdn.Options{NoGraphs: !o.runtimeGraphs, Variant: o.variant})
@@ -179,7 +203,35 @@ func runBench(args []string) error {
 			}
 		}
 	}
+	if len(results) > 0 && (o.plotPath != "" || o.comparePath != "") {
+		rows, err := benchRowsOf(results)
+		if err == nil {
+			err = reportRows(o, rows)
+		}
+		runErr = errors.Join(runErr, err)
+	}
 	return runErr
+}
+
+// reportRows draws the chart (--plot) and prints the comparison with an
+// earlier run (--compare) of a run's rows.
+func reportRows(o benchOptions, rows []benchRow) error {
+	if o.comparePath != "" {
+		old, err := readBenchCSVFile(o.comparePath)
+		if err != nil {
+			return fmt.Errorf("--compare: %w", err)
+		}
+		if err := printCompare(stdout, old, rows, o.comparePath); err != nil {
+			return err
+		}
+	}
+	if o.plotPath != "" {
+		if err := writeBenchPlot(o.plotPath, rows); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "bench: wrote %s\n", o.plotPath)
+	}
+	return nil
 }
 
 // bencher runs cases on one Runtime and stream.
@@ -196,17 +248,18 @@ func (b *bencher) runCase(c ref.Case) (benchResult, error) {
 	if inputBytes(s, b.opts.dtype.Size()) < rotateBelowBytes {
 		res.Sets = rotateSets
 	}
-	arena := &benchArena{rt: b.rt}
-	defer arena.free()
-	sets, err := b.uploadSets(arena, s, res.Sets)
+	uploads, err := b.uploadSets(s, res.Sets)
+	defer func() {
+		for _, u := range uploads {
+			u.Free()
+		}
+	}()
 	if err != nil {
 		return res, err
 	}
-	// A copy from pageable memory may return before its DMA ends, and the
-	// benchmark's stream does not wait for the legacy stream the copies ran
-	// on: wait for the whole context once.
-	if err := b.rt.Context().Synchronize(); err != nil {
-		return res, err
+	sets := make([]*gdn.CoreArgs, len(uploads))
+	for i, u := range uploads {
+		sets[i] = u.Args
 	}
 	p, err := gdn.ValidateCore(sets[0])
 	if err != nil {
@@ -221,16 +274,11 @@ func (b *bencher) runCase(c ref.Case) (benchResult, error) {
 		return res, err
 	}
 	fmt.Fprintf(stderr, "  plan %v\n", res.Plan)
-	for _, a := range sets {
-		if err := b.poison(a); err != nil {
-			return res, err
-		}
-	}
 	if err := b.measure(sets, &res); err != nil {
 		return res, err
 	}
-	for _, a := range sets {
-		n, err := countNonFinite(b.rt, a)
+	for _, u := range uploads {
+		n, err := countNonFinite(u)
 		if err != nil {
 			return res, err
 		}
@@ -241,31 +289,22 @@ func (b *bencher) runCase(c ref.Case) (benchResult, error) {
 }
 
 // uploadSets draws n input sets (seeds seed, seed+1, ...) and copies them
-// to the device with their outputs.
-func (b *bencher) uploadSets(arena *benchArena, s ref.Shape, n int) ([]*gdn.CoreArgs, error) {
-	sets := make([]*gdn.CoreArgs, n)
-	for i := range sets {
+// to the device with their outputs; it returns the sets uploaded so far
+// with an error.
+func (b *bencher) uploadSets(s ref.Shape, n int) ([]*gdn.DeviceCoreArgs, error) {
+	var sets []*gdn.DeviceCoreArgs
+	for i := range n {
 		start := time.Now()
 		h := genInputs(s, b.opts.dtype, b.opts.seed+uint64(i))
 		fmt.Fprintf(stderr, "  input set %d: %d tokens, %.1f MB, drawn in %.2f s\n",
 			i+1, s.Tokens(), float64(h.Bytes())/1e6, time.Since(start).Seconds())
-		a, err := arena.upload(h)
+		d, err := b.rt.UploadCore(h.hostArgs())
 		if err != nil {
-			return nil, err
+			return sets, err
 		}
-		sets[i] = a
+		sets = append(sets, d)
 	}
 	return sets, nil
-}
-
-// poison fills o and ht with NaN, so that an element no call writes shows
-// up in the final check.
-func (b *bencher) poison(a *gdn.CoreArgs) error {
-	ctx := b.rt.Context()
-	if err := ctx.MemsetD16(driver.DevicePtr(a.O.Ptr), 0x7fff, a.O.Elems(), b.stream); err != nil {
-		return err
-	}
-	return ctx.MemsetD32(driver.DevicePtr(a.Ht.Ptr), 0x7fffffff, a.Ht.Elems(), b.stream)
 }
 
 // measure times one Forward call: a first call that compiles (or loads) the
@@ -371,104 +410,18 @@ func median(x []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
-// benchArena owns the device buffers of one case.
-type benchArena struct {
-	rt   *gdn.Runtime
-	ptrs []uintptr
-}
-
-// upload copies one input set to the device and allocates its outputs.
-func (a *benchArena) upload(h *hostInputs) (*gdn.CoreArgs, error) {
-	s := h.Shape
-	bt := func(last ...int) []int { return append([]int{s.B, s.T}, last...) }
-	state := []int{s.N(), s.Hv, ref.D, ref.D}
-	args := &gdn.CoreArgs{CuSeqlens: s.CuSeqlens}
-	var err error
-	// set runs the steps in order until one fails.
-	set := func(dst *gdn.Tensor, f func() (gdn.Tensor, error)) {
-		if err == nil {
-			*dst, err = f()
-		}
-	}
-	set(&args.Q, func() (gdn.Tensor, error) { return uploadSlice(a, h.Dtype, bt(s.Hq, ref.D), h.Q) })
-	set(&args.K, func() (gdn.Tensor, error) { return uploadSlice(a, h.Dtype, bt(s.Hq, ref.D), h.K) })
-	set(&args.V, func() (gdn.Tensor, error) { return uploadSlice(a, h.Dtype, bt(s.Hv, ref.D), h.V) })
-	set(&args.G, func() (gdn.Tensor, error) { return uploadSlice(a, gdn.FP32, bt(s.Hv), h.G) })
-	set(&args.Beta, func() (gdn.Tensor, error) { return uploadSlice(a, gdn.FP32, bt(s.Hv), h.Beta) })
-	set(&args.A, func() (gdn.Tensor, error) { return uploadSlice(a, gdn.FP32, bt(s.Hv, ref.C), h.A) })
-	set(&args.H0, func() (gdn.Tensor, error) { return uploadSlice(a, gdn.FP32, state, h.H0) })
-	set(&args.O, func() (gdn.Tensor, error) { return a.alloc(h.Dtype, bt(s.Hv, ref.D)) })
-	set(&args.Ht, func() (gdn.Tensor, error) { return a.alloc(gdn.FP32, state) })
-	if s.CuSeqlens != nil {
-		cu := make([]int32, len(s.CuSeqlens))
-		for i, x := range s.CuSeqlens {
-			cu[i] = int32(x)
-		}
-		set(&args.CuSeqlensDevice, func() (gdn.Tensor, error) { return uploadSlice(a, gdn.Int32, []int{len(cu)}, cu) })
-	}
-	return args, err
-}
-
-// alloc allocates a device tensor.
-func (a *benchArena) alloc(dt gdn.Dtype, shape []int) (gdn.Tensor, error) {
-	t := gdn.Tensor{Dtype: dt, Shape: shape}
-	t.Bytes = t.Elems() * dt.Size()
-	if t.Bytes == 0 {
-		return t, fmt.Errorf("empty tensor of shape %v", shape)
-	}
-	p, err := a.rt.Malloc(t.Bytes)
-	if err != nil {
-		return t, fmt.Errorf("allocate %d bytes for shape %v: %w", t.Bytes, shape, err)
-	}
-	a.ptrs = append(a.ptrs, p)
-	t.Ptr = p
-	return t, nil
-}
-
-// uploadSlice allocates a tensor of dt and shape and copies x into it; x
-// holds the tensor's elements in their device encoding.
-func uploadSlice[T uint16 | float32 | int32](a *benchArena, dt gdn.Dtype, shape []int, x []T) (gdn.Tensor, error) {
-	t, err := a.alloc(dt, shape)
-	if err != nil {
-		return t, err
-	}
-	if len(x)*int(unsafe.Sizeof(x[0])) != t.Bytes {
-		return t, fmt.Errorf("%d host elements for shape %v of %v", len(x), shape, dt)
-	}
-	return t, a.rt.CopyToDevice(t.Ptr, unsafe.Pointer(&x[0]), t.Bytes)
-}
-
-func (a *benchArena) free() {
-	for _, p := range a.ptrs {
-		a.rt.Free(p)
-	}
-	a.ptrs = nil
-}
-
 // countNonFinite downloads o and ht and counts NaN and Inf elements.
-func countNonFinite(rt *gdn.Runtime, a *gdn.CoreArgs) (int, error) {
-	o := make([]uint16, a.O.Elems())
-	if err := rt.CopyToHost(unsafe.Pointer(&o[0]), a.O.Ptr, a.O.Bytes); err != nil {
+func countNonFinite(u *gdn.DeviceCoreArgs) (int, error) {
+	res, err := u.Download()
+	if err != nil {
 		return 0, err
-	}
-	// All-ones exponent: NaN or Inf, in bf16 (8 bits) or fp16 (5 bits).
-	expMask := uint16(0x7f80)
-	if a.O.Dtype == gdn.FP16 {
-		expMask = 0x7c00
 	}
 	n := 0
-	for _, v := range o {
-		if v&expMask == expMask {
-			n++
-		}
-	}
-	ht := make([]float32, a.Ht.Elems())
-	if err := rt.CopyToHost(unsafe.Pointer(&ht[0]), a.Ht.Ptr, a.Ht.Bytes); err != nil {
-		return 0, err
-	}
-	for _, v := range ht {
-		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			n++
+	for _, x := range [][]float32{res.O, res.Ht} {
+		for _, v := range x {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				n++
+			}
 		}
 	}
 	return n, nil
@@ -543,7 +496,7 @@ func printBenchTable(w io.Writer, results []benchResult) {
 			optMs(a.FLACoreMs, "%.4f"), optMs(r.vsFLACore(), "%.2fx"), fmt.Sprintf("%s/%d", r.Timing, r.Calls), r.Plan.Variant.Name)
 	}
 	tw.Flush()
-	fmt.Fprintln(w, "x floor: time over the roofline floor (BENCH.md: 790 TFLOP/s, 4.3 TB/s).")
+	fmt.Fprintln(w, "x floor: time over the roofline floor (docs/BENCH.md: 790 TFLOP/s, 4.3 TB/s).")
 	fmt.Fprintln(w, "vs FLA core: FLA's time for the same work (recompute_w_u + fwd_h + fwd_o given g_cumsum and A,")
 	fmt.Fprintln(w, "measured on the H200 2026-11-29) over ours; > 1 means gdn is faster. Full-forward anchors are in --csv.")
 }

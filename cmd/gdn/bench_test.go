@@ -41,6 +41,10 @@ func TestParseBenchArgs(t *testing.T) {
 		{[]string{"--reps", "0"}, "--reps 0"},
 		{[]string{"--warmup", "0"}, "--warmup 0"},
 		{[]string{"--calls", "-1"}, "--calls -1"},
+		{[]string{"--plot", "chart.pdf"}, "--plot chart.pdf: want a .svg or .png"},
+		{[]string{"--from", "run.csv"}, "--from needs --plot or --compare"},
+		{[]string{"--from", "run.csv", "--plot", "a.svg", "--csv", "b.csv"}, "--from replaces the run"},
+		{[]string{"--from", "run.csv", "--plot", "a.svg", "--cases", "tp8_2k"}, "--from replaces the run"},
 	}
 	for _, c := range bad {
 		_, err := parseBenchArgs(c.args)
@@ -161,7 +165,7 @@ func TestGraphCallsAndMedian(t *testing.T) {
 func fakeResults() []benchResult {
 	tp8, _ := ref.CaseByName("tp8_32k")
 	mix, _ := ref.CaseByName("varlen_mix")
-	plan := gdn.Plan{Variant: kernsrc.Variant{Name: "gdn_core_bf16_bv64"}}
+	plan := gdn.Plan{Variant: kernsrc.Variant{Name: "gdn_hopper_bf16_bv64"}}
 	return []benchResult{
 		{Case: tp8, Dtype: gdn.BF16, Plan: plan, MedianMs: 0.4001, MinMs: 0.39, Timing: "graph", Calls: 5, Sets: 1, Reps: 30},
 		{Case: mix, Dtype: gdn.BF16, Plan: plan, MedianMs: 0.2, MinMs: 0.19, Timing: "stream", Calls: 20, Sets: 3, Reps: 30},
@@ -172,7 +176,7 @@ func TestPrintBenchTable(t *testing.T) {
 	var b bytes.Buffer
 	printBenchTable(&b, fakeResults())
 	out := b.String()
-	for _, want := range []string{"tp8_32k", "0.4001", "0.8002", "2.00x", "graph/5", "gdn_core_bf16_bv64", "8 seqs, 13882", "stream/20"} {
+	for _, want := range []string{"tp8_32k", "0.4001", "0.8002", "2.00x", "graph/5", "gdn_hopper_bf16_bv64", "8 seqs, 13882", "stream/20"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gdnjit/gdn"
+	"github.com/gdnjit/gdn/dtype"
 	"github.com/gdnjit/gdn/ref"
 )
 
@@ -22,7 +23,7 @@ import (
 type hostInputs struct {
 	Shape   ref.Shape
 	Dtype   gdn.Dtype // of Q, K, V: BF16 or FP16
-	Q, K, V []uint16  // bits of Dtype
+	Q, K, V []float32 // values of Dtype (already rounded to it), widened
 	GRaw    []float32 // [B,T,Hv] per-token log-gate (kept for checks)
 	G       []float32 // [B,T,Hv] chunk-local cumulative log-gate
 	Beta    []float32 // [B,T,Hv]
@@ -32,7 +33,17 @@ type hostInputs struct {
 
 // Bytes is the size of the set on the device.
 func (h *hostInputs) Bytes() int {
-	return 2*(len(h.Q)+len(h.K)+len(h.V)) + 4*(len(h.G)+len(h.Beta)+len(h.A)+len(h.H0))
+	return h.Dtype.Size()*(len(h.Q)+len(h.K)+len(h.V)) + 4*(len(h.G)+len(h.Beta)+len(h.A)+len(h.H0))
+}
+
+// hostArgs returns the set as the arguments of gdn.Runtime.UploadCore:
+// packed sequences in int32, h0 given, the final state asked for.
+func (h *hostInputs) hostArgs() *gdn.HostCoreArgs {
+	s := h.Shape
+	return &gdn.HostCoreArgs{
+		B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, CuSeqlens: s.CuSeqlens, Dtype: h.Dtype,
+		Q: h.Q, K: h.K, V: h.V, G: h.G, Beta: h.Beta, A: h.A, H0: h.H0, FinalState: true,
+	}
 }
 
 // inputBytes is hostInputs.Bytes for a shape, without drawing anything
@@ -56,19 +67,17 @@ const (
 // fills: large enough to amortise seeding, small enough to balance load.
 const rngBlock = 1 << 16
 
-// genInputs draws the SPEC recipe for shape s in float32: q, k L2-normalised
+// genInputs draws the docs/SPEC.md recipe for shape s in float32: q, k L2-normalised
 // per token and head; v ~ N(0,1); raw g = logsigmoid(N(0,1))/16 except 0 on
 // value heads h%4 == 0; beta = sigmoid(N(0,1)); h0 ~ N(0,1). q, k and v are
 // rounded to dt (BF16 or FP16); g_cumsum and A are computed from the rounded
 // k, as the kernel sees it.
 func genInputs(s ref.Shape, dt gdn.Dtype, seed uint64) *hostInputs {
 	h := &hostInputs{Shape: s, Dtype: dt}
-	round, widen := roundFuncs(dt)
-
-	var kf []float32 // rounded k, widened back, for A
-	h.Q, _ = unitRows(s.QKLen(), seed, rngQ, round, widen, false)
-	h.K, kf = unitRows(s.QKLen(), seed, rngK, round, widen, true)
-	h.V = make([]uint16, s.VLen())
+	round := roundFunc(dt)
+	h.Q = unitRows(s.QKLen(), seed, rngQ, round)
+	h.K = unitRows(s.QKLen(), seed, rngK, round)
+	h.V = make([]float32, s.VLen())
 	fillRand(len(h.V), seed, rngV, func(r *rand.Rand, lo, hi int) {
 		for i := lo; i < hi; i++ {
 			h.V[i] = round(float32(r.NormFloat64()))
@@ -99,28 +108,23 @@ func genInputs(s ref.Shape, dt gdn.Dtype, seed uint64) *hostInputs {
 
 	chunks := chunkList(s)
 	h.G = chunkCumsum(s, chunks, h.GRaw)
-	h.A = solveA(s, chunks, kf, h.Beta, h.G)
+	h.A = solveA(s, chunks, h.K, h.Beta, h.G)
 	return h
 }
 
-// roundFuncs returns the rounding of float32 to dt's bits and the widening
-// back.
-func roundFuncs(dt gdn.Dtype) (round func(float32) uint16, widen func(uint16) float32) {
+// roundFunc returns the rounding of float32 to dt (BF16 or FP16), widened
+// back to float32.
+func roundFunc(dt gdn.Dtype) func(float32) float32 {
 	if dt == gdn.FP16 {
-		return ref.RoundFP16, ref.FP16ToFloat32
+		return func(x float32) float32 { return dtype.FP16ToFloat32(dtype.RoundFP16(x)) }
 	}
-	return ref.RoundBF16, ref.BF16ToFloat32
+	return func(x float32) float32 { return dtype.BF16ToFloat32(dtype.RoundBF16(x)) }
 }
 
 // unitRows draws n normals, scales each 128-vector (one token of one head)
-// to unit L2 norm and rounds to 16 bits. With keep it also returns the
-// rounded values widened to float32.
-func unitRows(n int, seed, stream uint64, round func(float32) uint16, widen func(uint16) float32, keep bool) ([]uint16, []float32) {
-	bits := make([]uint16, n)
-	var wide []float32
-	if keep {
-		wide = make([]float32, n)
-	}
+// to unit L2 norm and rounds to 16 bits (returned widened to float32).
+func unitRows(n int, seed, stream uint64, round func(float32) float32) []float32 {
+	out := make([]float32, n)
 	rows := n / ref.D
 	fillRand(rows, seed, stream, func(r *rand.Rand, lo, hi int) {
 		var row [ref.D]float64
@@ -132,15 +136,11 @@ func unitRows(n int, seed, stream uint64, round func(float32) uint16, widen func
 			}
 			inv := 1 / math.Sqrt(norm) // norm > 0 with probability 1
 			for j, x := range row {
-				b := round(float32(x * inv))
-				bits[i*ref.D+j] = b
-				if keep {
-					wide[i*ref.D+j] = widen(b)
-				}
+				out[i*ref.D+j] = round(float32(x * inv))
 			}
 		}
 	})
-	return bits, wide
+	return out
 }
 
 // fillRand calls f(r, lo, hi) for consecutive blocks of [0, n), in parallel,

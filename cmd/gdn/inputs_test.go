@@ -9,12 +9,16 @@ import (
 	"github.com/gdnjit/gdn/ref"
 )
 
-// widen64 turns 16-bit values of dt into float64.
-func widen64(bits []uint16, dt gdn.Dtype) []float64 {
-	_, widen := roundFuncs(dt)
-	out := make([]float64, len(bits))
-	for i, b := range bits {
-		out[i] = float64(widen(b))
+// widen64 turns values of dt (already rounded to it) into float64, and
+// checks that they are.
+func widen64(x []float32, dt gdn.Dtype) []float64 {
+	round := roundFunc(dt)
+	out := make([]float64, len(x))
+	for i, v := range x {
+		if round(v) != v {
+			panic("a value is not rounded to its dtype")
+		}
+		out[i] = float64(v)
 	}
 	return out
 }
@@ -39,7 +43,7 @@ func TestGenInputsRecipe(t *testing.T) {
 				t.Errorf("Bytes() = %d, inputBytes = %d", got, want)
 			}
 			// Unit rows (to 16-bit rounding).
-			for name, x := range map[string][]uint16{"q": h.Q, "k": h.K} {
+			for name, x := range map[string][]float32{"q": h.Q, "k": h.K} {
 				v := widen64(x, dt)
 				for r := 0; r < len(v); r += ref.D {
 					n := 0.0

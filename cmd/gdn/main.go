@@ -1,5 +1,9 @@
 // Command gdn is gdn's command-line tool: one binary with subcommands.
 //
+//	gdn run --in in.npz --out out.npz             the core forward on NumPy arrays
+//	gdn bench [--cases a,b] [--csv F] [--plot F.svg] [--compare OLD.csv]
+//	                                              time the benchmark suite (docs/BENCH.md)
+//	gdn bench --from RUN.csv --plot F.png         chart or compare a saved run, no GPU
 //	gdn warmup [--arch sm_90a] [--variants a,b]   compile kernels into the disk cache
 //	gdn info                                      device, NVRTC and cache facts
 //	gdn help [command]                            usage

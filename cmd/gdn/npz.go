@@ -3,6 +3,7 @@ package main
 import (
 	"archive/zip"
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -11,10 +12,22 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"codeberg.org/sbinet/npyio/npy"
+	"codeberg.org/sbinet/npyio/npz"
 )
 
-// A small reader and writer of NumPy's .npy and .npz files
-// (numpy.lib.format): enough for the arrays gdn exchanges with Python.
+// NumPy's .npy and .npz files, the arrays `gdn run` exchanges with Python.
+// Reading goes through codeberg.org/sbinet/npyio (npz for the archive, npy
+// for each member's header and elements), behind checks that make every bad
+// file an error rather than a panic, a huge allocation or a wrong answer:
+// npyio v0.14.0 slices the header without bounds checks, accepts a header
+// it only half understood, allocates what a header claims, and reads a
+// short array as zeros. Writing stays here: npyio writes an n-dimensional
+// shape only from nested Go slices walked by reflection (one slice header
+// per row, element by element) and always as format 2.0, where gdn writes
+// flat slices of millions of elements in NumPy's own 1.0 layout.
+//
 // Supported: little-endian float32, float64, int32 and int64 ('<f4', '<f8',
 // '<i4', '<i8'), C order, format versions 1.0, 2.0 and 3.0, any rank
 // including 0-d; .npz members stored or deflated.
@@ -31,6 +44,12 @@ const npyMagic = "\x93NUMPY"
 // npyMaxBytes bounds what a header may claim, so that a corrupt header fails
 // cleanly instead of asking for an absurd allocation.
 const npyMaxBytes = 1 << 40
+
+// npyMaxHeader bounds the header dictionary; NumPy's are under 200 bytes.
+const npyMaxHeader = 1 << 20
+
+// npyItemSize maps the supported type strings to their element size.
+var npyItemSize = map[string]int{"<f4": 4, "<f8": 8, "<i4": 4, "<i8": 8}
 
 // descr returns the array's NumPy type string.
 func (a *npyArray) descr() string {
@@ -71,6 +90,19 @@ func (a *npyArray) dataLen() int {
 	return -1
 }
 
+// npyDict renders the header dictionary the way NumPy does.
+func npyDict(descr string, shape []int) string {
+	dims := make([]string, len(shape))
+	for i, d := range shape {
+		dims[i] = strconv.Itoa(d)
+	}
+	s := strings.Join(dims, ", ")
+	if len(shape) == 1 {
+		s += "," // a Python 1-tuple
+	}
+	return fmt.Sprintf("{'descr': '%s', 'fortran_order': False, 'shape': (%s), }", descr, s)
+}
+
 // writeNpy writes a in .npy format: version 1.0 when the header fits its
 // 16-bit length field, 2.0 otherwise.
 func writeNpy(w io.Writer, a *npyArray) error {
@@ -80,16 +112,7 @@ func writeNpy(w io.Writer, a *npyArray) error {
 	if a.dataLen() != a.size() {
 		return fmt.Errorf("npy: shape %v needs %d elements, data has %d", a.Shape, a.size(), a.dataLen())
 	}
-	dims := make([]string, len(a.Shape))
-	for i, d := range a.Shape {
-		dims[i] = strconv.Itoa(d)
-	}
-	shape := strings.Join(dims, ", ")
-	if len(a.Shape) == 1 {
-		shape += "," // a Python 1-tuple
-	}
-	dict := fmt.Sprintf("{'descr': '%s', 'fortran_order': False, 'shape': (%s), }", a.descr(), shape)
-	if err := writeNpyHeader(w, dict); err != nil {
+	if err := writeNpyHeader(w, npyDict(a.descr(), a.Shape)); err != nil {
 		return err
 	}
 	return writeNpyData(w, a.Data)
@@ -118,8 +141,8 @@ func writeNpyHeader(w io.Writer, dict string) error {
 	return err
 }
 
-// writeNpyData writes the elements little-endian, in chunks so that a large
-// array does not need a second full-size copy.
+// writeNpyData writes the elements little-endian through a buffer, so that
+// a large array needs no second full-size copy.
 func writeNpyData(w io.Writer, data any) error {
 	bw := bufio.NewWriterSize(w, 1<<20)
 	var b [8]byte
@@ -165,39 +188,42 @@ func readNpy(r io.Reader, limit int64) (*npyArray, error) {
 	if err != nil {
 		return nil, err
 	}
-	descr, shape, err := parseNpyDict(dict)
+	hdr, err := parseNpyHeader(dict)
 	if err != nil {
 		return nil, err
 	}
-	item := map[string]int{"<f4": 4, "<f8": 8, "<i4": 4, "<i8": 8}[descr]
-	if item == 0 {
-		return nil, fmt.Errorf("npy: dtype %q not supported (want little-endian '<f4', '<f8', '<i4' or '<i8')", descr)
-	}
+	descr, shape := hdr.Descr.Type, hdr.Descr.Shape
+	item := npyItemSize[descr]
 	n := 1
 	for _, d := range shape {
-		if d < 0 || (d > 0 && n > npyMaxBytes/item/d) {
+		if d > 0 && n > npyMaxBytes/item/d {
 			return nil, fmt.Errorf("npy: shape %v too large", shape)
 		}
 		n *= d
 	}
-	if int64(n*item) > limit {
-		return nil, fmt.Errorf("npy: shape %v of %s needs %d bytes of data, the file has at most %d", shape, descr, n*item, limit)
+	want := int64(n) * int64(item)
+	if want > limit {
+		return nil, fmt.Errorf("npy: shape %v of %s needs %d bytes of data, the file has at most %d", shape, descr, want, limit)
 	}
 	// Read what is there instead of allocating what the headers claim: a
 	// zip member's claimed size is a header field too, and a corrupt or
 	// hostile file must not make the reader take memory it does not back.
-	raw, err := io.ReadAll(io.LimitReader(r, int64(n*item)))
-	if err == nil && len(raw) < n*item {
-		err = io.ErrUnexpectedEOF
+	raw, err := io.ReadAll(io.LimitReader(r, want))
+	if err == nil && int64(len(raw)) < want {
+		err = fmt.Errorf("the file ends after %d of its %d bytes", len(raw), want)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("npy: data of shape %v %s: %w", shape, descr, err)
 	}
-	return &npyArray{Shape: shape, Data: decodeNpyData(descr, raw, n)}, nil
+	data, err := decodeNpy(dict, descr, n, raw)
+	if err != nil {
+		return nil, fmt.Errorf("npy: data of shape %v %s: %w", shape, descr, err)
+	}
+	return &npyArray{Shape: shape, Data: data}, nil
 }
 
 // readNpyHeader checks the magic and version and returns the header
-// dictionary text.
+// dictionary text, bounded in length before it is allocated.
 func readNpyHeader(r io.Reader) (string, error) {
 	var pre [8]byte
 	if _, err := io.ReadFull(r, pre[:]); err != nil {
@@ -223,8 +249,8 @@ func readNpyHeader(r io.Reader) (string, error) {
 	default:
 		return "", fmt.Errorf("npy: format version %d.%d not supported (want 1.0, 2.0 or 3.0)", pre[6], pre[7])
 	}
-	if hlen > 1<<20 {
-		return "", fmt.Errorf("npy: header length %d is implausible", hlen)
+	if hlen > npyMaxHeader {
+		return "", fmt.Errorf("npy: header length %d is implausible (at most %d)", hlen, npyMaxHeader)
 	}
 	hdr := make([]byte, hlen)
 	if _, err := io.ReadFull(r, hdr); err != nil {
@@ -233,166 +259,78 @@ func readNpyHeader(r io.Reader) (string, error) {
 	return string(hdr), nil
 }
 
-// decodeNpyData converts n little-endian elements of descr.
-func decodeNpyData(descr string, raw []byte, n int) any {
-	le := binary.LittleEndian
-	switch descr {
-	case "<f4":
-		out := make([]float32, n)
-		for i := range out {
-			out[i] = math.Float32frombits(le.Uint32(raw[4*i:]))
-		}
-		return out
-	case "<f8":
-		out := make([]float64, n)
-		for i := range out {
-			out[i] = math.Float64frombits(le.Uint64(raw[8*i:]))
-		}
-		return out
-	case "<i4":
-		out := make([]int32, n)
-		for i := range out {
-			out[i] = int32(le.Uint32(raw[4*i:]))
-		}
-		return out
-	default: // "<i8"
-		out := make([]int64, n)
-		for i := range out {
-			out[i] = int64(le.Uint64(raw[8*i:]))
-		}
-		return out
-	}
+// npyHeaderFor frames a dictionary as the smallest .npy file npyio reads:
+// magic, version 2.0, length, the dictionary and the newline npyio looks for.
+func npyHeaderFor(dict string) []byte {
+	dict = strings.TrimRight(dict, " \n") + "\n"
+	b := append([]byte(npyMagic), 2, 0)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(dict)))
+	return append(b, dict...)
 }
 
-// parseNpyDict reads the header dictionary, a Python literal such as
-//
-//	{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
-//
-// and returns the type string and the shape.
-func parseNpyDict(s string) (descr string, shape []int, err error) {
-	p := &pyLexer{s: s}
-	if !p.eat('{') {
-		return "", nil, fmt.Errorf("npy: header %q is not a dictionary", strings.TrimSpace(s))
+// parseNpyHeader reads the header dictionary with npyio and accepts it only
+// when npyio understood all of it: the dictionary npyio's reading renders
+// back must be the one in the file, whitespace aside. That also turns a
+// panic of npyio's parser on a malformed header into an error.
+func parseNpyHeader(dict string) (hdr npy.Header, err error) {
+	trimmed := strings.TrimSpace(dict)
+	if !strings.HasPrefix(trimmed, "{") || !strings.HasSuffix(trimmed, "}") {
+		return hdr, fmt.Errorf("npy: header %q is not a dictionary", trimmed)
 	}
-	seen := map[string]bool{}
-	for !p.eat('}') {
-		key, err := p.str()
-		if err != nil {
-			return "", nil, err
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("npy: header %q is malformed", trimmed)
 		}
-		if !p.eat(':') {
-			return "", nil, fmt.Errorf("npy: header: missing ':' after %q", key)
-		}
-		switch key {
-		case "descr":
-			descr, err = p.str()
-		case "fortran_order":
-			var fortran bool
-			if fortran, err = p.boolean(); err == nil && fortran {
-				err = errors.New("npy: Fortran-order arrays are not supported (save with C order)")
-			}
-		case "shape":
-			shape, err = p.intTuple()
-		default:
-			err = fmt.Errorf("npy: header: unexpected key %q", key)
-		}
-		if err != nil {
-			return "", nil, err
-		}
-		seen[key] = true
-		if !p.eat(',') && p.peek() != '}' {
-			return "", nil, fmt.Errorf("npy: header: expected ',' or '}' at offset %d", p.i)
+	}()
+	rr, err := npy.NewReader(bytes.NewReader(npyHeaderFor(dict)))
+	if err != nil {
+		return hdr, fmt.Errorf("npy: header %q: %w", trimmed, err)
+	}
+	hdr = rr.Header
+	if hdr.Descr.Shape == nil {
+		hdr.Descr.Shape = []int{} // npyio reads () as nil
+	}
+	hdr.Descr.Type = strings.Trim(hdr.Descr.Type, "'") // npyio keeps the quotes
+	d := hdr.Descr
+	for _, n := range d.Shape {
+		if n < 0 {
+			return hdr, fmt.Errorf("npy: header %q: bad dimension %d", trimmed, n)
 		}
 	}
-	for _, k := range []string{"descr", "fortran_order", "shape"} {
-		if !seen[k] {
-			return "", nil, fmt.Errorf("npy: header: missing key %q", k)
-		}
+	if d.Fortran {
+		return hdr, errors.New("npy: Fortran-order arrays are not supported (save with C order)")
 	}
-	return descr, shape, nil
+	if npyItemSize[d.Type] == 0 {
+		return hdr, fmt.Errorf("npy: dtype %s not supported (want little-endian '<f4', '<f8', '<i4' or '<i8')", d.Type)
+	}
+	squash := func(s string) string {
+		s = strings.Join(strings.Fields(s), "")
+		return strings.Replace(s, ",}", "}", 1)
+	}
+	if squash(dict) != squash(npyDict(d.Type, d.Shape)) {
+		return hdr, fmt.Errorf("npy: header %q: expected the form %q", trimmed, npyDict("<f4", []int{2, 3}))
+	}
+	return hdr, nil
 }
 
-// pyLexer scans the few Python literals a .npy header holds: quoted
-// strings, True/False, and tuples of integers.
-type pyLexer struct {
-	s string
-	i int
-}
-
-func (p *pyLexer) skipSpace() {
-	for p.i < len(p.s) && strings.IndexByte(" \t\r\n", p.s[p.i]) >= 0 {
-		p.i++
+// decodeNpy converts the n elements in raw with npyio, into a slice of the
+// Go type of descr. npyio's Array decodes in bulk; reading into a typed
+// slice would go element by element through the reader, 5x slower.
+func decodeNpy(dict, descr string, n int, raw []byte) (any, error) {
+	rr, err := npy.NewReader(io.MultiReader(bytes.NewReader(npyHeaderFor(dict)), bytes.NewReader(raw)))
+	if err != nil {
+		return nil, err
 	}
-}
-
-// peek returns the next non-space byte, or 0 at the end.
-func (p *pyLexer) peek() byte {
-	p.skipSpace()
-	if p.i < len(p.s) {
-		return p.s[p.i]
+	var arr npy.Array
+	if err := rr.Read(&arr); err != nil {
+		return nil, err
 	}
-	return 0
-}
-
-// eat consumes c if it is next.
-func (p *pyLexer) eat(c byte) bool {
-	if p.peek() == c {
-		p.i++
-		return true
+	data := arr.Data()
+	got := (&npyArray{Data: data}).dataLen()
+	if got != n {
+		return nil, fmt.Errorf("npyio decoded %d elements of %T, want %d of %s", got, data, n, descr)
 	}
-	return false
-}
-
-func (p *pyLexer) str() (string, error) {
-	q := p.peek()
-	if q != '\'' && q != '"' {
-		return "", fmt.Errorf("npy: header: expected a string at offset %d", p.i)
-	}
-	end := strings.IndexByte(p.s[p.i+1:], q)
-	if end < 0 {
-		return "", errors.New("npy: header: unterminated string")
-	}
-	v := p.s[p.i+1 : p.i+1+end]
-	p.i += end + 2
-	return v, nil
-}
-
-func (p *pyLexer) boolean() (bool, error) {
-	p.skipSpace()
-	for _, w := range []string{"True", "False"} {
-		if strings.HasPrefix(p.s[p.i:], w) {
-			p.i += len(w)
-			return w == "True", nil
-		}
-	}
-	return false, fmt.Errorf("npy: header: expected True or False at offset %d", p.i)
-}
-
-func (p *pyLexer) intTuple() ([]int, error) {
-	if !p.eat('(') {
-		return nil, fmt.Errorf("npy: header: expected a shape tuple at offset %d", p.i)
-	}
-	shape := []int{}
-	for !p.eat(')') {
-		p.skipSpace()
-		j := p.i
-		for j < len(p.s) && p.s[j] >= '0' && p.s[j] <= '9' {
-			j++
-		}
-		d, err := strconv.Atoi(p.s[p.i:j])
-		if err != nil {
-			return nil, fmt.Errorf("npy: header: bad dimension at offset %d", p.i)
-		}
-		p.i = j
-		if p.i < len(p.s) && p.s[p.i] == 'L' { // Python 2 long
-			p.i++
-		}
-		shape = append(shape, d)
-		if !p.eat(',') && p.peek() != ')' {
-			return nil, fmt.Errorf("npy: header: expected ',' or ')' at offset %d", p.i)
-		}
-	}
-	return shape, nil
+	return data, nil
 }
 
 // namedArray is one member of an .npz file.
@@ -431,19 +369,31 @@ func writeNpzFile(path string, arrays []namedArray) error {
 	return f.Close()
 }
 
-// readNpz reads every NAME.npy member of an .npz; the map is keyed by NAME.
+// readNpz reads every NAME.npy member of an .npz of size bytes; the map is
+// keyed by NAME.
 func readNpz(r io.ReaderAt, size int64) (map[string]*npyArray, error) {
-	zr, err := zip.NewReader(r, size)
+	zr, err := npz.NewReader(r, size)
 	if err != nil {
 		return nil, fmt.Errorf("npz: %w", err)
 	}
+	// npz.Reader does not tell a member's size, which bounds what its header
+	// may claim; the zip directory does (archive/zip fails a member whose
+	// data does not match it).
+	dir, err := zip.NewReader(r, size)
+	if err != nil {
+		return nil, fmt.Errorf("npz: %w", err)
+	}
+	sizes := map[string]uint64{}
+	for _, f := range dir.File {
+		sizes[f.Name] = f.UncompressedSize64
+	}
 	out := map[string]*npyArray{}
-	for _, f := range zr.File {
-		name, ok := strings.CutSuffix(f.Name, ".npy")
+	for _, key := range zr.Keys() {
+		name, ok := strings.CutSuffix(key, ".npy")
 		if !ok {
 			continue // not an array; numpy never writes such members
 		}
-		a, err := readNpzMember(f)
+		a, err := readNpzMember(zr, key, int64(min(sizes[key], npyMaxBytes)))
 		if err != nil {
 			return nil, fmt.Errorf("npz: %s: %w", name, err)
 		}
@@ -452,13 +402,13 @@ func readNpz(r io.ReaderAt, size int64) (map[string]*npyArray, error) {
 	return out, nil
 }
 
-func readNpzMember(f *zip.File) (*npyArray, error) {
-	rc, err := f.Open()
+// readNpzMember reads one member of at most limit bytes.
+func readNpzMember(zr *npz.Reader, key string, limit int64) (*npyArray, error) {
+	rc, err := zr.Open(key)
 	if err != nil {
 		return nil, err
 	}
 	defer rc.Close()
-	limit := int64(min(f.UncompressedSize64, npyMaxBytes))
 	return readNpy(rc, limit)
 }
 

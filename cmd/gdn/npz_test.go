@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -106,7 +108,7 @@ func TestNpyMalformed(t *testing.T) {
 		{"big endian", "not supported", v1("{'descr': '>f4', 'fortran_order': False, 'shape': (2, 3), }", f4...)},
 		{"float16", "not supported", v1("{'descr': '<f2', 'fortran_order': False, 'shape': (2, 3), }", f4...)},
 		{"fortran", "Fortran", v1("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", f4...)},
-		{"no shape", "missing key \"shape\"", v1("{'descr': '<f4', 'fortran_order': False, }", f4...)},
+		{"no shape", "invalid dictionary format", v1("{'descr': '<f4', 'fortran_order': False, }", f4...)},
 		{"bad shape", "bad dimension", v1("{'descr': '<f4', 'fortran_order': False, 'shape': (2, -3), }", f4...)},
 		{"unclosed", "expected", v1("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3 }", f4...)},
 		{"short data", "data of shape [7] <f4", v1("{'descr': '<f4', 'fortran_order': False, 'shape': (7,), }", f4...)},
@@ -162,8 +164,8 @@ func TestNpzMalformedMember(t *testing.T) {
 	w.Write([]byte("\x93NUMPY\x01\x00\x04\x00{}\n\n"))
 	zw.Close()
 	_, err := readNpzBytes(b.Bytes())
-	if err == nil || !strings.Contains(err.Error(), "q") || !strings.Contains(err.Error(), "missing key") {
-		t.Errorf("err = %v, want one naming q and the missing key", err)
+	if err == nil || !strings.Contains(err.Error(), "q") || !strings.Contains(err.Error(), "invalid dictionary") {
+		t.Errorf("err = %v, want one naming q and the bad dictionary", err)
 	}
 	if _, err := readNpzBytes([]byte("not a zip")); err == nil {
 		t.Error("a non-zip file read without error")
@@ -342,5 +344,91 @@ func TestRunCommandArgs(t *testing.T) {
 	}
 	if err := runRun([]string{"--bogus"}); !errors.Is(err, errUsage) {
 		t.Errorf("unknown flag: err = %v, want errUsage", err)
+	}
+}
+
+// TestNpyHeadersNpyioMisreads covers headers that npyio v0.14.0 cannot
+// parse safely on its own: each must be an error (never a panic), or read
+// correctly.
+func TestNpyHeadersNpyioMisreads(t *testing.T) {
+	file := func(version byte, dict string, data []byte) []byte {
+		b := append([]byte(npyMagic), version, 0)
+		if version == 1 {
+			b = binary.LittleEndian.AppendUint16(b, uint16(len(dict)))
+		} else {
+			b = binary.LittleEndian.AppendUint32(b, uint32(len(dict)))
+		}
+		return append(append(b, dict...), data...)
+	}
+	f4x2 := []byte{0, 0, 0x80, 0x3f, 0, 0, 0, 0x40} // 1, 2
+	ok := map[string][]byte{
+		"no newline":  file(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", f4x2),
+		"version 3.0": file(3, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }\n", f4x2),
+	}
+	for name, b := range ok {
+		a, err := readNpy(bytes.NewReader(b), int64(len(b)))
+		if err != nil || !reflect.DeepEqual(a.Data, []float32{1, 2}) {
+			t.Errorf("%s: %v, %v", name, a, err)
+		}
+	}
+	bad := map[string]struct {
+		file []byte
+		want string
+	}{
+		// npyio reads these wrongly (as a 0-d array, or by slicing past
+		// the text): refused, since NumPy never writes them.
+		"no trailing comma": {file(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,)}\n", f4x2), "expected the form"},
+		"keys out of order": {file(1, "{'shape': (2,), 'fortran_order': False, 'descr': '<f4', }\n", f4x2), "header"},
+		"shape not a tuple": {file(1, "{'descr': '<f4', 'fortran_order': False, 'shape': 2, }\n", f4x2), "header"},
+		"empty shape text":  {file(1, "{'descr': '<f4', 'fortran_order': False, 'shape': , }\n", f4x2), "header"},
+		"huge header":       {file(2, strings.Repeat(" ", 8), nil)[:12], "implausible"},
+		"short by one item": {file(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }\n", f4x2), "ends after 8 of its 12 bytes"},
+		"object dtype":      {file(1, "{'descr': '|O', 'fortran_order': False, 'shape': (2,), }\n", f4x2), "not supported"},
+	}
+	// A header length of 2^32-1: bounded before anything is allocated.
+	huge := bad["huge header"]
+	binary.LittleEndian.PutUint32(huge.file[8:], math.MaxUint32)
+	bad["huge header"] = huge
+	for name, c := range bad {
+		_, err := readNpy(bytes.NewReader(c.file), int64(len(c.file)))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want one containing %q", name, err, c.want)
+		}
+	}
+}
+
+// TestNpzMutationsNeverPanic flips bytes of a valid .npz: every result is
+// an array set or an error, never a panic.
+func TestNpzMutationsNeverPanic(t *testing.T) {
+	good := npzBytes(t, smallRunInput()[7:], zip.Store) // cu_seqlens and scale: small
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 3000 {
+		b := bytes.Clone(good)
+		for range 1 + rng.IntN(4) {
+			b[rng.IntN(len(b))] = byte(rng.IntN(256))
+		}
+		if rng.IntN(4) == 0 {
+			b = b[:rng.IntN(len(b))]
+		}
+		readNpzBytes(b) // must return
+	}
+}
+
+// BenchmarkReadNpz reads an .npz with one float32 array of 4M elements (16
+// MB), the size of q for 8k tokens and 32 heads.
+func BenchmarkReadNpz(b *testing.B) {
+	x := make([]float32, 1<<22)
+	for i := range x {
+		x[i] = float32(i)
+	}
+	var buf bytes.Buffer
+	if err := writeNpz(&buf, []namedArray{{"x", &npyArray{Shape: []int{1 << 12, 1 << 10}, Data: x}}}, zip.Store); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(4 * len(x)))
+	for b.Loop() {
+		if _, err := readNpzBytes(buf.Bytes()); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

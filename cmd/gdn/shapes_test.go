@@ -56,8 +56,8 @@ func TestVariantsForShapes(t *testing.T) {
 	for _, v := range vs {
 		names = append(names, v.Name)
 	}
-	// Few heads fit one wave at BV 32; 8 x 32 chains need BV 64.
-	want := "gdn_core_bf16_bv32,gdn_core_fp16_bv32,gdn_core_bf16_bv64,gdn_core_fp16_bv64"
+	// Few heads take 64-wide tiles (more CTAs); 8 x 32 chains fill the GPU at 128.
+	want := "gdn_hopper_bf16_bv64,gdn_hopper_fp16_bv64,gdn_hopper_bf16_bv128,gdn_hopper_fp16_bv128"
 	if got := strings.Join(names, ","); got != want {
 		t.Errorf("variants %s, want %s", got, want)
 	}
@@ -69,7 +69,7 @@ func TestVariantsForShapes(t *testing.T) {
 func TestWarmupShapes(t *testing.T) {
 	needNVRTC(t)
 	code, out, errOut := runGDN(t, "warmup", "--arch", "sm_90a", "--cache-dir", t.TempDir(), "--shapes", "tp8_2k")
-	if code != 0 || !strings.Contains(out, "gdn_core_bf16_bv32") || strings.Contains(out, "gdn_core_bf16_bv64") {
+	if code != 0 || !strings.Contains(out, "gdn_hopper_bf16_bv64") || strings.Contains(out, "gdn_hopper_bf16_bv128") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 	if code, _, _ := runGDN(t, "warmup", "--arch", "sm_90a", "--shapes", "tp8_2k", "--variants", "test_axpy"); code == 0 {

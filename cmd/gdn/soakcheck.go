@@ -32,10 +32,10 @@ type soakInputs struct {
 // rounding is the option under test).
 func newSoakInputs(p soakProblem) soakInputs {
 	s := p.shape()
-	round, widen := roundFuncs(p.Dtype)
-	rounded := func(x float64) float32 { return widen(round(float32(x))) }
-	_, q := unitRows(s.QKLen(), p.Seed, rngQ, round, widen, true)
-	_, k := unitRows(s.QKLen(), p.Seed, rngK, round, widen, true)
+	round := roundFunc(p.Dtype)
+	rounded := func(x float64) float32 { return round(float32(x)) }
+	q := unitRows(s.QKLen(), p.Seed, rngQ, round)
+	k := unitRows(s.QKLen(), p.Seed, rngK, round)
 	v := make([]float32, s.VLen())
 	fillRand(len(v), p.Seed, rngV, func(r *rand.Rand, lo, hi int) {
 		for i := lo; i < hi; i++ {

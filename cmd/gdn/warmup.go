@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gdnjit/gdn"
 	"github.com/gdnjit/gdn/driver"
 	"github.com/gdnjit/gdn/jit"
 	"github.com/gdnjit/gdn/kernsrc"
@@ -42,19 +43,22 @@ func (r warmResult) failed() bool {
 
 func runWarmup(args []string) error {
 	fs := newFlags("warmup", "[--arch sm_90a] [--all | --variants a,b | --shapes S [--shapes-file F] [--dtypes bf16,fp16] [--sms N]] [--cache-dir DIR] [--jobs N]\n\n"+shapeSyntax)
-	arch := fs.String("arch", "", "target architecture, e.g. sm_90a (default: detected from GPU 0)")
+	arch := fs.String("arch", "", "target architecture: sm_90a, the only one the kernels are written for (sm_90 is read as sm_90a; default: GPU 0's, which must be a Hopper GPU)")
 	list := fs.String("variants", "", "comma-separated variant names (default: every variant)")
 	shapes := fs.String("shapes", "", "compile the variants these shapes need (see below), separated by ';'")
 	shapesFile := fs.String("shapes-file", "", "a file of shapes, one per line")
 	dtypes := fs.String("dtypes", "bf16", "with --shapes: the input dtypes, comma-separated (bf16, fp16)")
 	sms := fs.Int("sms", 132, "with --shapes: the multiprocessors of the GPU the kernels are for (a MIG slice has fewer)")
-	fs.Bool("all", true, "compile every catalogue variant (the default unless --variants is given)")
+	all := fs.Bool("all", false, "compile every catalogue variant (what happens when neither --variants nor --shapes is given)")
 	cacheDir := fs.String("cache-dir", "", "disk cache folder (default: $"+jit.CacheDirEnv+", else the user cache folder's gdn/kernels)")
 	jobs := fs.Int("jobs", min(runtime.NumCPU(), 4), "variants compiled at once")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	var variants []kernsrc.Variant
+	if *all && (*list != "" || *shapes != "" || *shapesFile != "") {
+		return errors.New("--all compiles every variant: give it alone, or --variants or --shapes instead")
+	}
 	if *shapes != "" || *shapesFile != "" {
 		if *list != "" {
 			return errors.New("give --variants or --shapes/--shapes-file, not both")
@@ -80,13 +84,18 @@ func runWarmup(args []string) error {
 			return err
 		}
 	}
+	target, err := warmupTarget(*arch)
+	if err != nil {
+		return err
+	}
 	n, err := jit.LoadNVRTC()
 	if err != nil {
 		return err
 	}
-	target, err := warmupTarget(*arch, n)
-	if err != nil {
-		return err
+	// sm_90a needs NVRTC 12.0 or newer; an older one would fail every
+	// variant with the same ptxas error.
+	if major, _ := n.Version(); major < 12 || !n.Supports(target.CC()) {
+		return fmt.Errorf("%s cannot compile for %s (it needs NVRTC 12.0 or newer)", n, target)
 	}
 	disk, err := jit.OpenDiskCache(*cacheDir)
 	if err != nil {
@@ -155,33 +164,34 @@ func selectVariants(list string) ([]kernsrc.Variant, error) {
 	return out, nil
 }
 
-// warmupTarget reads --arch, or asks GPU 0 for its compute capability.
-func warmupTarget(arch string, n *jit.NVRTC) (jit.Target, error) {
-	if arch != "" {
-		t, err := jit.ParseTarget(arch)
+// warmupTarget reads --arch, or asks GPU 0 for its compute capability. The
+// kernels exist for sm_90a only (gdn.KernelArch): any other target is one
+// line of error, and sm_90 is read as sm_90a with a note saying so.
+func warmupTarget(arch string) (jit.Target, error) {
+	if arch == "" {
+		ctx, err := driver.Open(0)
 		if err != nil {
-			return t, err
+			hint := "pass --arch sm_90a to compile for an H100/H200 without one"
+			if errors.Is(err, driver.ErrNoCUDA) {
+				hint = "this gdn is built without -tags cuda; " + hint
+			}
+			return jit.Target{}, fmt.Errorf("no --arch given and no GPU to detect it from (%v); %s", err, hint)
 		}
-		if !n.Supports(t.CC()) {
-			return t, fmt.Errorf("%s cannot compile for %s (it knows %v)", n, t, n.SupportedArchs())
+		info := ctx.Info()
+		ctx.Close()
+		if err := gdn.CheckDevice(info); err != nil {
+			return jit.Target{}, err
 		}
-		return t, nil
+		fmt.Fprintf(stderr, "warmup: GPU 0 is %s (compute capability %d.%d): target %s\n", info.Name, info.Major, info.Minor, gdn.KernelArch)
+		arch = gdn.KernelArch
 	}
-	ctx, err := driver.Open(0)
-	if err != nil {
-		hint := "pass --arch sm_90a to compile for an H100/H200 without one"
-		if errors.Is(err, driver.ErrNoCUDA) {
-			hint = "this gdn is built without -tags cuda; " + hint
-		}
-		return jit.Target{}, fmt.Errorf("no --arch given and no GPU to detect it from (%v); %s", err, hint)
-	}
-	info := ctx.Info()
-	ctx.Close()
-	t, err := jit.TargetFor(info.Major, info.Minor, n)
+	t, note, err := gdn.KernelTarget(arch)
 	if err != nil {
 		return t, err
 	}
-	fmt.Fprintf(stderr, "warmup: GPU 0 is %s (compute capability %d.%d): target %s\n", info.Name, info.Major, info.Minor, t)
+	if note != "" {
+		fmt.Fprintf(stderr, "warmup: %s\n", note)
+	}
 	return t, nil
 }
 

@@ -127,9 +127,51 @@ func TestWarmupBadArguments(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "hopper") {
 		t.Errorf("bad arch: exit %d, stderr:\n%s", code, errOut)
 	}
-	code, _, errOut = runGDN(t, "warmup", "--arch", "sm_200", "--cache-dir", t.TempDir())
-	if code != 1 || !strings.Contains(errOut, "cannot compile for sm_200") {
-		t.Errorf("unknown arch: exit %d, stderr:\n%s", code, errOut)
+	// Any target but sm_90a is one line of error, before anything compiles.
+	for _, arch := range []string{"sm_75", "sm_80", "sm_200", "compute_90"} {
+		code, out, errOut := runGDN(t, "warmup", "--arch", arch, "--cache-dir", t.TempDir())
+		want := "gdn warmup: gdn: " + arch + ": unsupported GPU: the kernels need sm_90a"
+		if code != 1 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.HasPrefix(errOut, want) || strings.Contains(errOut, "\x00") {
+			t.Errorf("--arch %s: exit %d, stdout %q, stderr:\n%s", arch, code, out, errOut)
+		}
+	}
+	for _, args := range [][]string{{"--all", "--variants", "test_axpy"}, {"--all", "--shapes", "a;Hq=1,Hv=1,lens=64"}} {
+		code, _, errOut := runGDN(t, append([]string{"warmup", "--arch", "sm_90a", "--cache-dir", t.TempDir()}, args...)...)
+		if code != 1 || !strings.Contains(errOut, "--all compiles every variant") {
+			t.Errorf("%v: exit %d, stderr:\n%s", args, code, errOut)
+		}
+	}
+}
+
+// TestWarmupSM90 reads sm_90 as sm_90a and says so once.
+func TestWarmupSM90(t *testing.T) {
+	needNVRTC(t)
+	code, out, errOut := runGDN(t, "warmup", "--arch", "sm_90", "--variants", "test_axpy", "--cache-dir", t.TempDir())
+	if code != 0 || strings.Count(errOut, "sm_90 taken as sm_90a") != 1 || !strings.Contains(errOut, "for sm_90a") {
+		t.Errorf("exit %d, stdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+}
+
+// TestWarmupAllFlag: --all compiles the whole catalogue, as no selection
+// does (a two-variant catalogue keeps it quick).
+func TestWarmupAllFlag(t *testing.T) {
+	needNVRTC(t)
+	oldCat := catalogue
+	defer func() { catalogue = oldCat }()
+	catalogue = func() []kernsrc.Variant {
+		return []kernsrc.Variant{
+			{Name: "test_axpy", File: "test_kernels.cu", Kernel: "gdn_test_axpy"},
+			{Name: "test_smem_reverse", File: "test_kernels.cu", Kernel: "gdn_test_smem_reverse"},
+		}
+	}
+	code, out, errOut := runGDN(t, "warmup", "--arch", "sm_90a", "--all", "--cache-dir", t.TempDir())
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+	}
+	for _, v := range catalogue() {
+		if !strings.Contains(out, v.Name) {
+			t.Errorf("--all: %s missing from the table:\n%s", v.Name, out)
+		}
 	}
 }
 

@@ -4,7 +4,7 @@
 // The batch has Qwen3.5's head layout (16 query/key heads, 32 value heads,
 // head dimension 128) and four packed sequences of 4096, 1000, 2500 and 300
 // tokens, with an initial state h0 and the final state ht returned, in
-// bf16. The inputs follow SPEC.md's recipe; g_cumsum and A, which the core
+// bf16. The inputs follow docs/SPEC.md's recipe; g_cumsum and A, which the core
 // forward is given, come from the reference package.
 //
 // The whole batch is too big for the token-by-token reference on a CPU, so
@@ -26,9 +26,9 @@ import (
 	"os"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/gdnjit/gdn"
+	"github.com/gdnjit/gdn/dtype"
 	"github.com/gdnjit/gdn/ref"
 )
 
@@ -78,12 +78,12 @@ func gpuBatch(rt *gdn.Runtime) error {
 
 	args := hostArgs(in, gcum, A)
 	var res *gdn.HostCoreResult
-	for _, label := range []string{"first call, compiles or loads the kernel", "second call"} {
+	for _, label := range []string{"first call: compiles or loads the kernel, allocates its buffers", "second call: buffers reused"} {
 		start = time.Now()
 		if res, err = rt.ForwardHost(args); err != nil {
 			return err
 		}
-		fmt.Printf("ForwardHost: %7.1f ms wall (%s; with allocation, upload and download)\n",
+		fmt.Printf("ForwardHost: %7.1f ms wall (%s; with conversion, upload and download)\n",
 			float64(time.Since(start).Microseconds())/1e3, label)
 	}
 
@@ -96,7 +96,7 @@ func gpuBatch(rt *gdn.Runtime) error {
 // prepare draws the recipe inputs (q, k, v rounded to bf16) and computes
 // the chunk-local cumulative gates and A.
 func prepare(s ref.Shape) (in ref.Inputs, gcum, A []float64, err error) {
-	in, err = ref.Recipe(s, batchSeed, ref.RecipeOptions{Dtype: ref.BF16, WithH0: true})
+	in, err = ref.Recipe(s, batchSeed, ref.RecipeOptions{Dtype: dtype.BF16, WithH0: true})
 	if err != nil {
 		return in, nil, nil, err
 	}
@@ -119,7 +119,7 @@ func hostArgs(in ref.Inputs, gcum, A []float64) *gdn.HostCoreArgs {
 }
 
 // checkSlice compares o and ht of the checked heads with ref.Recurrent and
-// fails when either misses SPEC.md's pass line.
+// fails when either misses docs/SPEC.md's pass line.
 func checkSlice(in ref.Inputs, res *gdn.HostCoreResult) error {
 	start := time.Now()
 	var oGot, htGot []float32
@@ -199,19 +199,15 @@ func resultSlice(s ref.Shape, res *gdn.HostCoreResult, kh int) (o, ht []float32)
 // is called on a stream, here timed with CUDA events over repeated calls
 // (the Runtime captures a CUDA graph at the second identical call and replays it from then on).
 func timeOnDevice(rt *gdn.Runtime, h *gdn.HostCoreArgs, c ref.Case) error {
-	d := &deviceBatch{rt: rt}
-	defer d.free()
-	a, err := d.upload(h)
+	// UploadCore returns once the data is on the device, so a stream of our
+	// own can use it at once.
+	d, err := rt.UploadCore(h)
 	if err != nil {
 		return err
 	}
-	ctx := rt.Context()
-	// A copy from pageable memory may return before its DMA ends, and a
-	// stream of our own does not wait for the legacy stream it ran on.
-	if err := ctx.Synchronize(); err != nil {
-		return err
-	}
-	stream, err := ctx.NewStream()
+	defer d.Free()
+	a := d.Args
+	stream, err := rt.Context().NewStream()
 	if err != nil {
 		return err
 	}
@@ -239,80 +235,12 @@ func timeOnDevice(rt *gdn.Runtime, h *gdn.HostCoreArgs, c ref.Case) error {
 	return nil
 }
 
-// deviceBatch owns the device copies of one batch.
-type deviceBatch struct {
-	rt   *gdn.Runtime
-	ptrs []uintptr
-}
-
-// upload copies h (packed sequences with h0, as this example's batch) to
-// the device in the dtypes ForwardHost would use (q, k, v bf16; g, beta, A,
-// h0 fp32; cu_seqlens int32) and allocates o and ht.
-func (d *deviceBatch) upload(h *gdn.HostCoreArgs) (*gdn.CoreArgs, error) {
-	bt := func(last ...int) []int { return append([]int{h.B, h.T}, last...) }
-	state := []int{len(h.CuSeqlens) - 1, h.Hv, gdn.HeadDim, gdn.HeadDim}
-	cu := make([]int32, len(h.CuSeqlens))
-	for i, x := range h.CuSeqlens {
-		cu[i] = int32(x)
-	}
-	a := &gdn.CoreArgs{CuSeqlens: h.CuSeqlens}
-	var err error
-	set := func(dst *gdn.Tensor, dt gdn.Dtype, shape []int, src unsafe.Pointer) {
-		if err == nil {
-			*dst, err = d.tensor(dt, shape, src)
-		}
-	}
-	set(&a.Q, gdn.BF16, bt(h.Hq, gdn.HeadDim), bf16(h.Q))
-	set(&a.K, gdn.BF16, bt(h.Hq, gdn.HeadDim), bf16(h.K))
-	set(&a.V, gdn.BF16, bt(h.Hv, gdn.HeadDim), bf16(h.V))
-	set(&a.G, gdn.FP32, bt(h.Hv), unsafe.Pointer(&h.G[0]))
-	set(&a.Beta, gdn.FP32, bt(h.Hv), unsafe.Pointer(&h.Beta[0]))
-	set(&a.A, gdn.FP32, bt(h.Hv, gdn.ChunkLen), unsafe.Pointer(&h.A[0]))
-	set(&a.H0, gdn.FP32, state, unsafe.Pointer(&h.H0[0]))
-	set(&a.CuSeqlensDevice, gdn.Int32, []int{len(cu)}, unsafe.Pointer(&cu[0]))
-	set(&a.O, gdn.BF16, bt(h.Hv, gdn.HeadDim), nil)
-	set(&a.Ht, gdn.FP32, state, nil)
-	return a, err
-}
-
-// tensor allocates a device tensor and, unless src is nil, fills it from
-// host memory holding its elements in their device encoding.
-func (d *deviceBatch) tensor(dt gdn.Dtype, shape []int, src unsafe.Pointer) (gdn.Tensor, error) {
-	t := gdn.Tensor{Dtype: dt, Shape: shape}
-	t.Bytes = t.Elems() * dt.Size()
-	p, err := d.rt.Malloc(t.Bytes)
-	if err != nil {
-		return t, err
-	}
-	d.ptrs = append(d.ptrs, p)
-	t.Ptr = p
-	if src == nil {
-		return t, nil
-	}
-	return t, d.rt.CopyToDevice(p, src, t.Bytes)
-}
-
-func (d *deviceBatch) free() {
-	for _, p := range d.ptrs {
-		d.rt.Free(p)
-	}
-}
-
-// bf16 rounds x to bfloat16 and returns a pointer to the bits.
-func bf16(x []float32) unsafe.Pointer {
-	b := make([]uint16, len(x))
-	for i, v := range x {
-		b[i] = ref.RoundBF16(v)
-	}
-	return unsafe.Pointer(&b[0])
-}
-
 // cpuReference is the no-GPU path: the reference's chunked form (what the
 // kernels compute) against its token-by-token recurrence on a small case
 // with two chunks, a tail chunk and G = 2.
 func cpuReference() error {
 	s := ref.Shape{B: 1, T: 200, Hq: 2, Hv: 4}
-	in, err := ref.Recipe(s, batchSeed, ref.RecipeOptions{Dtype: ref.BF16, WithH0: true})
+	in, err := ref.Recipe(s, batchSeed, ref.RecipeOptions{Dtype: dtype.BF16, WithH0: true})
 	if err != nil {
 		return err
 	}
@@ -338,7 +266,7 @@ func cpuReference() error {
 	fmt.Printf("  o[t=%d, head 3, 0:4] = %.5f (chunked) vs %.5f (recurrent)\n", s.T-1, o[((s.T-1)*s.Hv+3)*ref.D:][:4], oRef[((s.T-1)*s.Hv+3)*ref.D:][:4])
 	eo, eht := ref.Compare64(o, oRef), ref.Compare64(ht, htRef)
 	errO, errHt := eo.Within(ref.PassO), eht.Within(ref.PassHt)
-	fmt.Printf("  chunked vs recurrent: o %v %s, ht %v %s (SPEC pass line: o %.0e/%.0e, ht %.0e/%.1e)\n",
+	fmt.Printf("  chunked vs recurrent: o %v %s, ht %v %s (pass lines of docs/SPEC.md: o %.0e/%.0e, ht %.0e/%.1e)\n",
 		eo, verdict(errO), eht, verdict(errHt), ref.PassO.Ratio, ref.PassO.MaxAbs, ref.PassHt.Ratio, ref.PassHt.MaxAbs)
 	return errors.Join(errO, errHt)
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """check_run.py: calls `gdn run` the way a NumPy pipeline would, and checks it.
 
-It draws inputs of SPEC's recipe with NumPy (packed variable-length
+It draws inputs of the recipe in docs/SPEC.md with NumPy (packed variable-length
 sequences, grouped value heads, an initial state), computes g_cumsum and A in
 float64, writes them to an .npz, runs `gdn run`, reads o and ht back and
 compares them with a float64 recurrent reference computed here, independently
@@ -9,7 +9,7 @@ of gdn's Go reference, on the same bf16-rounded q, k, v.
 
     python3 examples/python/check_run.py path/to/gdn [workdir]
 
-Needs numpy and a GPU; exits non-zero when an output misses SPEC's pass line.
+Needs numpy and a GPU; exits non-zero when an output misses a pass line of docs/SPEC.md.
 """
 import os
 import subprocess

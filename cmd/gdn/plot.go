@@ -1,0 +1,270 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"image/color"
+	"math"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+)
+
+// The chart of `gdn bench --plot`: one group of bars per case (gdn, then
+// each anchor that has a row for the case), with the roofline floor drawn
+// across the group, on a logarithmic time axis: the cases span two orders
+// of magnitude, and a ratio reads the same everywhere on a log axis.
+
+// plotSeries is one kind of bar: a label for the legend, a colour, and
+// the time it takes from a row (0: no bar).
+type plotSeries struct {
+	label string
+	color color.Color
+	ms    func(benchRow) float64
+}
+
+// plotSeriesAll lists the bars of a group, left to right. Colours are
+// distinguishable for the common colour-vision deficiencies (Okabe-Ito).
+var plotSeriesAll = []plotSeries{
+	{"gdn (core forward)", color.RGBA{0, 114, 178, 255}, func(r benchRow) float64 { return r.MedianMs }},
+	{"FLA core (same work)", color.RGBA{230, 159, 0, 255}, func(r benchRow) float64 { return r.FLACoreMs }},
+	{"FlashQLA (full forward)", color.RGBA{0, 158, 115, 255}, func(r benchRow) float64 { return r.FlashQLAMs }},
+	{"FlashInfer (full forward)", color.RGBA{204, 121, 167, 255}, func(r benchRow) float64 { return r.FlashInferMs }},
+}
+
+// floorColor draws the roofline floor.
+var floorColor = color.Black
+
+// writeBenchPlot renders rows as a chart into path; the extension picks
+// the format (.svg or .png).
+func writeBenchPlot(path string, rows []benchRow) error {
+	ext := strings.ToLower(filepath.Ext(path))
+	if ext != ".svg" && ext != ".png" {
+		return fmt.Errorf("--plot %s: want a .svg or .png file name", path)
+	}
+	p, w, h, err := benchPlot(rows)
+	if err != nil {
+		return fmt.Errorf("--plot %s: %w", path, err)
+	}
+	if err := p.Save(w, h, path); err != nil {
+		return fmt.Errorf("--plot %s: %w", path, err)
+	}
+	return nil
+}
+
+// benchPlot builds the chart of rows and its size.
+func benchPlot(rows []benchRow) (*plot.Plot, vg.Length, vg.Length, error) {
+	if len(rows) == 0 {
+		return nil, 0, 0, errors.New("no cases to plot")
+	}
+	p := plot.New()
+	p.Title.Text = "Gated DeltaNet chunked prefill on the H200: time per call (lower is better)"
+	p.Title.TextStyle.Font.Size = vg.Points(14)
+	p.Y.Label.Text = "milliseconds (log scale)"
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = logTicks125{}
+	p.Y.Tick.Label.Font.Size = vg.Points(10)
+	p.Add(plotGrid{})
+
+	names := make([]string, len(rows))
+	for i, r := range rows {
+		names[i] = r.Case + "\n" + shortLensText(r.Lens)
+	}
+	p.NominalX(names...)
+	// Horizontal two-line labels: rotated ones ran into the axis in some
+	// SVG renderers.
+	p.X.Tick.Label.Font.Size = vg.Points(9)
+
+	const groupWidth = 0.8 // of one category's width
+	barWidth := groupWidth / float64(len(plotSeriesAll))
+	for i, s := range plotSeriesAll {
+		b := &logBars{
+			rows:   rows,
+			ms:     s.ms,
+			color:  s.color,
+			offset: -groupWidth/2 + barWidth*(float64(i)+0.5),
+			width:  barWidth * 0.9,
+		}
+		p.Add(b)
+		p.Legend.Add(s.label, b)
+	}
+	fl := &floorMarks{rows: rows, width: groupWidth}
+	p.Add(fl)
+	p.Legend.Add("roofline floor (790 TFLOP/s, 4.3 TB/s)", fl)
+	p.Legend.Top = true
+	p.Legend.Left = true
+	p.Legend.TextStyle.Font.Size = vg.Points(10)
+	p.Legend.Padding = vg.Points(2)
+
+	lo, hi := math.Inf(1), 0.0
+	for _, r := range rows {
+		for _, x := range []float64{r.MedianMs, r.FloorMs, r.FLACoreMs, r.FlashQLAMs, r.FlashInferMs} {
+			if x > 0 {
+				lo, hi = min(lo, x), max(hi, x)
+			}
+		}
+	}
+	// Bars start at the bottom of the axis: put it a little under the
+	// smallest value, and leave room above the tallest for the legend.
+	p.Y.Min = math.Pow(10, math.Floor(math.Log10(lo/1.5)*4)/4)
+	p.Y.Max = hi * 8
+	p.X.Min, p.X.Max = -0.6, float64(len(rows))-0.4
+
+	w := vg.Length(max(9, 1.1*float64(len(rows))+1.5)) * vg.Inch
+	return p, w, 6 * vg.Inch, nil
+}
+
+// shortLensText cuts a lens column ("7000+33+1+...") that would not fit
+// under a group to its sequence count and total length.
+func shortLensText(lens string) string {
+	if len(lens) <= 16 {
+		return lens
+	}
+	total, n := 0, 0
+	for _, part := range strings.Split(lens, "+") {
+		l, count, _ := strings.Cut(part, "x")
+		k, err1 := strconv.Atoi(l)
+		c, err2 := strconv.Atoi(count)
+		if count == "" {
+			c, err2 = 1, nil
+		}
+		if err1 != nil || err2 != nil {
+			return lens[:13] + "..."
+		}
+		total += k * c
+		n += c
+	}
+	return fmt.Sprintf("%d seqs, %d", n, total)
+}
+
+// logBars draws one bar per row from the bottom of the axis up to the
+// row's time. gonum's BarChart starts bars at zero, which a log axis
+// cannot show.
+type logBars struct {
+	rows          []benchRow
+	ms            func(benchRow) float64
+	color         color.Color
+	offset, width float64 // in category units
+}
+
+// Plot implements plot.Plotter.
+func (b *logBars) Plot(c draw.Canvas, p *plot.Plot) {
+	trX, trY := p.Transforms(&c)
+	for i, r := range b.rows {
+		v := b.ms(r)
+		if v <= 0 {
+			continue
+		}
+		x0 := trX(float64(i) + b.offset - b.width/2)
+		x1 := trX(float64(i) + b.offset + b.width/2)
+		y0, y1 := trY(p.Y.Min), trY(min(v, p.Y.Max))
+		c.FillPolygon(b.color, c.ClipPolygonY([]vg.Point{{X: x0, Y: y0}, {X: x0, Y: y1}, {X: x1, Y: y1}, {X: x1, Y: y0}}))
+	}
+}
+
+// DataRange implements plot.DataRanger.
+func (b *logBars) DataRange() (xmin, xmax, ymin, ymax float64) {
+	ymin, ymax = math.Inf(1), math.Inf(-1)
+	for _, r := range b.rows {
+		if v := b.ms(r); v > 0 {
+			ymin, ymax = min(ymin, v), max(ymax, v)
+		}
+	}
+	if math.IsInf(ymin, 1) {
+		ymin, ymax = 1, 1
+	}
+	return -0.5, float64(len(b.rows)) - 0.5, ymin, ymax
+}
+
+// Thumbnail implements plot.Thumbnailer (the legend's swatch).
+func (b *logBars) Thumbnail(c *draw.Canvas) {
+	r := c.Rectangle
+	c.FillPolygon(b.color, []vg.Point{r.Min, {X: r.Min.X, Y: r.Max.Y}, r.Max, {X: r.Max.X, Y: r.Min.Y}})
+}
+
+// floorMarks draws each row's roofline floor as a line across its group.
+type floorMarks struct {
+	rows  []benchRow
+	width float64
+}
+
+func (f *floorMarks) style() draw.LineStyle {
+	return draw.LineStyle{Color: floorColor, Width: vg.Points(2.5)}
+}
+
+// Plot implements plot.Plotter.
+func (f *floorMarks) Plot(c draw.Canvas, p *plot.Plot) {
+	trX, trY := p.Transforms(&c)
+	for i, r := range f.rows {
+		if r.FloorMs <= 0 {
+			continue
+		}
+		y := trY(r.FloorMs)
+		c.StrokeLine2(f.style(), trX(float64(i)-f.width/2), y, trX(float64(i)+f.width/2), y)
+	}
+}
+
+// DataRange implements plot.DataRanger.
+func (f *floorMarks) DataRange() (xmin, xmax, ymin, ymax float64) {
+	ymin, ymax = math.Inf(1), math.Inf(-1)
+	for _, r := range f.rows {
+		if r.FloorMs > 0 {
+			ymin, ymax = min(ymin, r.FloorMs), max(ymax, r.FloorMs)
+		}
+	}
+	if math.IsInf(ymin, 1) {
+		ymin, ymax = 1, 1
+	}
+	return -0.5, float64(len(f.rows)) - 0.5, ymin, ymax
+}
+
+// Thumbnail implements plot.Thumbnailer.
+func (f *floorMarks) Thumbnail(c *draw.Canvas) {
+	y := c.Center().Y
+	c.StrokeLine2(f.style(), c.Min.X, y, c.Max.X, y)
+}
+
+// plotGrid draws light horizontal lines at the labelled ticks of the time
+// axis, so that a bar can be read against them.
+type plotGrid struct{}
+
+// Plot implements plot.Plotter.
+func (plotGrid) Plot(c draw.Canvas, p *plot.Plot) {
+	_, trY := p.Transforms(&c)
+	sty := draw.LineStyle{Color: color.Gray{Y: 215}, Width: vg.Points(0.5)}
+	for _, t := range p.Y.Tick.Marker.Ticks(p.Y.Min, p.Y.Max) {
+		if t.Label != "" {
+			y := trY(t.Value)
+			c.StrokeLine2(sty, c.Min.X, y, c.Max.X, y)
+		}
+	}
+}
+
+// logTicks125 labels a log axis at 1, 2 and 5 times each power of ten, with
+// unlabelled minor ticks between: pure powers of ten leave too few labels
+// over the one or two decades a benchmark spans.
+type logTicks125 struct{}
+
+// Ticks implements plot.Ticker.
+func (logTicks125) Ticks(lo, hi float64) []plot.Tick {
+	var ticks []plot.Tick
+	for e := math.Floor(math.Log10(lo)); math.Pow(10, e) <= hi; e++ {
+		base := math.Pow(10, e)
+		for m := 1; m < 10; m++ {
+			v := base * float64(m)
+			if v < lo || v > hi {
+				continue
+			}
+			t := plot.Tick{Value: v}
+			if m == 1 || m == 2 || m == 5 {
+				t.Label = strconv.FormatFloat(v, 'g', 3, 64)
+			}
+			ticks = append(ticks, t)
+		}
+	}
+	return ticks
+}

@@ -1,0 +1,207 @@
+package gdn
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/gdnjit/gdn/driver"
+	"github.com/gdnjit/gdn/dtype"
+)
+
+// layoutArgs is a small packed call with every optional tensor.
+func layoutArgs() *HostCoreArgs {
+	const T, Hq, Hv = 5, 1, 2
+	fill := func(n int, v float32) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = v + float32(i)/1024
+		}
+		return x
+	}
+	return &HostCoreArgs{B: 1, T: T, Hq: Hq, Hv: Hv, CuSeqlens: []int{0, 2, 5}, Dtype: BF16,
+		Q: fill(T*Hq*128, 0.1), K: fill(T*Hq*128, 0.2), V: fill(T*Hv*128, 1), G: fill(T*Hv, -0.5),
+		Beta: fill(T*Hv, 0.25), A: fill(T*Hv*64, 0.01), H0: fill(2*Hv*128*128, 3), FinalState: true}
+}
+
+// The layout's CoreArgs, bound to an address, pass ValidateCore: offsets,
+// shapes, dtypes and sizes agree with Forward's rules.
+func TestHostLayoutValidates(t *testing.T) {
+	for _, edit := range []func(h *HostCoreArgs){
+		func(h *HostCoreArgs) {},
+		func(h *HostCoreArgs) { h.Dtype, h.BetaDtype, h.ADtype, h.SeqlensDtype = FP16, FP16, BF16, Int64 },
+		func(h *HostCoreArgs) { h.H0, h.FinalState, h.CuSeqlens, h.B = nil, false, nil, 1 },
+	} {
+		h := layoutArgs()
+		edit(h)
+		l, err := newHostLayout(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const base = 0x7f0000000000
+		a := l.bind(base)
+		p, err := ValidateCore(a)
+		if err != nil {
+			t.Fatalf("%+v: %v", h, err)
+		}
+		if p.HasH0 != (h.H0 != nil) || p.HasHt != h.FinalState || p.Dtype != h.Dtype {
+			t.Errorf("problem %+v from %+v", p, h)
+		}
+		end := uintptr(base)
+		for _, s := range append(append([]layoutSlot{}, l.in...), l.out...) {
+			tn := s.field(a)
+			if tn.Ptr != base+uintptr(s.off) || s.off%layoutAlign != 0 || tn.Ptr < end {
+				t.Errorf("tensor at %#x (offset %d) overlaps or is misaligned", tn.Ptr, s.off)
+			}
+			end = tn.Ptr + uintptr(tn.Bytes)
+		}
+		if end > base+uintptr(l.total) || l.inBytes > l.total {
+			t.Errorf("tensors end at %#x, block %d bytes (inputs %d)", end-base, l.total, l.inBytes)
+		}
+		if l.args.Q.Ptr != 0 {
+			t.Error("bind changed the layout's own CoreArgs")
+		}
+	}
+}
+
+func TestHostLayoutEncodeDecode(t *testing.T) {
+	h := layoutArgs()
+	h.SeqlensDtype = Int64
+	l, err := newHostLayout(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, l.total)
+	l.encodeInputs(buf)
+	a := l.bind(0x1000)
+	at := func(tn Tensor) []byte { off := int(tn.Ptr - 0x1000); return buf[off : off+tn.Bytes] }
+	q := at(a.Q)
+	for i, v := range h.Q {
+		if got := binary.NativeEndian.Uint16(q[2*i:]); got != dtype.RoundBF16(v) {
+			t.Fatalf("q[%d] = %#x, want %#x", i, got, dtype.RoundBF16(v))
+		}
+	}
+	if g := at(a.G); math.Float32frombits(binary.NativeEndian.Uint32(g[4:])) != h.G[1] {
+		t.Error("g not copied as fp32")
+	}
+	cu := at(a.CuSeqlensDevice)
+	for i, v := range h.CuSeqlens {
+		if got := binary.NativeEndian.Uint64(cu[8*i:]); got != uint64(v) {
+			t.Errorf("cu_seqlens[%d] = %d, want %d", i, got, v)
+		}
+	}
+	// Outputs as the device would leave them: o in bf16, ht in fp32.
+	o, ht := at(a.O), at(a.Ht)
+	for i := range a.O.Elems() {
+		binary.NativeEndian.PutUint16(o[2*i:], dtype.RoundBF16(float32(i%7)-3))
+	}
+	for i := range a.Ht.Elems() {
+		binary.NativeEndian.PutUint32(ht[4*i:], math.Float32bits(float32(i)))
+	}
+	res := l.decodeOutputs(buf)
+	if len(res.O) != a.O.Elems() || res.O[4] != 1 || len(res.Ht) != a.Ht.Elems() || res.Ht[12345] != 12345 {
+		t.Errorf("decoded o[4] = %v (%d values), ht[12345] = %v (%d values)", res.O[4], len(res.O), res.Ht[12345], len(res.Ht))
+	}
+}
+
+// Bad arguments name the field, before anything is allocated.
+func TestHostLayoutErrors(t *testing.T) {
+	for _, c := range []struct {
+		arg  string
+		edit func(h *HostCoreArgs)
+	}{
+		{"q", func(h *HostCoreArgs) { h.Q = h.Q[1:] }},
+		{"v", func(h *HostCoreArgs) { h.V = nil }},
+		{"A", func(h *HostCoreArgs) { h.A = append(h.A, 0) }},
+		{"h0", func(h *HostCoreArgs) { h.H0 = h.H0[:10] }},
+		{"cu_seqlens", func(h *HostCoreArgs) { h.CuSeqlens = []int{0, 6} }},
+		{"SeqlensDtype", func(h *HostCoreArgs) { h.SeqlensDtype = FP32 }},
+		{"Dtype", func(h *HostCoreArgs) { h.Dtype = DtypeInvalid }},
+	} {
+		h := layoutArgs()
+		c.edit(h)
+		_, err := newHostLayout(h)
+		var ae *ArgError
+		if !errors.As(err, &ae) || ae.Arg != c.arg || !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("%s: %v", c.arg, err)
+		}
+	}
+	if _, err := newHostLayout(nil); err == nil {
+		t.Error("nil args: no error")
+	}
+}
+
+func TestParallelForCoversEveryElement(t *testing.T) {
+	for _, n := range []int{0, 1, convChunk - 1, convChunk, 5*convChunk + 3} {
+		seen := make([]int32, n)
+		parallelFor(n, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				seen[i]++
+			}
+		})
+		for i, c := range seen {
+			if c != 1 {
+				t.Fatalf("n=%d: element %d converted %d times", n, i, c)
+			}
+		}
+	}
+}
+
+func TestEncodeDecodeFloats(t *testing.T) {
+	src := make([]float32, 3*convChunk+5)
+	for i := range src {
+		src[i] = float32(i%1000)/7 - 50
+	}
+	for _, dt := range []Dtype{BF16, FP16, FP32} {
+		buf := make([]byte, len(src)*dt.Size())
+		encodeFloats(buf, dt, src)
+		got := decodeFloats(buf, dt, len(src))
+		for i, v := range src {
+			want := v
+			switch dt {
+			case BF16:
+				want = dtype.BF16ToFloat32(dtype.RoundBF16(v))
+			case FP16:
+				want = dtype.FP16ToFloat32(dtype.RoundFP16(v))
+			}
+			if got[i] != want {
+				t.Fatalf("%v: element %d = %v, want %v", dt, i, got[i], want)
+			}
+		}
+	}
+}
+
+// Without a context the staging cache cannot allocate, and says why
+// (ErrNoCUDA without the cuda tag).
+func TestStagingWithoutContext(t *testing.T) {
+	var s hostStaging
+	set, err := s.take(nil, 100)
+	if set != nil || err == nil || (!cudaBuilt && !errors.Is(err, driver.ErrNoCUDA)) {
+		t.Errorf("take without a context: %v, %v", set, err)
+	}
+	s.free(nil) // nothing kept: must not fail
+	if s.idle != nil {
+		t.Error("free left a set")
+	}
+}
+
+// BenchmarkEncodeInputs converts the inputs of a 7,896-token call (Hq 16,
+// Hv 32, bf16, with h0: 204 MB on the device) into their device encoding,
+// as ForwardHost does before its copy; it runs on every core (-cpu to vary).
+func BenchmarkEncodeInputs(b *testing.B) {
+	const T, hq, hv, n = 7896, 16, 32, 4
+	h := &HostCoreArgs{B: 1, T: T, Hq: hq, Hv: hv, Dtype: BF16, CuSeqlens: []int{0, 4096, 5096, 7596, 7896},
+		Q: make([]float32, T*hq*128), K: make([]float32, T*hq*128), V: make([]float32, T*hv*128),
+		G: make([]float32, T*hv), Beta: make([]float32, T*hv), A: make([]float32, T*hv*64),
+		H0: make([]float32, n*hv*128*128)}
+	l, err := newHostLayout(h)
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]byte, l.total)
+	b.SetBytes(int64(l.inBytes))
+	for b.Loop() {
+		l.encodeInputs(buf)
+	}
+}
