@@ -2,6 +2,7 @@ package gdn
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/gdnjit/gdn/kernsrc"
 )
@@ -25,18 +26,65 @@ func (pl Plan) String() string {
 // ValidateCore.
 //
 // The kernel (gdn_hopper.cu) runs one CTA (it takes most of the shared
-// memory, so one per multiprocessor) per (sequence, value head, value tile).
-// Its value tile is 128 wide (two consumer warpgroups share one aux
-// warpgroup's work: the gates, A2 and P are computed once per head) unless
-// that leaves most multiprocessors idle: with fewer (sequence, head) pairs
-// than half the multiprocessors, 64-wide tiles double the CTAs at the price
-// of repeating the aux work per tile.
+// memory, so one per multiprocessor) per (sequence, value head, value tile)
+// along the sequence's chunks. The tile is 64 or 128 value columns, picked
+// by the cost model of chooseConsumers.
 func PlanCore(p Problem, sms int) (Plan, error) {
-	consumers := 2
-	if 2*p.N*p.Hv <= sms {
-		consumers = 1
+	return planHopper(p, chooseConsumers(p, sms))
+}
+
+// Time one CTA spends per chunk with a 64- and a 128-wide value tile, on
+// the H200 with the GPU full (kernel v9, docs/PERF.md): the 128-wide tile
+// does twice the work per chunk in a little under twice the time (two
+// consumer warpgroups share one aux warpgroup's gates, A2 and P), the
+// 64-wide one has half the latency along a chain.
+const (
+	chunkTime64  = 2.2 // microseconds
+	chunkTime128 = 4.2
+)
+
+// chooseConsumers is the planner's cost model: it returns the consumer
+// warpgroups (1: 64-wide tiles, 2: 128-wide) that minimise the estimated
+// time chunkTime x max(L, waves x W/N), where L is the longest sequence in
+// chunks (no CTA can finish sooner), W/N the mean chunks of a CTA, and
+// waves = ceil(CTAs / sms) how many rounds of CTAs the multiprocessors run
+// (for equal lengths, waves x L). Checked against the measured times of the
+// benchmark suite (docs/PERF.md): it picks the faster tile on every case.
+func chooseConsumers(p Problem, sms int) int {
+	longest, total := chainChunks(p)
+	if longest == 0 || p.N == 0 {
+		return 1
 	}
-	return planHopper(p, consumers)
+	sms = max(sms, 1)
+	best, bestTime := 1, math.Inf(1)
+	for _, nc := range []int{1, 2} {
+		ctas := p.N * p.Hv * (2 / nc)
+		waves := (ctas + sms - 1) / sms
+		chain := max(float64(longest), float64(waves)*float64(total)/float64(p.N))
+		t := chunkTime64 * chain
+		if nc == 2 {
+			t = chunkTime128 * chain
+		}
+		if t < bestTime {
+			best, bestTime = nc, t
+		}
+	}
+	return best
+}
+
+// chainChunks returns the longest sequence and the sum over sequences, in
+// chunks of ChunkLen tokens.
+func chainChunks(p Problem) (longest, total int) {
+	if p.Seqs == nil {
+		l := (p.T + ChunkLen - 1) / ChunkLen
+		return l, p.N * l
+	}
+	for i := 0; i+1 < len(p.Seqs); i++ {
+		l := (p.Seqs[i+1] - p.Seqs[i] + ChunkLen - 1) / ChunkLen
+		longest = max(longest, l)
+		total += l
+	}
+	return longest, total
 }
 
 // PlanCoreVariant plans a core forward with the named kernel variant

@@ -31,8 +31,12 @@ for step in "${@:-tests}"; do
 	tests)
 		for t in .bin/*.test; do
 			name=$(basename "$t" .test)
+			# A test binary runs in its package's folder, as go test runs
+			# it (tests read testdata/ relative to it): gdn -> ., cmd-gdn -> cmd/gdn.
+			dir=.
+			[[ $name != gdn ]] && dir=${name//-//}
 			echo "== $name" | tee -a "$out/tests.log" >&2
-			timeout 200 "$t" -test.v -test.count=1 -test.timeout 190s >"$out/test.tmp" 2>&1 || fail "$name"
+			(cd "$dir" && timeout 200 "$OLDPWD/$t" -test.v -test.count=1 -test.timeout 190s) >"$out/test.tmp" 2>&1 || fail "$name"
 			cat "$out/test.tmp" >>"$out/tests.log"
 			grep -E "^(--- FAIL|FAIL|ok|PASS)|METRIC worst" "$out/test.tmp" | tail -20 >&2
 		done

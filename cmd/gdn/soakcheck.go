@@ -188,6 +188,14 @@ func samplePairs(p soakProblem, budget int) []pair {
 // the sampled pairs, and every element of o and ht with NaN/Inf.
 func soakCheck(p soakProblem, in soakInputs, res *gdn.HostCoreResult, budget int, lim soakLimits) soakOutcome {
 	var out soakOutcome
+	if p.ABF16 {
+		// A in bf16 is a lossy input: the recurrent reference has no A and
+		// sees the exact one, so the rounding of A itself (up to 2^-9 per
+		// entry) shows in o and ht on top of the kernel's error. Such
+		// problems are held to docs/SPEC.md's lines, the rest to the tight ones.
+		lim.O = ref.Tolerance{Ratio: max(lim.O.Ratio, ref.PassO.Ratio), MaxAbs: max(lim.O.MaxAbs, ref.PassO.MaxAbs)}
+		lim.Ht = ref.Tolerance{Ratio: max(lim.Ht.Ratio, ref.PassHt.Ratio), MaxAbs: max(lim.Ht.MaxAbs, ref.PassHt.MaxAbs)}
+	}
 	h, g := in.args, in.g
 	s := p.shape()
 	if want := s.VLen(); len(res.O) != want {
