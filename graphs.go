@@ -88,7 +88,7 @@ func (g *graphCache) record(ctx *driver.Context, e *callEntry) *driver.GraphExec
 	if x := e.graph.exec.Load(); x != nil || e.graph.failed.Load() { // another goroutine was first
 		return x
 	}
-	x, err := g.capture1(ctx, e)
+	x, err := g.captureGraph(ctx, e)
 	if err != nil {
 		e.graph.failed.Store(true)
 		return nil
@@ -97,7 +97,9 @@ func (g *graphCache) record(ctx *driver.Context, e *callEntry) *driver.GraphExec
 	return x
 }
 
-func (g *graphCache) capture1(ctx *driver.Context, e *callEntry) (*driver.GraphExec, error) {
+// captureGraph records e's launch on the private stream (one capture at a
+// time: the stream is shared) and instantiates the graph.
+func (g *graphCache) captureGraph(ctx *driver.Context, e *callEntry) (*driver.GraphExec, error) {
 	g.captureMu.Lock()
 	defer g.captureMu.Unlock()
 	if err := g.capture.BeginCapture(); err != nil {
