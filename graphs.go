@@ -1,18 +1,17 @@
 package gdn
 
 import (
-	"encoding/hex"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gdnjit/gdn/driver"
-	"github.com/gdnjit/gdn/jit"
 )
 
 // graphCache replays CUDA graphs for calls repeated with identical
-// arguments (same buffers, same shape): the second identical call captures
-// its launch into a graph, that call and later ones replay it on the caller's
-// stream.
+// arguments (one callEntry): the second identical call captures its launch
+// into a graph, that call and later ones replay it on the caller's stream.
+// The graph lives in the call's entry and goes with it (eviction, Close).
 //
 // Capture happens on a stream of the cache's own, one capture at a time, so
 // nothing another goroutine enqueues on the caller's stream can slip into a
@@ -21,85 +20,92 @@ import (
 // graph instead. Graphs launch kernels of modules the Runtime holds until
 // Close, which destroys the graphs first.
 type graphCache struct {
-	execs *jit.MemCache // launch key -> *driver.GraphExec
-
 	captureMu sync.Mutex
 	capture   *driver.Stream // private, non-blocking
-
-	mu   sync.Mutex
-	seen map[string]int // launch key -> identical calls seen; -1: capture failed
 }
 
-// graphSeenLimit bounds the bookkeeping of argument sets seen only once.
-const graphSeenLimit = 4096
+// callGraph is the graph state of one prepared call.
+type callGraph struct {
+	seen   atomic.Int32 // calls that could have replayed it, saturating at 2
+	failed atomic.Bool  // capture failed: this call always launches directly
+	exec   atomic.Pointer[driver.GraphExec]
+	mu     sync.Mutex // held while recording, so one goroutine records
+}
+
+// due reports whether this call should go through the graph: from the
+// second call on, unless capture failed. It allocates nothing.
+func (g *callGraph) due() bool {
+	if g.failed.Load() {
+		return false
+	}
+	if g.seen.Load() >= 2 {
+		return true
+	}
+	return g.seen.Add(1) >= 2
+}
 
 func newGraphCache(ctx *driver.Context) (*graphCache, error) {
-	execs, err := jit.NewMemCache(256)
-	if err != nil {
-		return nil, fmt.Errorf("gdn: graph cache: %w", err)
-	}
 	s, err := ctx.NewStream()
 	if err != nil {
-		execs.Close()
 		return nil, fmt.Errorf("gdn: graph cache: %w", err)
 	}
-	return &graphCache{execs: execs, capture: s, seen: map[string]int{}}, nil
+	return &graphCache{capture: s}, nil
 }
 
-func (g *graphCache) close() {
-	g.execs.Close()
-	g.capture.Destroy()
-}
+// close destroys the capture stream; the graphs go with their entries.
+func (g *graphCache) close() { g.capture.Destroy() }
 
-// run replays (capturing first if needed) the graph of this launch on s.
-// done reports whether the launch was issued; when false the caller launches
-// directly.
-func (g *graphCache) run(l launchSpec, s *driver.Stream) (done bool, err error) {
+// run replays (capturing first if needed) the graph of call e on s. done
+// reports whether the launch was issued; when false the caller launches
+// directly. A replay allocates nothing.
+func (g *graphCache) run(ctx *driver.Context, e *callEntry, s *driver.Stream) (done bool, err error) {
 	if capturing, err := s.IsCapturing(); err != nil || capturing {
 		return false, nil
 	}
-	key := l.plan.Variant.Name + ":" + hex.EncodeToString(l.params)
-	g.mu.Lock()
-	n := g.seen[key]
-	if n >= 0 {
-		if len(g.seen) >= graphSeenLimit && n == 0 {
-			clear(g.seen)
-		}
-		g.seen[key] = n + 1
-	}
-	g.mu.Unlock()
-	if n < 1 { // first call, or capture failed before
+	if !e.graph.due() {
 		return false, nil
 	}
-	h, err := g.execs.Acquire(key, func() (any, int64, func(), error) {
-		exec, err := g.record(l)
-		if err != nil {
-			return nil, 0, nil, err
+	x := e.graph.exec.Load()
+	if x == nil {
+		if x = g.record(ctx, e); x == nil {
+			return false, nil
 		}
-		return exec, 1, func() { exec.Destroy() }, nil
-	})
-	if err != nil {
-		g.mu.Lock()
-		g.seen[key] = -1
-		g.mu.Unlock()
-		return false, nil
 	}
-	defer h.Release() // the driver finishes a launched graph even if it is destroyed meanwhile
-	if err := h.Value().(*driver.GraphExec).Launch(s); err != nil {
-		return true, fmt.Errorf("gdn: graph replay of %s: %w", l.plan.Variant.Name, err)
+	// The driver finishes a launched graph even if it is destroyed
+	// meanwhile; e is held, so it is not destroyed before this returns.
+	if err := x.Launch(s); err != nil {
+		return true, fmt.Errorf("gdn: graph replay of %s: %w", e.plan.Variant.Name, err)
 	}
 	return true, nil
 }
 
-// record captures the launch into a graph on the private stream and
-// instantiates it. Nothing runs: the graph is replayed by the caller.
-func (g *graphCache) record(l launchSpec) (*driver.GraphExec, error) {
+// record captures e's launch into a graph on the private stream,
+// instantiates it and stores it in e, once; it returns nil when capture
+// fails (e is then marked so that it never tries again). Nothing runs.
+func (g *graphCache) record(ctx *driver.Context, e *callEntry) *driver.GraphExec {
+	e.graph.mu.Lock()
+	defer e.graph.mu.Unlock()
+	if x := e.graph.exec.Load(); x != nil || e.graph.failed.Load() { // another goroutine was first
+		return x
+	}
+	x, err := g.captureGraph(ctx, e)
+	if err != nil {
+		e.graph.failed.Store(true)
+		return nil
+	}
+	e.graph.exec.Store(x)
+	return x
+}
+
+// captureGraph records e's launch on the private stream (one capture at a
+// time: the stream is shared) and instantiates the graph.
+func (g *graphCache) captureGraph(ctx *driver.Context, e *callEntry) (*driver.GraphExec, error) {
 	g.captureMu.Lock()
 	defer g.captureMu.Unlock()
 	if err := g.capture.BeginCapture(); err != nil {
 		return nil, err
 	}
-	launchErr := l.enqueue(g.capture)
+	launchErr := e.enqueue(ctx, g.capture)
 	graph, err := g.capture.EndCapture()
 	if launchErr != nil {
 		if graph != nil {

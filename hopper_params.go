@@ -2,72 +2,104 @@ package gdn
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/gdnjit/gdn/driver"
 	"github.com/gdnjit/gdn/kernsrc"
 )
 
-// hopperParams fills the Hopper kernel's parameter block for validated
-// arguments: the five tensor maps (TMA descriptors of q, k, v, A and o, each
-// viewed as a 4-D tensor (innermost dim, heads, T, B) with 64-token boxes of
-// 128 bytes per row, 128-byte swizzled), the pointers and the sizes. With
-// cu_seqlens, B is 1 and T counts every token; the kernel addresses a
-// sequence by its first token.
-func hopperParams(ctx *driver.Context, a *CoreArgs, p Problem, out *[kernsrc.HopperParamsBytes]byte) error {
+// hopperCall is everything that goes into the Hopper kernel's parameter
+// block: each device address, each size, each dtype and the scale. The block
+// is a pure function of it (hopperCall.params), which is what lets Forward
+// cache encoded blocks keyed by it: equal keys give byte-identical blocks.
+//
+// A tensor map encodes an address, dims, strides and a box, nothing that
+// belongs to an allocation: a buffer freed and another allocated at the same
+// address with the same shape gets the same, still correct, block. The key
+// is comparable and holds no Go pointers, so map lookups by it allocate
+// nothing.
+type hopperCall struct {
+	q, k, v, g, beta, a, h0, ht, cuSeqlens, o uintptr // 0 where absent
+	b, t, hq, hv, n                           int
+	dtype, betaDtype, aDtype, seqlensDtype    Dtype
+	scale                                     uint32 // bits of the (validated, finite) scale: equal keys, equal bytes
+}
+
+// newHopperCall reads the key of validated arguments (p from ValidateCore(a)).
+func newHopperCall(a *CoreArgs, p Problem) hopperCall {
+	k := hopperCall{
+		q: a.Q.Ptr, k: a.K.Ptr, v: a.V.Ptr, g: a.G.Ptr, beta: a.Beta.Ptr, a: a.A.Ptr, o: a.O.Ptr,
+		b: p.B, t: p.T, hq: p.Hq, hv: p.Hv, n: p.N,
+		dtype: p.Dtype, betaDtype: p.BetaDtype, aDtype: p.ADtype, seqlensDtype: p.SeqlensDtype,
+		scale: math.Float32bits(p.Scale),
+	}
+	if p.HasH0 {
+		k.h0 = a.H0.Ptr
+	}
+	if p.HasHt {
+		k.ht = a.Ht.Ptr
+	}
+	if p.Seqs != nil {
+		k.cuSeqlens = a.CuSeqlensDevice.Ptr
+	}
+	return k
+}
+
+// tiledEncoder encodes a tensor map: driver.Context.EncodeTiled on the GPU,
+// a fake in the CPU tests of the host path.
+type tiledEncoder func(dt driver.TensorDtype, base driver.DevicePtr, dims, strides []uint64, box []uint32, sw driver.Swizzle) (driver.TensorMap, error)
+
+// params fills the Hopper kernel's parameter block (kernsrc.HopperParams,
+// whose layout gdn_hopper.cu static_asserts): the five tensor maps (TMA
+// descriptors of q, k, v, A and o, each viewed as a 4-D tensor (innermost
+// dim, heads, T, B) with 64-token boxes of 128 bytes per row, 128-byte
+// swizzled), the pointers and the sizes. With cu_seqlens, B is 1 and T
+// counts every token; the kernel addresses a sequence by its first token.
+func (k hopperCall) params(encode tiledEncoder, out *[kernsrc.HopperParamsBytes]byte) error {
 	var hp kernsrc.HopperParams
 	in := driver.TensorBF16
-	if p.Dtype == FP16 {
+	if k.dtype == FP16 {
 		in = driver.TensorF16
 	}
-	tokens := func(dt driver.TensorDtype, base uintptr, inner, heads int, box0 uint32) ([128]byte, error) {
-		es := uint64(dt.Size())
-		row := uint64(inner) * es
-		m, err := ctx.EncodeTiled(dt, driver.DevicePtr(base),
-			[]uint64{uint64(inner), uint64(heads), uint64(p.T), uint64(p.B)},
-			[]uint64{row, row * uint64(heads), row * uint64(heads) * uint64(p.T)},
+	tokens := func(dt driver.TensorDtype, base uintptr, inner, heads int, box0 uint32) (driver.TensorMap, error) {
+		row := uint64(inner) * uint64(dt.Size())
+		return encode(dt, driver.DevicePtr(base),
+			[]uint64{uint64(inner), uint64(heads), uint64(k.t), uint64(k.b)},
+			[]uint64{row, row * uint64(heads), row * uint64(heads) * uint64(k.t)},
 			[]uint32{box0, 1, ChunkLen, 1}, driver.Swizzle128B)
-		return m, err
 	}
 	var err error
-	if hp.MapQ, err = tokens(in, a.Q.Ptr, HeadDim, p.Hq, 64); err != nil {
+	if hp.MapQ, err = tokens(in, k.q, HeadDim, k.hq, 64); err != nil {
 		return fmt.Errorf("gdn: tensor map of q: %w", err)
 	}
-	if hp.MapK, err = tokens(in, a.K.Ptr, HeadDim, p.Hq, 64); err != nil {
+	if hp.MapK, err = tokens(in, k.k, HeadDim, k.hq, 64); err != nil {
 		return fmt.Errorf("gdn: tensor map of k: %w", err)
 	}
-	if hp.MapV, err = tokens(in, a.V.Ptr, HeadDim, p.Hv, 64); err != nil {
+	if hp.MapV, err = tokens(in, k.v, HeadDim, k.hv, 64); err != nil {
 		return fmt.Errorf("gdn: tensor map of v: %w", err)
 	}
-	if hp.MapO, err = tokens(in, a.O.Ptr, HeadDim, p.Hv, 64); err != nil {
+	if hp.MapO, err = tokens(in, k.o, HeadDim, k.hv, 64); err != nil {
 		return fmt.Errorf("gdn: tensor map of o: %w", err)
 	}
-	if p.ADtype == FP32 {
-		hp.MapA, err = tokens(driver.TensorF32, a.A.Ptr, ChunkLen, p.Hv, 32)
+	if k.aDtype == FP32 {
+		hp.MapA, err = tokens(driver.TensorF32, k.a, ChunkLen, k.hv, 32)
 	} else {
-		hp.MapA, err = tokens(driver.TensorBF16, a.A.Ptr, ChunkLen, p.Hv, 64)
+		hp.MapA, err = tokens(driver.TensorBF16, k.a, ChunkLen, k.hv, 64)
 	}
 	if err != nil {
 		return fmt.Errorf("gdn: tensor map of A: %w", err)
 	}
-	hp.G, hp.Beta, hp.O = a.G.Ptr, a.Beta.Ptr, a.O.Ptr
-	if p.HasH0 {
-		hp.H0 = a.H0.Ptr
-	}
-	if p.HasHt {
-		hp.Ht = a.Ht.Ptr
-	}
-	if p.Seqs != nil {
-		hp.CuSeqlens = a.CuSeqlensDevice.Ptr
-	}
-	hp.Scale = p.Scale
-	hp.T, hp.Hq, hp.Hv, hp.N = int32(p.T), int32(p.Hq), int32(p.Hv), int32(p.N)
-	if p.BetaDtype == FP32 {
+	hp.G, hp.Beta, hp.O = k.g, k.beta, k.o
+	hp.H0, hp.Ht, hp.CuSeqlens = k.h0, k.ht, k.cuSeqlens
+	hp.Scale = math.Float32frombits(k.scale)
+	hp.T, hp.Hq, hp.Hv, hp.N = int32(k.t), int32(k.hq), int32(k.hv), int32(k.n)
+	if k.betaDtype == FP32 {
 		hp.Flags |= kernsrc.HopperFlagBetaFP32
 	}
-	if p.ADtype == FP32 {
+	if k.aDtype == FP32 {
 		hp.Flags |= kernsrc.HopperFlagAFP32
 	}
-	if p.SeqlensDtype == Int64 {
+	if k.seqlensDtype == Int64 {
 		hp.Flags |= kernsrc.HopperFlagSeqlensInt64
 	}
 	hp.Pack(out)

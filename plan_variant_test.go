@@ -43,7 +43,7 @@ func TestPlanCoreVariant(t *testing.T) {
 	if _, err := PlanCoreVariant(p, "test_axpy"); err == nil {
 		t.Error("a test kernel planned as a core variant")
 	}
-	rt := &Runtime{variant: "gdn_hopper_fp16_bv64"}
+	rt := &Runtime{calls: newCallCache(newPlanCache(0, "gdn_hopper_fp16_bv64"), nil, nil)}
 	var ae *ArgError
 	if err := rt.Forward(goodArgs(1, 10, 1, 2), 0); !errors.As(err, &ae) || ae.Arg != "variant" {
 		t.Errorf("Forward of bf16 inputs with an fp16 variant: %v", err)

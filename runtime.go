@@ -39,8 +39,8 @@ type Runtime struct {
 	target   jit.Target
 	compiler *jit.Compiler
 	modules  *jit.MemCache // compiled-module key -> *loadedKernel (singleflight on first use)
+	calls    *callCache    // Forward's prepared calls (plans, parameter blocks, graphs)
 	graphs   *graphCache   // nil with Options.NoGraphs
-	variant  string        // Options.Variant
 	staging  hostStaging   // ForwardHost's buffers, kept between calls
 
 	// kernels maps a variant name to its *loadedKernel once loaded: the hot
@@ -112,7 +112,7 @@ func newRuntime(ctx *driver.Context, opts Options) (*Runtime, error) {
 		target:   target,
 		compiler: jit.NewCompiler(disk),
 		modules:  modules,
-		variant:  opts.Variant,
+		calls:    newCallCache(newPlanCache(info.SMs, opts.Variant), ctx.EncodeTiled, packParams),
 	}
 	if !opts.NoGraphs {
 		g, err := newGraphCache(ctx)
@@ -139,6 +139,7 @@ func (rt *Runtime) Close() error {
 	if rt.closed.Swap(true) {
 		return nil
 	}
+	rt.calls.close() // their graphs first: they launch the modules' kernels
 	if rt.graphs != nil {
 		rt.graphs.close()
 	}
@@ -225,6 +226,9 @@ func (rt *Runtime) kernel(v kernsrc.Variant, sharedBytes int) (*loadedKernel, er
 // ErrInvalidArgument and name the argument); nothing is launched or written
 // when they are wrong. The call does not synchronise the stream and does not
 // allocate device memory, so it may itself be captured into a CUDA graph.
+// A call repeated with the same arguments allocates nothing on the host
+// either: the Runtime keeps its plan, encoded tensor maps and graph (see
+// callCache).
 func (rt *Runtime) Forward(a *CoreArgs, s Stream) error {
 	if err := rt.enter(); err != nil {
 		return err
@@ -233,62 +237,16 @@ func (rt *Runtime) Forward(a *CoreArgs, s Stream) error {
 	return rt.forward(a, s)
 }
 
-// forward is Forward without the Close guard, for callers that hold it.
+// forward is Forward without the Close guard, for callers that hold it. Its
+// host path is callCache.prepare; a repeated call (same arguments, same
+// stream) allocates nothing and encodes no tensor map.
 func (rt *Runtime) forward(a *CoreArgs, s Stream) error {
-	if a == nil {
-		return argErrorf("args", "nil *CoreArgs")
-	}
-	args := *a // what is validated is what is launched, whatever the caller does meanwhile
-	p, err := ValidateCore(&args)
+	e, err := rt.calls.prepare(a)
 	if err != nil {
 		return err
 	}
-	var plan Plan
-	if rt.variant != "" {
-		plan, err = PlanCoreVariant(p, rt.variant)
-	} else {
-		plan, err = PlanCore(p, rt.info.SMs)
-	}
-	if err != nil {
-		return err
-	}
-	k, err := rt.kernel(plan.Variant, plan.SharedBytes)
-	if err != nil {
-		return err
-	}
-	var b [kernsrc.HopperParamsBytes]byte
-	if err := hopperParams(rt.ctx, &args, p, &b); err != nil {
-		return err
-	}
-	launch := launchSpec{ctx: rt.ctx, fn: k.fn, plan: plan, params: b[:], align: 64}
-	stream := rt.ctx.WrapStream(uintptr(s))
-	if rt.graphs != nil && s != 0 {
-		if done, err := rt.graphs.run(launch, stream); done || err != nil {
-			return err
-		}
-	}
-	return launch.enqueue(stream)
-}
-
-// launchSpec is one kernel launch: function, geometry, packed parameters.
-type launchSpec struct {
-	ctx    *driver.Context
-	fn     *driver.Function
-	plan   Plan
-	params []byte
-	align  int // of the parameter block: 64 when it holds tensor maps
-}
-
-func (l launchSpec) args() *driver.Args { return new(driver.Args).Bytes(l.params, l.align) }
-
-func (l launchSpec) enqueue(s *driver.Stream) error {
-	g, b := l.plan.Grid, l.plan.Block
-	err := l.ctx.Launch(l.fn, driver.Dim3{X: g[0], Y: g[1], Z: g[2]}, driver.Dim3{X: b[0], Y: b[1], Z: b[2]},
-		l.plan.SharedBytes, s, l.args())
-	if err != nil {
-		return fmt.Errorf("gdn: launch %s: %w", l.plan.Variant.Name, err)
-	}
-	return nil
+	defer rt.calls.release(e)
+	return rt.launch(e, s)
 }
 
 // Malloc allocates device memory on the Runtime's GPU.

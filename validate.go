@@ -115,7 +115,7 @@ func ValidateCore(a *CoreArgs) (Problem, error) {
 		if d.Dtype != Int32 && d.Dtype != Int64 {
 			return p, argErrorf("cu_seqlens (device)", "dtype %v, want int32 or int64", d.Dtype)
 		}
-		if err := checkTensor("cu_seqlens (device)", d, d.Dtype, []int{p.N + 1}, d.Dtype.Size()); err != nil {
+		if err := checkTensor("cu_seqlens (device)", d, d.Dtype, shapeOf(p.N+1), d.Dtype.Size()); err != nil {
 			return p, err
 		}
 		p.SeqlensDtype = d.Dtype
@@ -123,25 +123,27 @@ func ValidateCore(a *CoreArgs) (Problem, error) {
 		return p, argErrorf("cu_seqlens", "the device copy is given but the host copy (CuSeqlens) is not: both are needed")
 	}
 
-	bt := []int{p.B, p.T}
-	shapes := []struct {
-		name  string
-		t     Tensor
-		dtype []Dtype
-		shape []int
-		align int
+	// Fixed arrays, not slices: validation must not allocate (Forward
+	// validates every call); only a failed check builds its message.
+	b, t := p.B, p.T
+	operands := [...]struct {
+		name   string
+		t      Tensor
+		dtypes dtypeSet
+		shape  dims
+		align  int
 	}{
-		{"q", a.Q, []Dtype{p.Dtype}, append(bt[:2:2], p.Hq, HeadDim), 16},
-		{"k", a.K, []Dtype{p.Dtype}, append(bt[:2:2], p.Hq, HeadDim), 16},
-		{"v", a.V, []Dtype{p.Dtype}, append(bt[:2:2], p.Hv, HeadDim), 16},
-		{"g", a.G, []Dtype{FP32}, append(bt[:2:2], p.Hv), 4},
-		{"beta", a.Beta, []Dtype{FP32, p.Dtype}, append(bt[:2:2], p.Hv), 0},   // aligned to its element
-		{"A", a.A, []Dtype{FP32, BF16}, append(bt[:2:2], p.Hv, ChunkLen), 16}, // copied in 16-byte vectors
-		{"o", a.O, []Dtype{p.Dtype}, append(bt[:2:2], p.Hv, HeadDim), 16},
+		{"q", a.Q, dtypesOf(p.Dtype), shapeOf(b, t, p.Hq, HeadDim), 16},
+		{"k", a.K, dtypesOf(p.Dtype), shapeOf(b, t, p.Hq, HeadDim), 16},
+		{"v", a.V, dtypesOf(p.Dtype), shapeOf(b, t, p.Hv, HeadDim), 16},
+		{"g", a.G, dtypesOf(FP32), shapeOf(b, t, p.Hv), 4},
+		{"beta", a.Beta, dtypesOf(FP32, p.Dtype), shapeOf(b, t, p.Hv), 0},   // aligned to its element
+		{"A", a.A, dtypesOf(FP32, BF16), shapeOf(b, t, p.Hv, ChunkLen), 16}, // copied in 16-byte vectors
+		{"o", a.O, dtypesOf(p.Dtype), shapeOf(b, t, p.Hv, HeadDim), 16},
 	}
-	for _, s := range shapes {
-		if !dtypeIn(s.t.Dtype, s.dtype) {
-			return p, argErrorf(s.name, "dtype %v, want %v", s.t.Dtype, dtypeList(s.dtype))
+	for _, s := range operands {
+		if !s.dtypes.has(s.t.Dtype) {
+			return p, argErrorf(s.name, "dtype %v, want %v", s.t.Dtype, s.dtypes)
 		}
 		align := s.align
 		if align == 0 {
@@ -153,7 +155,7 @@ func ValidateCore(a *CoreArgs) (Problem, error) {
 	}
 	p.BetaDtype, p.ADtype = a.Beta.Dtype, a.A.Dtype
 
-	state := []int{p.N, p.Hv, HeadDim, HeadDim}
+	state := shapeOf(p.N, p.Hv, HeadDim, HeadDim)
 	if a.H0.Present() || a.H0.Shape != nil {
 		if err := checkTensor("h0", a.H0, FP32, state, 8); err != nil {
 			return p, err
@@ -228,16 +230,16 @@ func checkCuSeqlens(cu []int, b, t int) error {
 }
 
 // checkTensor verifies shape, dtype, pointer, alignment and size of one operand.
-func checkTensor(name string, t Tensor, dtype Dtype, shape []int, align int) error {
+func checkTensor(name string, t Tensor, dtype Dtype, shape dims, align int) error {
 	if t.Dtype != dtype {
 		return argErrorf(name, "dtype %v, want %v", t.Dtype, dtype)
 	}
-	if len(t.Shape) != len(shape) {
-		return argErrorf(name, "rank %d (shape %v), want shape %v", len(t.Shape), t.Shape, shape)
+	if len(t.Shape) != shape.n {
+		return argErrorf(name, "rank %d (shape %v), want shape %v", len(t.Shape), t.Shape, shape.ints())
 	}
-	for i := range shape {
-		if t.Shape[i] != shape[i] {
-			return argErrorf(name, "shape %v, want %v", t.Shape, shape)
+	for i, d := range shape.d[:shape.n] {
+		if t.Shape[i] != d {
+			return argErrorf(name, "shape %v, want %v", t.Shape, shape.ints())
 		}
 	}
 	if t.Ptr == 0 {
@@ -247,13 +249,42 @@ func checkTensor(name string, t Tensor, dtype Dtype, shape []int, align int) err
 		return argErrorf(name, "device pointer %#x is not %d-byte aligned", t.Ptr, align)
 	}
 	if need := t.Elems() * dtype.Size(); t.Bytes < need {
-		return argErrorf(name, "buffer holds %d bytes, shape %v of %v needs %d", t.Bytes, shape, dtype, need)
+		return argErrorf(name, "buffer holds %d bytes, shape %v of %v needs %d", t.Bytes, shape.ints(), dtype, need)
 	}
 	return nil
 }
 
-func dtypeIn(d Dtype, set []Dtype) bool {
-	for _, x := range set {
+// dims is an expected shape of up to four dimensions, held by value: a
+// []int passed on to an error message would escape to the heap on every
+// call, failed or not.
+type dims struct {
+	n int
+	d [4]int
+}
+
+func shapeOf(d ...int) dims {
+	var s dims
+	s.n = copy(s.d[:], d)
+	return s
+}
+
+// ints returns the shape as a slice, for messages.
+func (s dims) ints() []int { return append([]int(nil), s.d[:s.n]...) }
+
+// dtypeSet is the one or two dtypes an operand may have, by value (see dims).
+type dtypeSet struct {
+	n int
+	d [2]Dtype
+}
+
+func dtypesOf(d ...Dtype) dtypeSet {
+	var s dtypeSet
+	s.n = copy(s.d[:], d)
+	return s
+}
+
+func (s dtypeSet) has(d Dtype) bool {
+	for _, x := range s.d[:s.n] {
 		if d == x {
 			return true
 		}
@@ -261,15 +292,16 @@ func dtypeIn(d Dtype, set []Dtype) bool {
 	return false
 }
 
-func dtypeList(set []Dtype) string {
-	s := ""
-	for i, d := range set {
+// String lists the set: "fp32 or bf16".
+func (s dtypeSet) String() string {
+	out := ""
+	for i, d := range s.d[:s.n] {
 		if i > 0 {
-			s += " or "
+			out += " or "
 		}
-		s += d.String()
+		out += d.String()
 	}
-	return s
+	return out
 }
 
 func (p Problem) String() string {

@@ -339,3 +339,31 @@ func TestForwardHostRejectsBeforeTheDevice(t *testing.T) {
 		t.Errorf("nil args: %v", err)
 	}
 }
+
+// Validation allocates nothing on valid arguments (Forward validates every
+// call); only a failed check builds an error.
+func TestValidateCoreAllocs(t *testing.T) {
+	v := goodArgs(1, 100, 2, 8)
+	v.CuSeqlens = []int{0, 0, 1, 60, 60, 100}
+	v.CuSeqlensDevice = Tensor{Ptr: 1 << 40, Bytes: 24, Dtype: Int32, Shape: []int{6}}
+	v.Beta.Dtype, v.Beta.Bytes, v.A.Dtype = BF16, v.Beta.Bytes/2, BF16
+	v.H0, v.Ht = Tensor{}, Tensor{}
+	for _, a := range []*CoreArgs{goodArgs(3, 65, 8, 24), v} {
+		if _, err := ValidateCore(a); err != nil {
+			t.Fatal(err)
+		}
+		if n := testing.AllocsPerRun(100, func() { ValidateCore(a) }); n != 0 {
+			t.Errorf("%v allocs per validation, want 0", n)
+		}
+	}
+	bad := goodArgs(1, 10, 1, 1)
+	bad.A.Shape = []int{1, 10, 1, 32}
+	if _, err := ValidateCore(bad); err == nil || !strings.Contains(err.Error(), "shape [1 10 1 32], want [1 10 1 64]") {
+		t.Errorf("shape error reads %v", err)
+	}
+	bad = goodArgs(1, 10, 1, 1)
+	bad.Beta.Dtype = FP16
+	if _, err := ValidateCore(bad); err == nil || !strings.Contains(err.Error(), "want fp32 or bf16") {
+		t.Errorf("dtype error reads %v", err)
+	}
+}

@@ -5,13 +5,23 @@ package driver
 /*
 #include <cuda.h>
 
-// gdn_ctx_enter makes want current on this thread and stores in *prev the
-// context that was current before (NULL if none).
-static CUresult gdn_ctx_enter(CUcontext want, CUcontext* prev) {
-	CUresult r = cuCtxGetCurrent(prev);
-	if (r != CUDA_SUCCESS) return r;
-	if (*prev == want) return CUDA_SUCCESS;
-	return cuCtxSetCurrent(want);
+// gdn_ctx_entered is what gdn_ctx_enter did: its result, and the context
+// that was current before (NULL if none).
+typedef struct {
+	CUresult r;
+	CUcontext prev;
+} gdn_ctx_entered;
+
+// gdn_ctx_enter makes want current on this thread. It returns the previous
+// context by value rather than through a pointer: a Go pointer passed to C
+// escapes, and Context.do would allocate on every call.
+static gdn_ctx_entered gdn_ctx_enter(CUcontext want) {
+	gdn_ctx_entered e;
+	e.prev = NULL;
+	e.r = cuCtxGetCurrent(&e.prev);
+	if (e.r != CUDA_SUCCESS || e.prev == want) return e;
+	e.r = cuCtxSetCurrent(want);
+	return e;
 }
 
 static CUresult gdn_primary_retain(CUcontext* ctx, int dev) {
@@ -115,6 +125,9 @@ func (c *Context) readInfo(ordinal int) error {
 
 // do runs f with the context current on a locked OS thread. A different
 // context that was current on that thread is made current again afterwards.
+// do allocates nothing: f does not escape (callers' closures stay on their
+// stacks) and no Go pointer reaches C here; keep it that way, the hot path
+// of gdn's Forward goes through it (TestDoAllocs in the cuda tests).
 func (c *Context) do(f func() error) error {
 	if c == nil || c.raw == nil {
 		return errNilContext
@@ -124,13 +137,13 @@ func (c *Context) do(f func() error) error {
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	var prev C.CUcontext
-	if err := check("cuCtxSetCurrent", C.gdn_ctx_enter(c.raw, &prev)); err != nil {
+	e := C.gdn_ctx_enter(c.raw)
+	if err := check("cuCtxSetCurrent", e.r); err != nil {
 		return err
 	}
 	err := f()
-	if prev != nil && prev != c.raw {
-		C.cuCtxSetCurrent(prev)
+	if e.prev != nil && e.prev != c.raw {
+		C.cuCtxSetCurrent(e.prev)
 	}
 	return err
 }

@@ -11,11 +11,19 @@ static CUresult gdn_begin_capture(CUstream s) {
 	return cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED);
 }
 
-static CUresult gdn_is_capturing(CUstream s, int* capturing) {
-	CUstreamCaptureStatus st;
-	CUresult r = cuStreamIsCapturing(s, &st);
-	*capturing = st != CU_STREAM_CAPTURE_STATUS_NONE;
-	return r;
+// gdn_capture_state is cuStreamIsCapturing's answer, returned by value (a
+// Go pointer passed to C would escape: IsCapturing is on Forward's hot path).
+typedef struct {
+	CUresult r;
+	int capturing;
+} gdn_capture_state;
+
+static gdn_capture_state gdn_is_capturing(CUstream s) {
+	gdn_capture_state c;
+	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+	c.r = cuStreamIsCapturing(s, &st);
+	c.capturing = st != CU_STREAM_CAPTURE_STATUS_NONE;
+	return c;
 }
 
 static CUresult gdn_instantiate(CUgraphExec* e, CUgraph g) {
@@ -76,9 +84,13 @@ func (s *Stream) IsCapturing() (bool, error) {
 		return false, err
 	}
 	h := rawStream(s.cs)
-	var capturing C.int
-	err := s.ctx.do(func() error { return check("cuStreamIsCapturing", C.gdn_is_capturing(h, &capturing)) })
-	return capturing != 0, err
+	capturing := false
+	err := s.ctx.do(func() error {
+		st := C.gdn_is_capturing(h)
+		capturing = st.capturing != 0
+		return check("cuStreamIsCapturing", st.r)
+	})
+	return capturing, err
 }
 
 // EndCapture ends the capture begun by BeginCapture and returns the graph
@@ -236,11 +248,11 @@ func (e *GraphExec) SetKernelNodeArgs(n GraphNode, f *Function, grid, block Dim3
 	if err := checkLaunchShape("SetKernelNodeArgs", grid, block, sharedBytes); err != nil {
 		return err
 	}
-	params, free, err := cParams(args)
+	mem, params, err := cParams(args)
 	if err != nil {
 		return err
 	}
-	defer free()
+	defer cFree(mem)
 	return e.ctx.do(func() error {
 		return check("cuGraphExecKernelNodeSetParams", C.gdn_exec_set_kernel(e.raw, C.uintptr_t(n.h), f.raw,
 			C.uint(grid.X), C.uint(grid.Y), C.uint(grid.Z),

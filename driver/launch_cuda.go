@@ -12,25 +12,29 @@ import (
 	"errors"
 	"fmt"
 	"unsafe"
+
+	cu "gorgonia.org/cu"
 )
 
 // cParams copies the packed arguments into one C allocation laid out as a
 // kernelParams array (void*[n]) followed by the values, 64-byte aligned, and
-// returns the array (nil when there are no arguments) and its releaser. The
-// driver copies the values during the call that takes them.
-func cParams(a *Args) (*unsafe.Pointer, func(), error) {
+// returns the allocation (to C.free; nil when there are no arguments) and the
+// array in it. The driver copies the values during the call that takes them.
+// No closure is returned: Launch frees with a plain defer, which allocates
+// nothing.
+func cParams(a *Args) (mem unsafe.Pointer, list *unsafe.Pointer, err error) {
 	if err := a.Err(); err != nil {
-		return nil, func() {}, err
+		return nil, nil, err
 	}
 	n := a.Len()
 	if n == 0 {
-		return nil, func() {}, nil
+		return nil, nil, nil
 	}
 	const align = 64
 	ptrBytes := (n*int(unsafe.Sizeof(unsafe.Pointer(nil))) + align - 1) &^ (align - 1)
-	mem := C.malloc(C.size_t(align + ptrBytes + len(a.buf)))
+	mem = C.malloc(C.size_t(align + ptrBytes + len(a.buf)))
 	if mem == nil {
-		return nil, func() {}, errors.New("driver: out of host memory for kernel arguments")
+		return nil, nil, errors.New("driver: out of host memory for kernel arguments")
 	}
 	base := unsafe.Add(mem, (align-int(uintptr(mem)%align))%align)
 	data := unsafe.Add(base, ptrBytes)
@@ -39,7 +43,14 @@ func cParams(a *Args) (*unsafe.Pointer, func(), error) {
 	for i, off := range a.offs {
 		ps[i] = unsafe.Add(data, off)
 	}
-	return (*unsafe.Pointer)(base), func() { C.free(mem) }, nil
+	return mem, (*unsafe.Pointer)(base), nil
+}
+
+// cFree releases an allocation of cParams (nil is fine).
+func cFree(mem unsafe.Pointer) {
+	if mem != nil {
+		C.free(mem)
+	}
 }
 
 func checkLaunchShape(op string, grid, block Dim3, sharedBytes int) error {
@@ -76,11 +87,17 @@ func (c *Context) Launch(f *Function, grid, block Dim3, sharedBytes int, s *Stre
 	if err := checkLaunchShape("Launch", grid, block, sharedBytes); err != nil {
 		return err
 	}
-	params, free, err := cParams(args)
+	mem, params, err := cParams(args)
 	if err != nil {
 		return err
 	}
-	defer free()
+	defer cFree(mem)
+	return c.launch(f, grid, block, sharedBytes, st, params)
+}
+
+// launch is cuLaunchKernel on checked arguments; params is a kernelParams
+// array in C memory (nil: no arguments).
+func (c *Context) launch(f *Function, grid, block Dim3, sharedBytes int, st cu.Stream, params *unsafe.Pointer) error {
 	return c.do(func() error {
 		return check("cuLaunchKernel", C.cuLaunchKernel(f.raw,
 			C.uint(grid.X), C.uint(grid.Y), C.uint(grid.Z),

@@ -146,6 +146,28 @@ func (c *Context) Launch(f *Function, grid, block Dim3, sharedBytes int, s *Stre
 	return ErrNoCUDA
 }
 
+// KernelParams is an argument list packed into C memory (stub).
+type KernelParams struct{}
+
+// NewKernelParams returns an error recorded by a's adders, else ErrNoCUDA.
+func NewKernelParams(a *Args) (*KernelParams, error) {
+	if err := a.Err(); err != nil {
+		return nil, err
+	}
+	return nil, ErrNoCUDA
+}
+
+// Len returns 0.
+func (p *KernelParams) Len() int { return 0 }
+
+// Free does nothing.
+func (p *KernelParams) Free() {}
+
+// LaunchParams returns ErrNoCUDA.
+func (c *Context) LaunchParams(f *Function, grid, block Dim3, sharedBytes int, s *Stream, p *KernelParams) error {
+	return ErrNoCUDA
+}
+
 // Instantiate returns ErrNoCUDA.
 func (g *Graph) Instantiate() (*GraphExec, error) { return nil, ErrNoCUDA }
 

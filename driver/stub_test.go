@@ -32,32 +32,34 @@ func TestStubMethods(t *testing.T) {
 		t.Fatal("WrapStream returned nil")
 	}
 	errs := map[string]error{
-		"Close":       c.Close(),
-		"Synchronize": c.Synchronize(),
-		"Free":        c.Free(0),
-		"CopyToDev":   c.CopyToDevice(0, nil, 0),
-		"CopyToHost":  c.CopyToHost(nil, 0, 0),
-		"CopyDev":     c.CopyDeviceAsync(0, 0, 0, nil),
-		"MemsetD8":    c.MemsetD8(0, 0, 0, nil),
-		"MemsetD16":   c.MemsetD16(0, 0, 0, nil),
-		"MemsetD32":   c.MemsetD32(0, 0, 0, s),
-		"Launch":      c.Launch(f, D1(1), D1(1), 0, nil, nil),
-		"S.Sync":      ws.Synchronize(),
-		"S.Destroy":   ws.Destroy(),
-		"S.Begin":     s.BeginCapture(),
-		"E.Record":    e.Record(s),
-		"E.Sync":      e.Synchronize(),
-		"E.Destroy":   e.Destroy(),
-		"M.Unload":    m.Unload(),
-		"F.SetMax":    f.SetMaxDynamicShared(1 << 17),
-		"G.Destroy":   g.Destroy(),
-		"X.Launch":    x.Launch(s),
-		"X.Set":       x.SetKernelNodeArgs(GraphNode{}, f, D1(1), D1(1), 0, nil),
-		"X.Destroy":   x.Destroy(),
+		"Close":        c.Close(),
+		"Synchronize":  c.Synchronize(),
+		"Free":         c.Free(0),
+		"CopyToDev":    c.CopyToDevice(0, nil, 0),
+		"CopyToHost":   c.CopyToHost(nil, 0, 0),
+		"CopyDev":      c.CopyDeviceAsync(0, 0, 0, nil),
+		"MemsetD8":     c.MemsetD8(0, 0, 0, nil),
+		"MemsetD16":    c.MemsetD16(0, 0, 0, nil),
+		"MemsetD32":    c.MemsetD32(0, 0, 0, s),
+		"Launch":       c.Launch(f, D1(1), D1(1), 0, nil, nil),
+		"LaunchParams": c.LaunchParams(f, D1(1), D1(1), 0, nil, nil),
+		"S.Sync":       ws.Synchronize(),
+		"S.Destroy":    ws.Destroy(),
+		"S.Begin":      s.BeginCapture(),
+		"E.Record":     e.Record(s),
+		"E.Sync":       e.Synchronize(),
+		"E.Destroy":    e.Destroy(),
+		"M.Unload":     m.Unload(),
+		"F.SetMax":     f.SetMaxDynamicShared(1 << 17),
+		"G.Destroy":    g.Destroy(),
+		"X.Launch":     x.Launch(s),
+		"X.Set":        x.SetKernelNodeArgs(GraphNode{}, f, D1(1), D1(1), 0, nil),
+		"X.Destroy":    x.Destroy(),
 	}
 	_, errs["Alloc"] = c.Alloc(16)
 	_, _, errs["MemInfo"] = c.MemInfo()
 	_, errs["NewStream"] = c.NewStream()
+	_, errs["NewKernelParams"] = NewKernelParams(new(Args).Int32(1))
 	_, errs["NewEvent"] = c.NewEvent()
 	_, errs["Elapsed"] = ElapsedMs(e, e)
 	_, errs["LoadModule"] = c.LoadModule([]byte("x"))

@@ -1,0 +1,190 @@
+package gdn
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gdnjit/gdn/driver"
+	"github.com/gdnjit/gdn/kernsrc"
+)
+
+// callEntry is one prepared call of the core kernel: its plan, its
+// parameter block (encoded tensor maps included) in Go and in C memory, the
+// kernel's entry point once resolved, and the CUDA graph of the call once
+// captured. Everything in it is a function of its key, so an entry serves
+// every call with that key, from any goroutine.
+type callEntry struct {
+	key    hopperCall
+	plan   Plan
+	block  [kernsrc.HopperParamsBytes]byte
+	params *driver.KernelParams // block, packed for cuLaunchKernel; nil in the CPU tests
+
+	fn    atomic.Pointer[driver.Function] // the plan's kernel, set on the first launch
+	graph callGraph
+
+	// Guarded by callCache.mu.
+	refs    int  // calls holding the entry
+	evicted bool // out of the map: freed when refs drops to 0
+
+	freed atomic.Bool
+}
+
+// free releases the entry's graph and C memory. It runs once, when the
+// entry is out of the cache and no call holds it.
+func (e *callEntry) free() {
+	if e == nil || e.freed.Swap(true) {
+		return
+	}
+	if x := e.graph.exec.Swap(nil); x != nil {
+		x.Destroy()
+	}
+	e.params.Free()
+}
+
+// callCacheLimit bounds the prepared calls a Runtime keeps: each holds about
+// 2 KB of host memory and at most one graph exec.
+const callCacheLimit = 256
+
+// callCache is Forward's host path: it validates arguments and maps them to
+// a prepared call, so that a call repeated with the same arguments (same
+// buffers, shapes, dtypes and scale) allocates nothing and encodes no tensor
+// map. Entries are reference counted: an entry evicted (the cache is full)
+// or dropped by close while a call holds it is freed when that call
+// releases it, so a launch never reads freed parameters or graphs.
+type callCache struct {
+	plans  *planCache
+	encode tiledEncoder
+	// pack copies a block into C memory for the driver; nil (CPU tests)
+	// leaves callEntry.params nil.
+	pack  func(block []byte) (*driver.KernelParams, error)
+	limit int
+
+	mu      sync.Mutex
+	entries map[hopperCall]*callEntry
+	closed  bool
+}
+
+func newCallCache(plans *planCache, encode tiledEncoder, pack func([]byte) (*driver.KernelParams, error)) *callCache {
+	return &callCache{plans: plans, encode: encode, pack: pack, limit: callCacheLimit, entries: map[hopperCall]*callEntry{}}
+}
+
+// packParams packs a Hopper parameter block (64-byte aligned: it holds
+// tensor maps) as the kernel's only argument, in C memory.
+func packParams(block []byte) (*driver.KernelParams, error) {
+	return driver.NewKernelParams(new(driver.Args).Bytes(block, 64))
+}
+
+// prepare validates a (errors wrap ErrInvalidArgument and name the
+// argument) and returns its prepared call, held until release. A cached
+// call costs the validation and one map lookup, and allocates nothing.
+func (c *callCache) prepare(a *CoreArgs) (*callEntry, error) {
+	if a == nil {
+		return nil, argErrorf("args", "nil *CoreArgs")
+	}
+	args := *a // what is validated is what is launched, whatever the caller does meanwhile
+	p, err := ValidateCore(&args)
+	if err != nil {
+		return nil, err
+	}
+	key := newHopperCall(&args, p)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if e, ok := c.entries[key]; ok {
+		e.refs++
+		c.mu.Unlock()
+		return e, nil
+	}
+	c.mu.Unlock()
+	return c.create(key, p)
+}
+
+// create prepares a call not in the cache: plan, tensor maps, C copy. Two
+// goroutines preparing the same call at once both build it; the second to
+// finish uses the first's entry and frees its own.
+func (c *callCache) create(key hopperCall, p Problem) (*callEntry, error) {
+	plan, err := c.plans.plan(p)
+	if err != nil {
+		return nil, err
+	}
+	e := &callEntry{key: key, plan: plan}
+	if err := key.params(c.encode, &e.block); err != nil {
+		return nil, err
+	}
+	if c.pack != nil {
+		if e.params, err = c.pack(e.block[:]); err != nil {
+			return nil, fmt.Errorf("gdn: kernel parameters: %w", err)
+		}
+	}
+	var victim *callEntry
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		e.free()
+		return nil, ErrClosed
+	}
+	if old, ok := c.entries[key]; ok {
+		old.refs++
+		c.mu.Unlock()
+		e.free()
+		return old, nil
+	}
+	if len(c.entries) >= c.limit {
+		// Evict one entry, whichever the map's randomised iteration
+		// yields first: simple, and no entry is favoured over time.
+		for k, v := range c.entries {
+			delete(c.entries, k)
+			v.evicted = true
+			if v.refs == 0 {
+				victim = v
+			}
+			break
+		}
+	}
+	e.refs = 1
+	c.entries[key] = e
+	c.mu.Unlock()
+	victim.free()
+	return e, nil
+}
+
+// release drops a call's hold on e, freeing e if it was evicted meanwhile
+// and this was the last hold.
+func (c *callCache) release(e *callEntry) {
+	c.mu.Lock()
+	e.refs--
+	last := e.evicted && e.refs == 0
+	c.mu.Unlock()
+	if last {
+		e.free()
+	}
+}
+
+// close frees every entry (those held by a call, when released) and makes
+// later prepares fail with ErrClosed.
+func (c *callCache) close() {
+	var idle []*callEntry
+	c.mu.Lock()
+	c.closed = true
+	for k, e := range c.entries {
+		delete(c.entries, k)
+		e.evicted = true
+		if e.refs == 0 {
+			idle = append(idle, e)
+		}
+	}
+	c.mu.Unlock()
+	for _, e := range idle {
+		e.free()
+	}
+}
+
+// len returns the number of cached calls.
+func (c *callCache) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.entries)
+}

@@ -1,0 +1,348 @@
+package gdn
+
+import (
+	"encoding/binary"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/gdnjit/gdn/driver"
+	"github.com/gdnjit/gdn/kernsrc"
+)
+
+// fakeEncoder stands in for cuTensorMapEncodeTiled on the CPU: the map it
+// returns spells out its inputs, so blocks of different calls differ where
+// the real maps would, and it counts its calls.
+type fakeEncoder struct{ calls atomic.Int64 }
+
+func (f *fakeEncoder) encode(dt driver.TensorDtype, base driver.DevicePtr, dims, strides []uint64, box []uint32, sw driver.Swizzle) (driver.TensorMap, error) {
+	f.calls.Add(1)
+	var m driver.TensorMap
+	binary.LittleEndian.PutUint64(m[0:], uint64(base))
+	m[8], m[9] = byte(dt), byte(sw)
+	for i, d := range dims {
+		binary.LittleEndian.PutUint64(m[16+8*i:], d)
+	}
+	for i, s := range strides {
+		binary.LittleEndian.PutUint64(m[48+8*i:], s)
+	}
+	for i, b := range box {
+		binary.LittleEndian.PutUint32(m[72+4*i:], b)
+	}
+	return m, nil
+}
+
+// hostPath is a Runtime's call cache without a device: a fake encoder, no
+// C copy of the parameters, an H200's 132 SMs.
+func hostPath() (*callCache, *fakeEncoder) {
+	f := &fakeEncoder{}
+	return newCallCache(newPlanCache(132, ""), f.encode, nil), f
+}
+
+// hostPathCall is Forward's host path as the benchmark and the allocation
+// test run it: everything before the first driver call of a repeated call
+// (prepare: validate, look the call up; the graph's due count), then the
+// release.
+func hostPathCall(c *callCache, a *CoreArgs) error {
+	e, err := c.prepare(a)
+	if err != nil {
+		return err
+	}
+	e.graph.due()
+	c.release(e)
+	return nil
+}
+
+// varlenArgs are goodArgs with packed sequences (B = 1).
+func varlenArgs() *CoreArgs {
+	a := goodArgs(1, 4096, 16, 32)
+	a.H0.Shape[0], a.Ht.Shape[0] = 4, 4
+	a.H0.Bytes, a.Ht.Bytes = a.H0.Elems()*4, a.Ht.Elems()*4
+	a.CuSeqlens = []int{0, 1000, 1001, 3000, 4096}
+	a.CuSeqlensDevice = Tensor{Ptr: 1 << 40, Bytes: 40, Dtype: Int64, Shape: []int{5}}
+	return a
+}
+
+// A repeated Forward allocates nothing on the host, and encodes no tensor
+// map after the first call: the CI guard of the 0 allocs/op that
+// BenchmarkForward reports.
+func TestForwardHostPathAllocs(t *testing.T) {
+	for name, a := range map[string]*CoreArgs{"batch": goodArgs(4, 2048, 16, 32), "varlen": varlenArgs()} {
+		t.Run(name, func(t *testing.T) {
+			c, f := hostPath()
+			if err := hostPathCall(c, a); err != nil {
+				t.Fatal(err)
+			}
+			if n := f.calls.Load(); n != 5 {
+				t.Fatalf("first call encoded %d tensor maps, want 5", n)
+			}
+			if allocs := testing.AllocsPerRun(100, func() {
+				if err := hostPathCall(c, a); err != nil {
+					t.Fatal(err)
+				}
+			}); allocs != 0 {
+				t.Errorf("repeated call: %v allocs, want 0", allocs)
+			}
+			if n := f.calls.Load(); n != 5 {
+				t.Errorf("repeated calls encoded tensor maps (%d in all, want 5)", n)
+			}
+		})
+	}
+}
+
+// The cached block is the block of the call's own arguments: every field
+// of the key reaches it, and a call differing in any one of them gets an
+// entry of its own. The same address and shape (a buffer freed and another
+// allocated in its place) get the same block, which is then still right.
+func TestCallCacheBlocks(t *testing.T) {
+	c, f := hostPath()
+	base := goodArgs(2, 130, 4, 8)
+	mutations := map[string]func(a *CoreArgs){
+		"same":   func(a *CoreArgs) {},
+		"q":      func(a *CoreArgs) { a.Q.Ptr += 1 << 30 },
+		"k":      func(a *CoreArgs) { a.K.Ptr += 1 << 30 },
+		"v":      func(a *CoreArgs) { a.V.Ptr += 1 << 30 },
+		"g":      func(a *CoreArgs) { a.G.Ptr += 1 << 30 },
+		"beta":   func(a *CoreArgs) { a.Beta.Ptr += 1 << 30 },
+		"A":      func(a *CoreArgs) { a.A.Ptr += 1 << 30 },
+		"h0":     func(a *CoreArgs) { a.H0.Ptr += 1 << 30 },
+		"ht":     func(a *CoreArgs) { a.Ht.Ptr += 1 << 30 },
+		"o":      func(a *CoreArgs) { a.O.Ptr += 1 << 30 },
+		"no h0":  func(a *CoreArgs) { a.H0 = Tensor{} },
+		"no ht":  func(a *CoreArgs) { a.Ht = Tensor{} },
+		"scale":  func(a *CoreArgs) { a.Scale = 0.5 },
+		"beta16": func(a *CoreArgs) { a.Beta.Dtype, a.Beta.Bytes = BF16, a.Beta.Bytes/2 },
+		"A bf16": func(a *CoreArgs) { a.A.Dtype = BF16 },
+		"T": func(a *CoreArgs) {
+			for _, x := range []*Tensor{&a.Q, &a.K, &a.V, &a.G, &a.Beta, &a.A, &a.O} {
+				x.Shape = append([]int(nil), x.Shape...)
+				x.Shape[1] = 129
+			}
+		},
+	}
+	blocks := map[[kernsrc.HopperParamsBytes]byte]string{}
+	ref, err := c.prepare(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.release(ref)
+	for name, mutate := range mutations {
+		a := *base
+		mutate(&a)
+		e, err := c.prepare(&a)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		c.release(e)
+		if name == "same" {
+			if e != ref {
+				t.Errorf("identical arguments got a new entry")
+			}
+			continue
+		}
+		if e == ref || e.block == ref.block {
+			t.Errorf("%s: the call shares the first call's entry or block", name)
+		}
+		if other, dup := blocks[e.block]; dup {
+			t.Errorf("%s and %s have the same block", name, other)
+		}
+		blocks[e.block] = name
+		// The block is what the uncached path packs for these arguments.
+		p, _ := ValidateCore(&a)
+		var want [kernsrc.HopperParamsBytes]byte
+		if err := newHopperCall(&a, p).params(f.encode, &want); err != nil || want != e.block {
+			t.Errorf("%s: cached block differs from a fresh one (%v)", name, err)
+		}
+	}
+	if n := c.len(); n != len(mutations) {
+		t.Errorf("%d cached calls, want %d", n, len(mutations))
+	}
+}
+
+// Errors of the cached path are ValidateCore's, and nothing is cached.
+func TestCallCacheErrors(t *testing.T) {
+	c, f := hostPath()
+	a := goodArgs(2, 100, 2, 8)
+	a.V.Ptr = 0
+	_, want := ValidateCore(a)
+	_, err := c.prepare(a)
+	var ae *ArgError
+	if !errors.Is(err, ErrInvalidArgument) || !errors.As(err, &ae) || ae.Arg != "v" || err.Error() != want.Error() {
+		t.Errorf("prepare = %v, want %v", err, want)
+	}
+	if _, err := c.prepare(nil); !errors.As(err, &ae) || ae.Arg != "args" {
+		t.Errorf("prepare(nil) = %v", err)
+	}
+	fail := newCallCache(newPlanCache(132, ""), func(driver.TensorDtype, driver.DevicePtr, []uint64, []uint64, []uint32, driver.Swizzle) (driver.TensorMap, error) {
+		return driver.TensorMap{}, errors.New("encode failed")
+	}, nil)
+	if _, err := fail.prepare(goodArgs(1, 10, 1, 1)); err == nil {
+		t.Error("a failed encoding was not an error")
+	}
+	if c.len() != 0 || fail.len() != 0 || f.calls.Load() != 0 {
+		t.Errorf("failed calls were cached (%d, %d entries, %d encodings)", c.len(), fail.len(), f.calls.Load())
+	}
+}
+
+// A full cache evicts; an entry evicted while a call holds it is freed when
+// that call releases it, never before. Close frees the rest and refuses
+// later calls.
+func TestCallCacheEviction(t *testing.T) {
+	c, _ := hostPath()
+	c.limit = 4
+	args := func(i int) *CoreArgs {
+		a := goodArgs(1, 64, 1, 1)
+		a.O.Ptr = uintptr(1+i) << 32
+		return a
+	}
+	held, err := c.prepare(args(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []*callEntry
+	// Eviction picks at random: the held entry goes, with odds 1/4 each
+	// time, well within 1000 new calls.
+	for i := 1; i < 1000 && !held.evicted; i++ {
+		e, err := c.prepare(args(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.release(e)
+		all = append(all, e)
+		if n := c.len(); n > c.limit {
+			t.Fatalf("%d entries, limit %d", n, c.limit)
+		}
+	}
+	if !held.evicted {
+		t.Fatal("1000 newer calls did not evict the first")
+	}
+	if held.freed.Load() {
+		t.Fatal("an entry held by a call was freed")
+	}
+	c.release(held)
+	if !held.freed.Load() {
+		t.Error("an evicted entry was not freed on its last release")
+	}
+	evicted := 0
+	for _, e := range all {
+		if e.evicted != e.freed.Load() {
+			t.Errorf("entry evicted=%v freed=%v", e.evicted, e.freed.Load())
+		}
+		if e.evicted {
+			evicted++
+		}
+	}
+	if evicted != len(all)-c.len() {
+		t.Errorf("%d evicted, want %d", evicted, len(all)-c.len())
+	}
+	c.close()
+	for _, e := range all {
+		if !e.freed.Load() {
+			t.Error("close left an entry unfreed")
+		}
+	}
+	if _, err := c.prepare(args(1)); !errors.Is(err, ErrClosed) {
+		t.Errorf("prepare after close: %v", err)
+	}
+}
+
+// Many goroutines on few argument sets and a small cache: every call gets
+// the block of its own arguments, no entry is freed while held (run with
+// -race), and all are freed after close.
+func TestCallCacheConcurrent(t *testing.T) {
+	c, f := hostPath()
+	c.limit = 3
+	const sets = 6
+	want := make([][kernsrc.HopperParamsBytes]byte, sets)
+	args := make([]*CoreArgs, sets)
+	for i := range args {
+		args[i] = goodArgs(1+i%2, 64, 2, 4)
+		args[i].O.Ptr = uintptr(1+i) << 32
+		p, _ := ValidateCore(args[i])
+		newHopperCall(args[i], p).params(f.encode, &want[i])
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var seen []*callEntry
+	for g := range 16 {
+		wg.Go(func() {
+			for i := range 300 {
+				s := (g + i) % sets
+				e, err := c.prepare(args[s])
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if e.freed.Load() || e.block != want[s] {
+					t.Errorf("set %d: entry freed=%v, block matches=%v", s, e.freed.Load(), e.block == want[s])
+				}
+				e.graph.due()
+				if i%50 == 0 {
+					mu.Lock()
+					seen = append(seen, e)
+					mu.Unlock()
+				}
+				c.release(e)
+			}
+		})
+	}
+	wg.Wait()
+	c.close()
+	for _, e := range seen {
+		if !e.freed.Load() || e.refs != 0 {
+			t.Fatalf("after close: entry freed=%v refs=%d", e.freed.Load(), e.refs)
+		}
+	}
+}
+
+// The graph of a call is due from its second call on, never after a failed
+// capture.
+func TestCallGraphDue(t *testing.T) {
+	var g callGraph
+	if g.due() {
+		t.Error("first call due for a graph")
+	}
+	for i := range 5 {
+		if !g.due() {
+			t.Errorf("call %d not due", i+2)
+		}
+	}
+	if g.seen.Load() != 2 {
+		t.Errorf("seen = %d, want it saturated at 2", g.seen.Load())
+	}
+	g.failed.Store(true)
+	if g.due() {
+		t.Error("due after a failed capture")
+	}
+}
+
+// BenchmarkValidate is ValidateCore on valid arguments (four sequences of
+// 2048 tokens, Hq 16, Hv 32, h0 and ht).
+func BenchmarkValidate(b *testing.B) {
+	a := goodArgs(4, 2048, 16, 32)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ValidateCore(a); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkForward is the host path of a repeated Forward (validate, look
+// up the prepared call with its plan and encoded parameters, the graph's
+// due count, release), without the driver calls that follow (see
+// BenchmarkGPUForward for those, on the GPU).
+func BenchmarkForward(b *testing.B) {
+	for name, a := range map[string]*CoreArgs{"batch": goodArgs(4, 2048, 16, 32), "varlen": varlenArgs()} {
+		b.Run(name, func(b *testing.B) {
+			c, _ := hostPath()
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := hostPathCall(c, a); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,40 @@
+package gdn
+
+import (
+	"fmt"
+
+	"github.com/gdnjit/gdn/driver"
+)
+
+// launch enqueues prepared call e on stream s: through its graph from the
+// second call on a stream not being captured, else directly. Resolving the
+// kernel happens on an entry's first launch only; after that the path is
+// driver calls on the entry's fixed data, and allocates nothing.
+func (rt *Runtime) launch(e *callEntry, s Stream) error {
+	if e.fn.Load() == nil {
+		k, err := rt.kernel(e.plan.Variant, e.plan.SharedBytes)
+		if err != nil {
+			return err
+		}
+		e.fn.Store(k.fn)
+	}
+	stream := rt.ctx.WrapStream(uintptr(s)) // inlined: stays on the stack
+	if rt.graphs != nil && s != 0 {
+		if done, err := rt.graphs.run(rt.ctx, e, stream); done || err != nil {
+			return err
+		}
+	}
+	return e.enqueue(rt.ctx, stream)
+}
+
+// enqueue launches e's kernel (e.fn set) with its plan's geometry and its
+// packed parameters.
+func (e *callEntry) enqueue(ctx *driver.Context, s *driver.Stream) error {
+	g, b := e.plan.Grid, e.plan.Block
+	err := ctx.LaunchParams(e.fn.Load(), driver.Dim3{X: g[0], Y: g[1], Z: g[2]}, driver.Dim3{X: b[0], Y: b[1], Z: b[2]},
+		e.plan.SharedBytes, s, e.params)
+	if err != nil {
+		return fmt.Errorf("gdn: launch %s: %w", e.plan.Variant.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,95 @@
+package gdn
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+)
+
+// The plan cache keys on the shape class only (dtype, N, Hq, Hv): no other
+// field of a Problem may change a plan. This fails when the planner starts
+// reading one, which must then join planKey.
+func TestPlanDependsOnShapeClass(t *testing.T) {
+	for _, sms := range []int{8, 66, 132} {
+		for _, class := range []Problem{{B: 1, Hq: 1, Hv: 1, N: 1}, {B: 4, Hq: 16, Hv: 32, N: 4}, {B: 2, Hq: 2, Hv: 64, N: 2}, {B: 1, Hq: 8, Hv: 8, N: 7}} {
+			for _, dt := range []Dtype{BF16, FP16} {
+				class.Dtype = dt
+				want, err := PlanCore(class, sms)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, vary := range []func(p *Problem){
+					func(p *Problem) { p.T = 1 },
+					func(p *Problem) { p.T = 1 << 20 },
+					func(p *Problem) { p.Seqs = []int{0, 5, 100} },
+					func(p *Problem) { p.BetaDtype, p.ADtype, p.SeqlensDtype = FP32, BF16, Int64 },
+					func(p *Problem) { p.HasH0, p.HasHt = true, true },
+					func(p *Problem) { p.Scale = 3 },
+				} {
+					p := class
+					vary(&p)
+					if got, _ := PlanCore(p, sms); got.String() != want.String() || got.TileWidth != want.TileWidth {
+						t.Errorf("%v on %d SMs: plan %v, the shape class's %v", p, sms, got, want)
+					}
+				}
+				pc := newPlanCache(sms, "")
+				for range 2 {
+					if got, err := pc.plan(class); err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+						t.Errorf("cached plan %v (%v), want %v", got, err, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkPlan is the plan lookup of a shape class already planned, what
+// a new argument set of a known shape costs in planning.
+func BenchmarkPlan(b *testing.B) {
+	p, err := ValidateCore(goodArgs(4, 2048, 16, 32))
+	if err != nil {
+		b.Fatal(err)
+	}
+	pc := newPlanCache(132, "")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := pc.plan(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// The cache serves the planner's plans (or the forced variant's), caches no
+// error, stays bounded, and a hit allocates nothing.
+func TestPlanCache(t *testing.T) {
+	p := Problem{B: 2, T: 100, Hq: 2, Hv: 8, N: 2, Dtype: BF16}
+	forced := newPlanCache(132, "gdn_hopper_bf16_bv64")
+	if pl, err := forced.plan(p); err != nil || pl.Variant.Name != "gdn_hopper_bf16_bv64" {
+		t.Errorf("forced variant: %v, %v", pl, err)
+	}
+	p16 := p
+	p16.Dtype = FP16
+	var ae *ArgError
+	for range 2 {
+		if _, err := forced.plan(p16); !errors.As(err, &ae) || ae.Arg != "variant" {
+			t.Errorf("bf16 variant on fp16 inputs: %v", err)
+		}
+	}
+	if len(forced.plans) != 1 {
+		t.Errorf("%d cached plans, want 1 (errors are not cached)", len(forced.plans))
+	}
+	if allocs := testing.AllocsPerRun(100, func() { forced.plan(p) }); allocs != 0 {
+		t.Errorf("cached plan: %v allocs, want 0", allocs)
+	}
+	pc := newPlanCache(132, "")
+	for n := 1; n <= planCacheLimit+10; n++ {
+		q := p
+		q.N, q.B = n, n
+		if _, err := pc.plan(q); err != nil {
+			t.Fatal(err)
+		}
+		if len(pc.plans) > planCacheLimit {
+			t.Fatalf("%d cached plans, limit %d", len(pc.plans), planCacheLimit)
+		}
+	}
+}
