@@ -228,7 +228,9 @@ func deviceCalls(r *gdn.Runtime, s ref.Shape, seed uint64, calls int) (err error
 		return err
 	}
 	defer stream.Destroy()
-	if err := r.Context().Synchronize(); err != nil { // the uploads ran on the legacy stream
+	// The uploads ran on the legacy stream. (Not Context().Synchronize: it
+	// fails while another goroutine's Forward captures a graph.)
+	if err := r.Context().WrapStream(0).Synchronize(); err != nil {
 		return err
 	}
 	out := make([]uint16, s.VLen())

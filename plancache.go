@@ -7,8 +7,9 @@ import "sync"
 // changes a plan, so a planner that starts reading another field fails there
 // rather than being served stale plans).
 type planKey struct {
-	dtype     Dtype
-	n, hq, hv int
+	dtype          Dtype
+	n, hq, hv      int
+	longest, total int // chainChunks: the cost model weighs the chains
 }
 
 // planCacheLimit bounds a planCache; a full cache is emptied (shape classes
@@ -36,7 +37,8 @@ func newPlanCache(sms int, variant string) *planCache {
 // class. Errors are not cached. The Plan shares its Variant's Defines with
 // the cache: callers must not modify them.
 func (c *planCache) plan(p Problem) (Plan, error) {
-	key := planKey{dtype: p.Dtype, n: p.N, hq: p.Hq, hv: p.Hv}
+	longest, total := chainChunks(p)
+	key := planKey{dtype: p.Dtype, n: p.N, hq: p.Hq, hv: p.Hv, longest: longest, total: total}
 	c.mu.Lock()
 	pl, ok := c.plans[key]
 	c.mu.Unlock()

@@ -19,9 +19,16 @@ func TestPlanDependsOnShapeClass(t *testing.T) {
 					t.Fatal(err)
 				}
 				for _, vary := range []func(p *Problem){
-					func(p *Problem) { p.T = 1 },
-					func(p *Problem) { p.T = 1 << 20 },
-					func(p *Problem) { p.Seqs = []int{0, 5, 100} },
+					// The same chains (in chunks): T within the same chunk count,
+					// or packed sequences of the same chunk counts.
+					func(p *Problem) { p.T = (p.T+63)/64*64 - 1 + min(1, p.T%64) },
+					func(p *Problem) {
+						l := (p.T + 63) / 64 * 64
+						p.Seqs = make([]int, p.N+1)
+						for i := range p.N {
+							p.Seqs[i+1] = p.Seqs[i] + l
+						}
+					},
 					func(p *Problem) { p.BetaDtype, p.ADtype, p.SeqlensDtype = FP32, BF16, Int64 },
 					func(p *Problem) { p.HasH0, p.HasHt = true, true },
 					func(p *Problem) { p.Scale = 3 },

@@ -254,8 +254,11 @@ func (rt *Runtime) UploadCore(h *HostCoreArgs) (*DeviceCoreArgs, error) {
 	}
 	if err == nil {
 		// A copy from pageable memory may return before its data lands, and
-		// callers go on with streams of their own.
-		err = rt.ctx.Synchronize()
+		// callers go on with streams of their own: wait for the legacy
+		// stream the copy and the poison ran on. Not the whole context: a
+		// context-wide synchronisation fails while any stream of it is
+		// capturing a graph (another goroutine's Forward may be).
+		err = rt.ctx.WrapStream(0).Synchronize()
 	}
 	if err != nil {
 		rt.ctx.Free(base)
