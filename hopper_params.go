@@ -23,6 +23,12 @@ type hopperCall struct {
 	b, t, hq, hv, n                           int
 	dtype, betaDtype, aDtype, seqlensDtype    Dtype
 	scale                                     uint32 // bits of the (validated, finite) scale: equal keys, equal bytes
+
+	// Not in the block, but in the plan that callCache keeps with it: the
+	// chains the planner's cost model weighs (chainChunks; planKey holds
+	// them too). Packed sequences rewritten in place (same buffers, same N
+	// and T, other boundaries) must not be served the plan of the old ones.
+	longest, total int
 }
 
 // newHopperCall reads the key of validated arguments (p from ValidateCore(a)).
@@ -42,6 +48,7 @@ func newHopperCall(a *CoreArgs, p Problem) hopperCall {
 	if p.Seqs != nil {
 		k.cuSeqlens = a.CuSeqlensDevice.Ptr
 	}
+	k.longest, k.total = chainChunks(p)
 	return k
 }
 

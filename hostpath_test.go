@@ -346,3 +346,44 @@ func BenchmarkForward(b *testing.B) {
 		})
 	}
 }
+
+// A prepared call's plan is the plan of its own packed sequences: the same
+// buffers, N and T with other boundaries (cu_seqlens rewritten in place)
+// must not be served the plan cached for the old ones. On an H200's 132
+// SMs two sequences of 64 value heads take the 128-wide tile when the
+// chains are equal and the 64-wide one when one sequence holds every token.
+func TestCallCachePlanFollowsSequences(t *testing.T) {
+	c, _ := hostPath()
+	args := func(cu []int) *CoreArgs {
+		a := goodArgs(1, 4096, 16, 64)
+		a.H0.Shape[0], a.Ht.Shape[0] = 2, 2
+		a.H0.Bytes, a.Ht.Bytes = a.H0.Elems()*4, a.Ht.Elems()*4
+		a.CuSeqlens = cu
+		a.CuSeqlensDevice = Tensor{Ptr: 1 << 40, Bytes: 24, Dtype: Int64, Shape: []int{3}}
+		return a
+	}
+	even, skewed := args([]int{0, 2048, 4096}), args([]int{0, 4096, 4096})
+	var widths []int
+	for _, a := range []*CoreArgs{even, skewed, even} {
+		p, err := ValidateCore(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := PlanCore(p, 132)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := c.prepare(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.release(e)
+		if e.plan.String() != want.String() || e.plan.TileWidth != want.TileWidth {
+			t.Errorf("cu_seqlens %v: prepared plan %v, the planner's %v", a.CuSeqlens, e.plan, want)
+		}
+		widths = append(widths, want.TileWidth)
+	}
+	if widths[0] == widths[1] {
+		t.Fatalf("the test's sequences no longer get different tiles (%v): pick others", widths)
+	}
+}

@@ -153,7 +153,14 @@ const soakLostAfter = 5
 // problem's reference with another's inputs and GPU call: the reference of
 // a long chain is sequential, and the machine has many cores.
 func runSoakLoop(workers int, o soakOptions, st *soakStats, run func(w, k int) bool) {
-	deadline := time.Now().Add(time.Duration(o.minutes * float64(time.Minute)))
+	// A --minutes too large for a time.Duration (about 292 years) would
+	// convert to a negative one, a deadline already past, and the soak would
+	// run nothing and pass: take the largest Duration instead.
+	limit := time.Duration(math.MaxInt64)
+	if d := o.minutes * float64(time.Minute); d < float64(limit) {
+		limit = time.Duration(d)
+	}
+	deadline := time.Now().Add(limit)
 	cases := make(chan int)
 	var lost atomic.Int32 // GPU calls failed in a row
 	var wg sync.WaitGroup

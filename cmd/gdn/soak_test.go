@@ -277,3 +277,17 @@ func TestSoakLoop(t *testing.T) {
 		t.Errorf("a 0.6 s soak took %v", el)
 	}
 }
+
+// --minutes beyond what a time.Duration holds (about 292 years: a way of
+// saying "no time limit" next to --count) runs the problems asked for; it
+// must not overflow into a deadline already past, which ran none and
+// reported "0 passed, 0 failed" with exit status 0.
+func TestSoakLoopHugeMinutes(t *testing.T) {
+	for _, minutes := range []float64{1.6e8, 1e300} {
+		var calls atomic.Int32
+		runSoakLoop(2, soakOptions{minutes: minutes, count: 3}, newSoakStats(), func(w, k int) bool { calls.Add(1); return false })
+		if n := calls.Load(); n != 3 {
+			t.Errorf("--minutes %g --count 3: %d problems ran", minutes, n)
+		}
+	}
+}
