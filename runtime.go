@@ -204,7 +204,7 @@ func (rt *Runtime) kernel(v kernsrc.Variant, sharedBytes int) (*loadedKernel, er
 		k := &loadedKernel{module: mod, fn: fn, report: art.Report}
 		// Runs at Close only (the Runtime holds every module until then);
 		// launches enqueued earlier may still be running the module's code.
-		destroy := func() { rt.ctx.Synchronize(); mod.Unload() }
+		destroy := func() { rt.ctx.SynchronizeOrWait(); mod.Unload() }
 		return k, 1, destroy, nil
 	})
 	if err != nil {

@@ -39,6 +39,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	cu "gorgonia.org/cu"
@@ -183,6 +184,23 @@ func (c *Context) Close() error {
 // Synchronize waits for all work in the context (cuCtxSynchronize).
 func (c *Context) Synchronize() error {
 	return c.do(func() error { return cuErr("cuCtxSynchronize", cu.Synchronize()) })
+}
+
+// SynchronizeOrWait is Synchronize for teardown: cuCtxSynchronize fails
+// while any stream of the context is capturing a graph (another Runtime on
+// the same device may be, for an instant), so it retries for up to a
+// second before giving up and returning that error.
+func (c *Context) SynchronizeOrWait() error {
+	var err error
+	for range 1000 {
+		err = c.Synchronize()
+		var e *Error
+		if !errors.As(err, &e) || e.Code != int(C.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) {
+			return err
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return err
 }
 
 // MemInfo returns the free and total device memory in bytes (cuMemGetInfo).

@@ -47,6 +47,9 @@ func (c *Context) Close() error { return ErrNoCUDA }
 // Synchronize returns ErrNoCUDA.
 func (c *Context) Synchronize() error { return ErrNoCUDA }
 
+// SynchronizeOrWait returns ErrNoCUDA.
+func (c *Context) SynchronizeOrWait() error { return ErrNoCUDA }
+
 // MemInfo returns ErrNoCUDA.
 func (c *Context) MemInfo() (free, total uint64, err error) { return 0, 0, ErrNoCUDA }
 

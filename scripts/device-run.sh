@@ -64,7 +64,8 @@ for step in "${@:-tests}"; do
 		echo "== soak $minutes minutes, seed $seed" | tee "$out/soak.log" >&2
 		# gdn soak stops drawing problems at --minutes; the timeout leaves
 		# room for the problem in flight and the reference of the last one.
-		timeout $((minutes * 60 + 120)) .bin/gdn soak --minutes "$minutes" --seed "$seed" >>"$out/soak.log" 2>&1 || fail soak
+		# Minutes may be fractional (soak:0.5): the timeout in whole seconds.
+		timeout "$(awk -v m="$minutes" 'BEGIN { printf "%d", m * 60 + 120 }')" .bin/gdn soak --minutes "$minutes" --seed "$seed" >>"$out/soak.log" 2>&1 || fail soak
 		grep -E "^(FAIL|soak: variant)" "$out/soak.log" | head -20 >&2
 		tail -4 "$out/soak.log" >&2
 		;;

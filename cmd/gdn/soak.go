@@ -139,6 +139,11 @@ func runSoak(args []string) error {
 	if st.failed > 0 {
 		return errReported
 	}
+	if st.passed == 0 {
+		// A soak that checked nothing proves nothing: say so, and fail.
+		fmt.Fprintln(stderr, "soak: no problem ran (--minutes too short for the first problem?)")
+		return errReported
+	}
 	return nil
 }
 
