@@ -74,17 +74,8 @@ func checkLaunchShape(op string, grid, block Dim3, sharedBytes int) error {
 // the kernel; errors of the kernel itself surface at the next
 // synchronization. It can be captured into a graph (Stream.BeginCapture).
 func (c *Context) Launch(f *Function, grid, block Dim3, sharedBytes int, s *Stream, args *Args) error {
-	if err := f.usable(); err != nil {
-		return err
-	}
-	st, err := c.streamOf(s)
+	st, err := c.launchTarget("Launch", f, grid, block, sharedBytes, s)
 	if err != nil {
-		return err
-	}
-	if f.mod.ctx.raw != c.raw {
-		return errors.New("driver: Launch: Function belongs to another context")
-	}
-	if err := checkLaunchShape("Launch", grid, block, sharedBytes); err != nil {
 		return err
 	}
 	mem, params, err := cParams(args)
@@ -104,4 +95,24 @@ func (c *Context) launch(f *Function, grid, block Dim3, sharedBytes int, st cu.S
 			C.uint(block.X), C.uint(block.Y), C.uint(block.Z),
 			C.uint(sharedBytes), rawStream(st), params, nil))
 	})
+}
+
+// launchTarget checks what every launch checks (a usable function of this
+// context, a usable stream of it, the launch shape) and returns the stream.
+// It allocates nothing unless it fails.
+func (c *Context) launchTarget(op string, f *Function, grid, block Dim3, sharedBytes int, s *Stream) (cu.Stream, error) {
+	if err := f.usable(); err != nil {
+		return cu.Stream{}, err
+	}
+	st, err := c.streamOf(s)
+	if err != nil {
+		return cu.Stream{}, err
+	}
+	if f.mod.ctx.raw != c.raw {
+		return cu.Stream{}, fmt.Errorf("driver: %s: Function belongs to another context", op)
+	}
+	if err := checkLaunchShape(op, grid, block, sharedBytes); err != nil {
+		return cu.Stream{}, err
+	}
+	return st, nil
 }

@@ -54,17 +54,8 @@ func (p *KernelParams) Free() {
 // LaunchParams is Launch with arguments packed by NewKernelParams (nil: a
 // kernel without parameters). With a usable f and s it allocates nothing.
 func (c *Context) LaunchParams(f *Function, grid, block Dim3, sharedBytes int, s *Stream, p *KernelParams) error {
-	if err := f.usable(); err != nil {
-		return err
-	}
-	st, err := c.streamOf(s)
+	st, err := c.launchTarget("LaunchParams", f, grid, block, sharedBytes, s)
 	if err != nil {
-		return err
-	}
-	if f.mod.ctx.raw != c.raw {
-		return errors.New("driver: LaunchParams: Function belongs to another context")
-	}
-	if err := checkLaunchShape("LaunchParams", grid, block, sharedBytes); err != nil {
 		return err
 	}
 	var list *unsafe.Pointer
