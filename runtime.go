@@ -25,6 +25,12 @@ type Options struct {
 	// of the planner's choice: tests and benchmarks use it to cover every
 	// variant the planner can pick, whatever the device's size.
 	Variant string
+	// SegmentChunks controls sequence parallelism: 0 lets the planner cut
+	// long sequences into segments run on many SMs at once when its cost
+	// model says that is faster (see PlanCoreSplit); > 0 cuts every sequence
+	// longer than that many 64-token chunks into segments of it (tests,
+	// benchmarks); < 0 never cuts. Results are exact either way.
+	SegmentChunks int
 }
 
 // DeviceInfo describes the GPU a Runtime runs on.
@@ -114,6 +120,7 @@ func newRuntime(ctx *driver.Context, opts Options) (*Runtime, error) {
 		modules:  modules,
 		calls:    newCallCache(newPlanCache(info.SMs, opts.Variant), ctx.EncodeTiled, packParams),
 	}
+	rt.calls.dev, rt.calls.segChunks = ctx, opts.SegmentChunks
 	if !opts.NoGraphs {
 		g, err := newGraphCache(ctx)
 		if err != nil {
@@ -247,6 +254,22 @@ func (rt *Runtime) forward(a *CoreArgs, s Stream) error {
 	}
 	defer rt.calls.release(e)
 	return rt.launch(e, s)
+}
+
+// PlanOf returns the plan Forward runs a with (validated as Forward does):
+// the kernel variant, its geometry and, when sequences are split across
+// SMs, the segments. The call is prepared (and kept) as Forward would.
+func (rt *Runtime) PlanOf(a *CoreArgs) (Plan, error) {
+	if err := rt.enter(); err != nil {
+		return Plan{}, err
+	}
+	defer rt.leave()
+	e, err := rt.calls.prepare(a)
+	if err != nil {
+		return Plan{}, err
+	}
+	defer rt.calls.release(e)
+	return e.plan, nil
 }
 
 // Malloc allocates device memory on the Runtime's GPU.

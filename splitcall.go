@@ -1,0 +1,165 @@
+package gdn
+
+import (
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/gdnjit/gdn/driver"
+	"github.com/gdnjit/gdn/kernsrc"
+)
+
+// scratchDevice is what a split call needs of the device beyond launches:
+// its scratch memory (segment tables, transfer states, start states).
+// *driver.Context implements it; the CPU tests of the host path leave it nil,
+// and then no call is split.
+type scratchDevice interface {
+	RelaxedCapture(f func() error) error
+	Alloc(bytes int) (driver.DevicePtr, error)
+	CopyToDevice(dst driver.DevicePtr, src unsafe.Pointer, bytes int) error
+	Free(p driver.DevicePtr) error
+	SynchronizeOrWait() error
+}
+
+// splitCall is the prepared form of a split plan (split.go): the parameter
+// blocks of its three launches and its scratch memory, owned by one
+// callEntry. Two calls with the same key running at once on two streams
+// share the scratch; they also share every output buffer, so such calls
+// already race on o unless the caller orders them.
+type splitCall struct {
+	plan     splitPlan
+	dev      scratchDevice
+	mem      driver.DevicePtr
+	transfer struct {
+		block  [kernsrc.HopperParamsBytes]byte
+		params *driver.KernelParams
+		grid   [3]uint32
+	}
+	output struct {
+		block  [kernsrc.HopperParamsBytes]byte
+		params *driver.KernelParams
+		grid   [3]uint32
+	}
+	scan struct {
+		params *driver.KernelParams
+		grid   [3]uint32
+	}
+	scanFn atomic.Pointer[driver.Function]
+}
+
+// stateFloats is one 128 x 128 fp32 state.
+const stateFloats = HeadDim * HeadDim
+
+// newSplitCall lays out and uploads the segment tables of sp, allocates the
+// transfer and start states and packs the three launches. Allocation runs in
+// relaxed capture mode: another goroutine may be capturing a graph.
+func newSplitCall(dev scratchDevice, encode tiledEncoder, pack func([]byte) (*driver.KernelParams, error),
+	key hopperCall, p Problem, sp splitPlan) (*splitCall, error) {
+	output, transfer, first, err := segmentTables(p, sp.segChunks)
+	if err != nil {
+		return nil, err
+	}
+	nSeg := len(output) / 2
+	P := len(transfer) / 2
+	if P != sp.transfer {
+		return nil, fmt.Errorf("gdn: split plan counted %d transfer segments, its tables %d", sp.transfer, P)
+	}
+	tables := append(append(append([]int32(nil), output...), transfer...), first...)
+	tableBytes := (4*len(tables) + 255) &^ 255
+	bmBytes := 2 * P * p.Hv * stateFloats * 4
+	startBytes := nSeg * p.Hv * stateFloats * 4
+	sc := &splitCall{plan: sp, dev: dev}
+	err = dev.RelaxedCapture(func() error {
+		var err error
+		if sc.mem, err = dev.Alloc(tableBytes + bmBytes + startBytes); err != nil {
+			return err
+		}
+		return dev.CopyToDevice(sc.mem, unsafe.Pointer(&tables[0]), 4*len(tables))
+	})
+	if err != nil {
+		sc.free()
+		return nil, fmt.Errorf("gdn: scratch of a split plan (%d bytes): %w", tableBytes+bmBytes+startBytes, err)
+	}
+	outputPairs := uintptr(sc.mem)
+	transferPairs := outputPairs + uintptr(4*len(output))
+	firstPtr := transferPairs + uintptr(4*len(transfer))
+	bm := uintptr(sc.mem) + uintptr(tableBytes)
+	starts := bm + uintptr(bmBytes)
+
+	// Both kernel passes see the tokens as packed segments of one batch row.
+	seg := key
+	seg.t, seg.b = key.b*key.t, 1
+	seg.seqlensDtype = Int32
+	tiles := uint32(HeadDim / kernsrc.HopperTileWidth(sp.consumers))
+
+	seg.n, seg.cuSeqlens = P, transferPairs
+	hp, err := seg.hopperParams(encode)
+	if err != nil {
+		sc.free()
+		return nil, err
+	}
+	hp.Flags |= kernsrc.HopperFlagSegPairs | kernsrc.HopperFlagTransfer
+	hp.H0, hp.Ht, hp.NHt = 0, bm, int32(P)
+	hp.Pack(&sc.transfer.block)
+	sc.transfer.grid = [3]uint32{2 * uint32(p.Hv) * tiles, uint32(P), 1}
+
+	seg.n, seg.cuSeqlens = nSeg, outputPairs
+	if hp, err = seg.hopperParams(encode); err != nil {
+		sc.free()
+		return nil, err
+	}
+	hp.Flags |= kernsrc.HopperFlagSegPairs
+	hp.H0, hp.Ht, hp.NHt = starts, key.ht, int32(p.N)
+	hp.Pack(&sc.output.block)
+	sc.output.grid = [3]uint32{uint32(p.Hv) * tiles, uint32(nSeg), 1}
+
+	sc.scan.grid = [3]uint32{HeadDim / kernsrc.ScanColumns, uint32(p.Hv), uint32(p.N)}
+	if pack != nil {
+		if sc.transfer.params, err = pack(sc.transfer.block[:]); err == nil {
+			sc.output.params, err = pack(sc.output.block[:])
+		}
+		if err == nil {
+			args := new(driver.Args).Ptr(driver.DevicePtr(bm)).Ptr(driver.DevicePtr(key.h0)).
+				Ptr(driver.DevicePtr(starts)).Ptr(driver.DevicePtr(firstPtr)).
+				Int32(int32(P)).Int32(int32(p.Hv)).Int32(int32(p.N))
+			sc.scan.params, err = driver.NewKernelParams(args)
+		}
+		if err != nil {
+			sc.free()
+			return nil, fmt.Errorf("gdn: kernel parameters: %w", err)
+		}
+	}
+	return sc, nil
+}
+
+// free waits until no launch can still read the scratch, then releases it.
+func (sc *splitCall) free() {
+	if sc == nil {
+		return
+	}
+	if sc.mem != 0 {
+		sc.dev.SynchronizeOrWait()
+		sc.dev.Free(sc.mem)
+		sc.mem = 0
+	}
+	sc.transfer.params.Free()
+	sc.output.params.Free()
+	sc.scan.params.Free()
+}
+
+// enqueue launches the three passes on s: transfer, scan, output. fn is the
+// Hopper kernel of the plan's tile.
+func (sc *splitCall) enqueue(ctx *driver.Context, fn *driver.Function, plan Plan, s *driver.Stream) error {
+	b := driver.Dim3{X: plan.Block[0], Y: 1, Z: 1}
+	dim := func(g [3]uint32) driver.Dim3 { return driver.Dim3{X: g[0], Y: g[1], Z: g[2]} }
+	if err := ctx.LaunchParams(fn, dim(sc.transfer.grid), b, plan.SharedBytes, s, sc.transfer.params); err != nil {
+		return fmt.Errorf("gdn: launch %s (transfer pass): %w", plan.Variant.Name, err)
+	}
+	if err := ctx.LaunchParams(sc.scanFn.Load(), dim(sc.scan.grid), driver.Dim3{X: kernsrc.ScanThreads, Y: 1, Z: 1}, 0, s, sc.scan.params); err != nil {
+		return fmt.Errorf("gdn: launch %s: %w", kernsrc.ScanKernel, err)
+	}
+	if err := ctx.LaunchParams(fn, dim(sc.output.grid), b, plan.SharedBytes, s, sc.output.params); err != nil {
+		return fmt.Errorf("gdn: launch %s (output pass): %w", plan.Variant.Name, err)
+	}
+	return nil
+}
