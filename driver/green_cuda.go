@@ -66,6 +66,13 @@ static int gdn_green_load(void) {
 	return ok;
 }
 
+// gdn_current is the context current on this thread (NULL if none), for tests.
+static CUcontext gdn_current(void) {
+	CUcontext c = NULL;
+	cuCtxGetCurrent(&c);
+	return c;
+}
+
 // gdn_green_opened is what gdn_green_open did: the first failing call (r,
 // call) or the green context, its converted CUcontext, the SMs it holds and
 // the device's SM count.
@@ -162,6 +169,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"unsafe"
 
 	cu "gorgonia.org/cu"
 )
@@ -266,3 +274,7 @@ func (c *Context) closeGreen() error {
 	defer runtime.UnlockOSThread()
 	return check("cuGreenCtxDestroy", C.gdn_green_close(c.green, c.raw))
 }
+
+// currentContext returns the CUcontext current on the calling OS thread (0
+// if none); the tests lock the thread around it.
+func currentContext() uintptr { return uintptr(unsafe.Pointer(C.gdn_current())) }
