@@ -1,6 +1,7 @@
 // Package driver is the thin CUDA driver layer of gdn: devices, the primary
-// context (or a green context on a slice of the SMs), device memory, streams, events, modules and kernel launches,
-// stream capture into CUDA graphs, and TMA tensor maps.
+// context (or a green context on a slice of the SMs), device memory,
+// streams, events, modules and kernel launches, stream capture into CUDA
+// graphs, and TMA tensor maps.
 //
 // Two builds share one exported API:
 //
