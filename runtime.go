@@ -1,6 +1,7 @@
 package gdn
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -31,6 +32,22 @@ type Options struct {
 	// longer than that many 64-token chunks into segments of it (tests,
 	// benchmarks); < 0 never cuts. Results are exact either way.
 	SegmentChunks int
+	// SMs, when positive, runs the Runtime on a slice of at least that many
+	// of the device's SMs, through a CUDA green context (driver.OpenGreen);
+	// 0 is the whole device. The driver rounds the count up to its
+	// granularity (a multiple of 8 on Hopper: 14 gives 16, 66 gives 72);
+	// Device().SMs is the count obtained, which the planner sizes grids for,
+	// and Device().SMsAsked the count asked. More than the device has, or a
+	// negative count, is an *ArgError naming Options.SMs. A driver without
+	// green contexts (before CUDA 12.4) runs the Runtime on the whole device
+	// and says why in Device().GreenFallback.
+	//
+	// The slice applies to work on the Runtime's own streams: pass Forward
+	// a stream from rt.Context().NewStream() (or stream 0, which in a green
+	// context is the green context's default stream). A stream created in
+	// another context, e.g. by the CUDA runtime in the primary context, does
+	// not run on the slice.
+	SMs int
 }
 
 // DeviceInfo describes the GPU a Runtime runs on.
@@ -68,11 +85,18 @@ type loadedKernel struct {
 	report jit.Report
 }
 
-// Open creates a Runtime on a device. Without the cuda build tag, or without
-// a GPU, it returns an error wrapping ErrNoCUDA.
+// Open creates a Runtime on a device (or on a slice of its SMs, with
+// Options.SMs). Without the cuda build tag, or without a GPU, it returns an
+// error wrapping ErrNoCUDA.
 func Open(opts Options) (*Runtime, error) {
-	ctx, err := driver.Open(opts.Device)
+	if opts.SMs < 0 {
+		return nil, argErrorf("Options.SMs", "is %d; want 0 (the whole device) or a count of SMs", opts.SMs)
+	}
+	ctx, err := driver.OpenSMs(opts.Device, opts.SMs)
 	if err != nil {
+		if e := (*driver.SMCountError)(nil); errors.As(err, &e) {
+			return nil, argErrorf("Options.SMs", "asks %d SMs; device %d has %d", e.Asked, opts.Device, e.Have)
+		}
 		return nil, fmt.Errorf("gdn: open device %d: %w", opts.Device, err)
 	}
 	rt, err := newRuntime(ctx, opts)

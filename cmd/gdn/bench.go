@@ -51,9 +51,10 @@ type benchOptions struct {
 	plotPath      string // --plot: chart of the results (.svg or .png)
 	comparePath   string // --compare: an earlier run's CSV
 	fromPath      string // --from: a CSV to plot or compare instead of running
+	sms           int    // --sms: run on a slice of this many SMs (green context); 0: the whole GPU
 }
 
-const benchSynopsis = "[--cases a,b,...] [--reps N] [--warmup N] [--calls N] [--csv FILE] [--dtype bf16|fp16] [--seed N] [--runtime-graphs] [--variant NAME] [--segments N] [--plot FILE.svg|.png] [--compare OLD.csv]\n       gdn bench --from RUN.csv [--plot FILE.svg|.png] [--compare OLD.csv]"
+const benchSynopsis = "[--cases a,b,...] [--reps N] [--warmup N] [--calls N] [--csv FILE] [--dtype bf16|fp16] [--seed N] [--runtime-graphs] [--variant NAME] [--segments N] [--plot FILE.svg|.png] [--compare OLD.csv] [--sms N]\n       gdn bench --from RUN.csv [--plot FILE.svg|.png] [--compare OLD.csv]"
 
 // parseBenchArgs reads the command line of `gdn bench`.
 func parseBenchArgs(args []string) (benchOptions, error) {
@@ -71,11 +72,12 @@ func parseBenchArgs(args []string) (benchOptions, error) {
 	variant := fs.String("variant", "", "run every case with this kernel variant (see gdn warmup) instead of the planner's choice")
 	segments := fs.Int("segments", 0, "sequence parallelism: 0 lets the planner decide, N > 0 cuts sequences longer than N chunks into segments of N, -1 never cuts")
 	fromPath := fs.String("from", "", "take the results from this CSV (from an earlier --csv) instead of running: for --plot and --compare, no GPU needed")
+	sms := fs.Int("sms", 0, smsFlagHelp)
 	if err := parseFlags(fs, args); err != nil {
 		return benchOptions{}, err
 	}
 	o := benchOptions{reps: *reps, warmup: *warmup, calls: *calls, csvPath: *csvPath, seed: *seed, runtimeGraphs: *runtimeGraphs,
-		variant: *variant, segments: *segments, plotPath: *plotPath, comparePath: *comparePath, fromPath: *fromPath}
+		variant: *variant, segments: *segments, plotPath: *plotPath, comparePath: *comparePath, fromPath: *fromPath, sms: *sms}
 	if p := strings.ToLower(o.plotPath); p != "" && !strings.HasSuffix(p, ".svg") && !strings.HasSuffix(p, ".png") {
 		return o, fmt.Errorf("--plot %s: want a .svg or .png file name", o.plotPath)
 	}
@@ -101,6 +103,8 @@ func parseBenchArgs(args []string) (benchOptions, error) {
 		return o, fmt.Errorf("--warmup %d: want at least 1 (the warm-up also sizes the graph)", o.warmup)
 	case o.calls < 0:
 		return o, fmt.Errorf("--calls %d: want 0 (automatic) or more", o.calls)
+	case o.sms < 0:
+		return o, fmt.Errorf("--sms %d: want 0 (the whole GPU) or a count of SMs", o.sms)
 	}
 	return o, nil
 }
@@ -162,7 +166,7 @@ func runBench(args []string) error {
 	}
 	// Without the Runtime's graph cache every Forward is a plain kernel
 	// launch, which the benchmark's own capture records as it is.
-	rt, err := openRuntime(gdn.Options{NoGraphs: !o.runtimeGraphs, Variant: o.variant, SegmentChunks: o.segments})
+	rt, err := openRuntime(gdn.Options{NoGraphs: !o.runtimeGraphs, Variant: o.variant, SegmentChunks: o.segments, SMs: o.sms})
 	if err != nil {
 		return err
 	}
@@ -170,6 +174,9 @@ func runBench(args []string) error {
 	info := rt.Device()
 	fmt.Fprintf(stdout, "device: %s, %d SMs, compute capability %d.%d, kernels for %s; %v inputs, median of %d\n",
 		info.Name, info.SMs, info.Major, info.Minor, rt.Target(), o.dtype, o.reps)
+	if line := smsLine(info); line != "" {
+		fmt.Fprintf(stdout, "SMs: %s\n", line)
+	}
 
 	stream, err := rt.Context().NewStream()
 	if err != nil {
