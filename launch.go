@@ -20,8 +20,12 @@ func (rt *Runtime) launch(e *callEntry, s Stream) error {
 		e.fn.Store(k.fn)
 	}
 	if e.split != nil && e.split.scanFn.Load() == nil {
-		k, err := rt.kernel(kernsrc.ScanVariant(), 0)
+		k, err := rt.kernel(e.split.xferVariant, e.plan.SharedBytes)
 		if err != nil {
+			return err
+		}
+		e.split.xferFn.Store(k.fn)
+		if k, err = rt.kernel(kernsrc.ScanVariant(), 0); err != nil {
 			return err
 		}
 		e.split.scanFn.Store(k.fn)

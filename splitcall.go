@@ -44,7 +44,9 @@ type splitCall struct {
 		params *driver.KernelParams
 		grid   [3]uint32
 	}
-	scanFn atomic.Pointer[driver.Function]
+	xferVariant kernsrc.Variant // the transfer pass's kernel
+	xferFn      atomic.Pointer[driver.Function]
+	scanFn      atomic.Pointer[driver.Function]
 }
 
 // stateFloats is one 128 x 128 fp32 state.
@@ -69,6 +71,9 @@ func newSplitCall(dev scratchDevice, encode tiledEncoder, pack func([]byte) (*dr
 	bmBytes := 2 * P * p.Hv * stateFloats * 4
 	startBytes := nSeg * p.Hv * stateFloats * 4
 	sc := &splitCall{plan: sp, dev: dev}
+	if sc.xferVariant, err = kernsrc.HopperTransferVariant(coreDtype(p.Dtype), sp.consumers); err != nil {
+		return nil, err
+	}
 	err = dev.RelaxedCapture(func() error {
 		var err error
 		if sc.mem, err = dev.Alloc(tableBytes + bmBytes + startBytes); err != nil {
@@ -148,12 +153,12 @@ func (sc *splitCall) free() {
 }
 
 // enqueue launches the three passes on s: transfer, scan, output. fn is the
-// Hopper kernel of the plan's tile.
+// Hopper kernel of the plan's tile (the output pass).
 func (sc *splitCall) enqueue(ctx *driver.Context, fn *driver.Function, plan Plan, s *driver.Stream) error {
 	b := driver.Dim3{X: plan.Block[0], Y: 1, Z: 1}
 	dim := func(g [3]uint32) driver.Dim3 { return driver.Dim3{X: g[0], Y: g[1], Z: g[2]} }
-	if err := ctx.LaunchParams(fn, dim(sc.transfer.grid), b, plan.SharedBytes, s, sc.transfer.params); err != nil {
-		return fmt.Errorf("gdn: launch %s (transfer pass): %w", plan.Variant.Name, err)
+	if err := ctx.LaunchParams(sc.xferFn.Load(), dim(sc.transfer.grid), b, plan.SharedBytes, s, sc.transfer.params); err != nil {
+		return fmt.Errorf("gdn: launch %s: %w", sc.xferVariant.Name, err)
 	}
 	if err := ctx.LaunchParams(sc.scanFn.Load(), dim(sc.scan.grid), driver.Dim3{X: kernsrc.ScanThreads, Y: 1, Z: 1}, 0, s, sc.scan.params); err != nil {
 		return fmt.Errorf("gdn: launch %s: %w", kernsrc.ScanKernel, err)

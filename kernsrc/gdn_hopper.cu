@@ -37,6 +37,11 @@
 #ifndef GDN_NC
 #define GDN_NC 2
 #endif
+// GDN_TRANSFER builds the transfer pass of a sequence-parallel plan (flag
+// kTransfer): no q, no P, no o; only U = K S, Vn and the state update.
+#ifndef GDN_TRANSFER
+#define GDN_TRANSFER 0
+#endif
 
 // GdnHopperParams is the kernel's only parameter, packed byte for byte by
 // kernsrc.HopperParams.Pack (kernsrc/hopper.go, the one Go file that mirrors
@@ -107,6 +112,7 @@ constexpr int kBV = 64 * kNC;
 constexpr int kAux = GDN_AUX;
 constexpr int kThreads = 128 * (kAux + kNC);
 constexpr bool kConvert = GDN_FP16 == 0;  // bf16 inputs are converted to fp16 in place
+constexpr bool kXfer = GDN_TRANSFER != 0;
 typedef Elem<GDN_FP16 != 0> E;
 
 // Register budgets (setmaxnreg). The consumers hold S^T, [U | O'] and half
@@ -177,12 +183,12 @@ GDN_DEVICE float read_beta(const GdnHopperParams& p, int64_t idx) {
 
 // TMA loads of chunk c's q, k and value tiles into a stage; one thread.
 GDN_DEVICE void issue_loads(unsigned char* st, uint64_t* full, const GdnHopperParams& p, const Work& w, int c) {
-  mbar_arrive_expect_tx(full, (w.zero_v ? 4 : 4 + kNC) * kTile);
+  mbar_arrive_expect_tx(full, ((kXfer ? 2 : 4) + (w.zero_v ? 0 : kNC)) * kTile);
   const int t = w.t0 + 64 * c;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     tma_load_4d(st + kOffBQ + 2 * h * kTile, &p.tm_k, full, 64 * h, w.hk, t, w.b);
-    tma_load_4d(st + kOffBQ + (2 * h + 1) * kTile, &p.tm_q, full, 64 * h, w.hk, t, w.b);
+    if (!kXfer) tma_load_4d(st + kOffBQ + (2 * h + 1) * kTile, &p.tm_q, full, 64 * h, w.hk, t, w.b);
   }
   if (w.zero_v) return;  // the value tiles stay zero (cleared at the start)
 #pragma unroll
@@ -257,18 +263,18 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
 
     if (t < 64) vec.g[t] = gv, vec.beta[t] = bv;
     if (kConvert) {
-      // K and Q (both BQ half tiles), then the value blocks: contiguous.
-      // Loads of a batch go out together: the conversion is latency-bound.
-      constexpr int kChunks = (4 + kNC) * 512 / 128, kBatch = 4;
-      static_assert(kChunks % kBatch == 0, "conversion batches");
+      // K and Q (both BQ half tiles), then the value blocks: contiguous
+      // tiles; the transfer pass has no Q (tiles 1 and 3). Loads of a tile
+      // (4 per thread) go out together: the conversion is latency-bound.
 #pragma unroll 1
-      for (int b = 0; b < kChunks; b += kBatch) {
-        uint4 x[kBatch];
+      for (int x = 0; x < 4 + kNC; ++x) {
+        if (kXfer && (x == 1 || x == 3)) continue;
+        unsigned char* tile = st + kOffBQ + x * kTile;
+        uint4 y[4];
 #pragma unroll
-        for (int u = 0; u < kBatch; ++u) x[u] = *reinterpret_cast<const uint4*>(st + kOffBQ + (t + 128 * (b + u)) * 16);
+        for (int u = 0; u < 4; ++u) y[u] = *reinterpret_cast<const uint4*>(tile + (t + 128 * u) * 16);
 #pragma unroll
-        for (int u = 0; u < kBatch; ++u)
-          *reinterpret_cast<uint4*>(st + kOffBQ + (t + 128 * (b + u)) * 16) = bf16x8_to_fp16(x[u]);
+        for (int u = 0; u < 4; ++u) *reinterpret_cast<uint4*>(tile + (t + 128 * u) * 16) = bf16x8_to_fp16(y[u]);
       }
     }
     named_sync(bar, 128);
@@ -283,14 +289,16 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
 
     // P = Q K^T (k-steps of 16 along d; d 0..63 in half tile 0).
     float P[32];
-    wgmma_fence();
+    if (!kXfer) {
+      wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < 8; ++ks) {
-      const int half = ks >> 2, off = (ks & 3) * 32;
-      wgmma_ss_n64<0, 0>(P, wgmma_desc(st + kOffBQ + (2 * half + 1) * kTile + off, 16, 1024),
-                         wgmma_desc(st + kOffBQ + 2 * half * kTile + off, 16, 1024), ks > 0);
+      for (int ks = 0; ks < 8; ++ks) {
+        const int half = ks >> 2, off = (ks & 3) * 32;
+        wgmma_ss_n64<0, 0>(P, wgmma_desc(st + kOffBQ + (2 * half + 1) * kTile + off, 16, 1024),
+                           wgmma_desc(st + kOffBQ + 2 * half * kTile + off, 16, 1024), ks > 0);
+      }
+      wgmma_commit();
     }
-    wgmma_commit();
 
     // A2 = A diag(beta), masked to j <= i < len (columns past the chunk may
     // hold anything, SPEC, and 0 * NaN would poison the products), fp16,
@@ -319,6 +327,11 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
     named_sync(bar, 128);
     if (t == 0 && c + 2 < w.nch) issue_load_a(as, &bars.a_full[c & 1], p, w, c + 2);
 
+    if (kXfer) {
+      fence_async_smem();
+      mbar_arrive(&bars.ready[s]);
+      continue;
+    }
     // P gated and masked: P[i][j] e^{g_i - g_j} for j <= i < len.
     wgmma_wait<0>();
     reg_fence(P, 32);
@@ -382,8 +395,13 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       for (int ks = 0; ks < 4; ++ks) acc_to_a(sa[ks], S, 4 * half + ks);
       wgmma_fence();
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks)
-        wgmma_rs_n128<0>(VO, sa[ks], wgmma_desc(st + kOffBQ + half * 2 * kTile + ks * 32, 16, 1024));
+      for (int ks = 0; ks < 4; ++ks) {
+        // The transfer pass needs U^T = S^T K^T only: the K rows (n 64).
+        if (kXfer)
+          wgmma_rs_n64<0>(VO, sa[ks], wgmma_desc(st + kOffBQ + half * 2 * kTile + ks * 32, 16, 1024));
+        else
+          wgmma_rs_n128<0>(VO, sa[ks], wgmma_desc(st + kOffBQ + half * 2 * kTile + ks * 32, 16, 1024));
+      }
       wgmma_commit();
       wgmma_wait<0>();
     }
@@ -401,20 +419,29 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       ua[ks][3] = pack_fp16x2(VO[8 * ks + 6] * e8, VO[8 * ks + 7] * e9);
     }
     float* O = VO + 32;
+    if (!kXfer) {
 #pragma unroll
-    for (int jb = 0; jb < 8; ++jb) {
-      const int i = 8 * jb + 2 * tq;
-      const float e0 = vec.eg[i], e1 = vec.eg[i + 1];
-      O[4 * jb] *= e0, O[4 * jb + 1] *= e1, O[4 * jb + 2] *= e0, O[4 * jb + 3] *= e1;
+      for (int jb = 0; jb < 8; ++jb) {
+        const int i = 8 * jb + 2 * tq;
+        const float e0 = vec.eg[i], e1 = vec.eg[i + 1];
+        O[4 * jb] *= e0, O[4 * jb + 1] *= e1, O[4 * jb + 2] *= e0, O[4 * jb + 3] *= e1;
+      }
     }
 
     // Vn^T = V^T A2^T - (U^T diag(e^g)) A2^T, into VO[0..31] (V read
     // M-major: rows j, columns v).
-    wgmma_fence();
+    if (kXfer && w.zero_v) {
+      // The transfer matrix: v = 0, so Vn^T = -(U^T diag(e^g)) A2^T alone.
 #pragma unroll
-    for (int ks = 0; ks < 4; ++ks)
-      wgmma_ss_n64<1, 0>(VO, wgmma_desc(st + kOffV + cw * kTile + ks * 2048, kTile, 1024),
-                         wgmma_desc(st + kOffA2 + ks * 32, 16, 1024), ks > 0);
+      for (int i = 0; i < 32; ++i) VO[i] = 0.f;
+    }
+    wgmma_fence();
+    if (!(kXfer && w.zero_v)) {
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks)
+        wgmma_ss_n64<1, 0>(VO, wgmma_desc(st + kOffV + cw * kTile + ks * 2048, kTile, 1024),
+                           wgmma_desc(st + kOffA2 + ks * 32, 16, 1024), ks > 0);
+    }
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) wgmma_rs_n64<0>(VO, ua[ks], wgmma_desc(st + kOffA2 + ks * 32, 16, 1024));
     wgmma_commit();
@@ -438,9 +465,11 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
 #pragma unroll
     for (int i = 0; i < 64; ++i) S[i] *= gamma;
     wgmma_fence();
+    if (!kXfer) {
 #pragma unroll
-    for (int ks = 0; ks < 4; ++ks) wgmma_rs_n64<0>(O, va[ks], wgmma_desc(st + kOffP + ks * 32, 16, 1024));
-    wgmma_commit();
+      for (int ks = 0; ks < 4; ++ks) wgmma_rs_n64<0>(O, va[ks], wgmma_desc(st + kOffP + ks * 32, 16, 1024));
+      wgmma_commit();
+    }
     // K read N-major: rows j, columns d; the two d blocks are BQ's halves.
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks)
@@ -450,7 +479,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
     reg_fence(O, 32);
 
     // O^T -> o[i][v] through the staging tile (stmatrix .trans writes rows i).
-    if (w.store_o) {
+    if (!kXfer && w.store_o) {
       if (t == 0) tma_store_wait_read();
       named_sync(1 + cw, 128);
       {

@@ -115,6 +115,17 @@ func (p *HopperParams) Pack(b *[HopperParamsBytes]byte) {
 // HopperVariant returns the Hopper core-forward variant for an input dtype
 // and a consumer count (1 or 2).
 func HopperVariant(dt CoreDtype, consumers int) (Variant, error) {
+	return hopperVariant(dt, consumers, false)
+}
+
+// HopperTransferVariant returns the transfer pass of a sequence-parallel
+// plan (launched with HopperFlagTransfer): the same kernel built without
+// q, P and o, which that pass does not need.
+func HopperTransferVariant(dt CoreDtype, consumers int) (Variant, error) {
+	return hopperVariant(dt, consumers, true)
+}
+
+func hopperVariant(dt CoreDtype, consumers int, transfer bool) (Variant, error) {
 	fp16 := 0
 	switch dt {
 	case CoreBF16:
@@ -126,8 +137,12 @@ func HopperVariant(dt CoreDtype, consumers int) (Variant, error) {
 	if consumers != 1 && consumers != 2 {
 		return Variant{}, fmt.Errorf("kernsrc: hopper consumers %d: want 1 or 2", consumers)
 	}
+	name, xfer := fmt.Sprintf("gdn_hopper_%s_bv%d", dt, HopperTileWidth(consumers)), 0
+	if transfer {
+		name, xfer = name+"_transfer", 1
+	}
 	return Variant{
-		Name:   fmt.Sprintf("gdn_hopper_%s_bv%d", dt, HopperTileWidth(consumers)),
+		Name:   name,
 		File:   "gdn_hopper.cu",
 		Kernel: HopperKernel,
 		Defines: []string{fmt.Sprintf("GDN_FP16=%d", fp16), fmt.Sprintf("GDN_NC=%d", consumers),
@@ -141,17 +156,21 @@ func HopperVariant(dt CoreDtype, consumers int) (Variant, error) {
 			fmt.Sprintf("GDN_FLAG_A_FP32=%d", HopperFlagAFP32),
 			fmt.Sprintf("GDN_FLAG_SEQLENS_INT64=%d", HopperFlagSeqlensInt64),
 			fmt.Sprintf("GDN_FLAG_SEG_PAIRS=%d", HopperFlagSegPairs),
-			fmt.Sprintf("GDN_FLAG_TRANSFER=%d", HopperFlagTransfer)},
+			fmt.Sprintf("GDN_FLAG_TRANSFER=%d", HopperFlagTransfer),
+			fmt.Sprintf("GDN_TRANSFER=%d", xfer)},
 	}, nil
 }
 
-// HopperVariants lists every Hopper variant (each dtype and consumer count).
+// HopperVariants lists every Hopper variant (each dtype and consumer count,
+// the core forward and the transfer pass).
 func HopperVariants() []Variant {
 	var out []Variant
-	for _, dt := range []CoreDtype{CoreBF16, CoreFP16} {
-		for _, nc := range HopperConsumers {
-			v, _ := HopperVariant(dt, nc)
-			out = append(out, v)
+	for _, transfer := range []bool{false, true} {
+		for _, dt := range []CoreDtype{CoreBF16, CoreFP16} {
+			for _, nc := range HopperConsumers {
+				v, _ := hopperVariant(dt, nc, transfer)
+				out = append(out, v)
+			}
 		}
 	}
 	return out
