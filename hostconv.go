@@ -35,25 +35,46 @@ const pieceBytes = 4 << 20
 // subnormals) as a select or a well-predicted branch.
 
 // roundBF16s writes RoundBF16(src[i]) to dst[i]; len(dst) >= len(src).
+// Two elements at a time, as the 32-bit lanes of a uint64: rounding adds
+// no carry from one lane into the other for any value but a NaN (the
+// largest non-NaN pattern, -Inf, is 0xFF800000), and a pair holding a NaN
+// takes the one-element path.
 func roundBF16s(dst []uint16, src []float32) {
 	dst = dst[:len(src)]
-	for i, x := range src {
-		b := math.Float32bits(x)
-		// Round half to even: add 0x7FFF plus the kept LSB; a carry out of
-		// the mantissa bumps the exponent, out of the top exponent gives Inf.
-		r := uint16((b + 0x7FFF + (b>>16)&1) >> 16)
-		if b&0x7FFFFFFF > 0x7F800000 {
-			r = uint16(b>>16) | 0x0040 // NaN: keep it one (quiet bit set)
+	u := bitsOf(src)
+	i := 0
+	for ; i+1 < len(u); i += 2 {
+		w := uint64(u[i]) | uint64(u[i+1])<<32
+		// Bit 31 of a lane of |w| + 0x7FFFFF is set iff the lane is a NaN.
+		if (w&0x7FFFFFFF7FFFFFFF+0x007FFFFF007FFFFF)&0x8000000080000000 != 0 {
+			dst[i], dst[i+1] = roundBF16(src[i]), roundBF16(src[i+1])
+			continue
 		}
-		dst[i] = r
+		w += 0x00007FFF00007FFF + (w>>16)&0x0000000100000001
+		dst[i], dst[i+1] = uint16(w>>16), uint16(w>>48)
 	}
+	if i < len(src) {
+		dst[i] = roundBF16(src[i])
+	}
+}
+
+// roundBF16 is dtype.RoundBF16, for the odd elements of roundBF16s.
+func roundBF16(x float32) uint16 {
+	b := math.Float32bits(x)
+	// Round half to even: add 0x7FFF plus the kept LSB; a carry out of the
+	// mantissa bumps the exponent, out of the top exponent gives Inf.
+	r := uint16((b + 0x7FFF + (b>>16)&1) >> 16)
+	if b&0x7FFFFFFF > 0x7F800000 {
+		r = uint16(b>>16) | 0x0040 // NaN: keep it one (quiet bit set)
+	}
+	return r
 }
 
 // roundFP16s writes RoundFP16(src[i]) to dst[i]; len(dst) >= len(src).
 func roundFP16s(dst []uint16, src []float32) {
-	dst = dst[:len(src)]
-	for i, x := range src {
-		b := math.Float32bits(x)
+	u := bitsOf(src)
+	dst = dst[:len(u)]
+	for i, b := range u {
 		a := b & 0x7FFFFFFF
 		var h uint32
 		switch {
@@ -103,6 +124,13 @@ func widenFP16s(dst []float32, src []uint16) {
 		}
 		dst[i] = math.Float32frombits(uint32(h&0x8000)<<16 | f)
 	}
+}
+
+// bitsOf views float32 values as their bits: loaded as integers, they go
+// straight to integer registers (a []float32 element is loaded into a
+// vector register and moved, one more instruction per element).
+func bitsOf(x []float32) []uint32 {
+	return unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(x))), len(x))
 }
 
 // asUint16 and asFloat32 view a byte buffer of a device encoding as its
