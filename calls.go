@@ -64,6 +64,7 @@ type callCache struct {
 	// dev gives split plans their scratch memory; nil (CPU tests) never
 	// splits. segChunks is Options.SegmentChunks.
 	dev       scratchDevice
+	grave     *scratchGraveyard
 	segChunks int
 
 	mu      sync.Mutex
@@ -130,7 +131,7 @@ func (c *callCache) create(key hopperCall, p Problem) (*callEntry, error) {
 				return nil, err
 			}
 			e.plan.SegmentChunks, e.plan.Segments = sp.segChunks, sp.transfer
-			if e.split, err = newSplitCall(c.dev, c.encode, c.pack, key, p, sp); err != nil {
+			if e.split, err = newSplitCall(c.dev, c.grave, c.encode, c.pack, key, p, sp); err != nil {
 				return nil, err
 			}
 		}
@@ -201,6 +202,9 @@ func (c *callCache) close() {
 	c.mu.Unlock()
 	for _, e := range idle {
 		e.free()
+	}
+	if c.grave != nil {
+		c.grave.drain()
 	}
 }
 

@@ -25,7 +25,7 @@ func (rt *Runtime) launch(e *callEntry, s Stream) error {
 			return err
 		}
 		e.split.xferFn.Store(k.fn)
-		if k, err = rt.kernel(kernsrc.ScanVariant(), 0); err != nil {
+		if k, err = rt.kernel(kernsrc.ScanVariant(), kernsrc.ScanSharedBytes); err != nil {
 			return err
 		}
 		e.split.scanFn.Store(k.fn)

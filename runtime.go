@@ -145,6 +145,7 @@ func newRuntime(ctx *driver.Context, opts Options) (*Runtime, error) {
 		calls:    newCallCache(newPlanCache(info.SMs, opts.Variant), ctx.EncodeTiled, packParams),
 	}
 	rt.calls.dev, rt.calls.segChunks = ctx, opts.SegmentChunks
+	rt.calls.grave = &scratchGraveyard{dev: ctx}
 	if !opts.NoGraphs {
 		g, err := newGraphCache(ctx)
 		if err != nil {
@@ -220,16 +221,29 @@ func (rt *Runtime) kernel(v kernsrc.Variant, sharedBytes int) (*loadedKernel, er
 		if err != nil {
 			return nil, 0, nil, err
 		}
-		mod, err := rt.ctx.LoadModule(art.Image)
-		if err != nil {
-			return nil, 0, nil, fmt.Errorf("gdn: load %s: %w", v.Name, err)
+		// A first call may come inside a caller's stream capture, where
+		// loading a module is a call CUDA refuses in the default (global)
+		// capture mode; relaxed mode allows it.
+		var mod *driver.Module
+		var fn *driver.Function
+		var loadErr error
+		err = rt.ctx.RelaxedCapture(func() error {
+			if mod, loadErr = rt.ctx.LoadModule(art.Image); loadErr != nil {
+				return nil
+			}
+			fn, err = mod.Function(art.Symbol(v.Kernel))
+			if err == nil && sharedBytes > 48<<10 {
+				err = fn.SetMaxDynamicShared(sharedBytes)
+			}
+			if err != nil {
+				mod.Unload()
+			}
+			return err
+		})
+		if loadErr != nil {
+			return nil, 0, nil, fmt.Errorf("gdn: load %s: %w", v.Name, loadErr)
 		}
-		fn, err := mod.Function(art.Symbol(v.Kernel))
-		if err == nil && sharedBytes > 48<<10 {
-			err = fn.SetMaxDynamicShared(sharedBytes)
-		}
 		if err != nil {
-			mod.Unload()
 			return nil, 0, nil, fmt.Errorf("gdn: %s: %w", v.Name, err)
 		}
 		k := &loadedKernel{module: mod, fn: fn, report: art.Report}

@@ -31,13 +31,26 @@ type splitPlan struct {
 	consumers int // the tile of both kernel passes
 }
 
-// Cost-model constants of the split plan, in microseconds: one step of the
-// scan (a 128 x 128 x 128 fp32 product, M from L2) and the two extra
-// launches.
+// Cost-model constants of the split plan, in microseconds, fitted to 26
+// forced-segment runs on the H200 (docs/PERF.md; within 26% of each): a
+// chunk of the transfer pass (built without q, P and o) with a 64- and a
+// 128-wide tile; the fixed cost of each wave of CTAs beyond the first one
+// of an unsplit run (launch, pipeline fill, h0 in and states out, the
+// wave's tail); and one step of the scan (a 128 x 128 x 128 fp32 product,
+// the next M loading meanwhile).
 const (
-	scanStepTime  = 2.0
-	splitOverhead = 6.0
+	transferChunkTime64  = 1.2
+	transferChunkTime128 = 2.0
+	waveTime             = 21.0
+	scanStepTime         = 1.2
 )
+
+func transferChunkTime(consumers int) float64 {
+	if consumers == 2 {
+		return transferChunkTime128
+	}
+	return transferChunkTime64
+}
 
 // segmentCandidates are the segment lengths (chunks) the planner weighs.
 var segmentCandidates = []int{4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048}
@@ -77,9 +90,11 @@ func unsplitTime(p Problem, sms, consumers int) float64 {
 }
 
 // splitTime estimates a split plan with segments of ls chunks: the transfer
-// pass (2 x the tiles of every transfer segment, each ls chunks long), the
-// scan (its longest chain of segments), and the output pass (every segment
-// as a packed sequence). ok is false when no sequence is longer than ls.
+// pass (2 x the tiles of every transfer segment, each ls chunks long, in
+// w1 waves), the scan (its longest chain of segments), the output pass
+// (every segment as a packed sequence, w3 waves), and the fixed cost of
+// the waves beyond the one an unsplit run pays. ok is false when no
+// sequence is longer than ls.
 func splitTime(p Problem, sms, consumers, ls int) (t float64, transfer int, ok bool) {
 	tiles := 2 / consumers
 	segs, longestSeg, maxChain, total := 0, 0, 0, 0
@@ -96,10 +111,11 @@ func splitTime(p Problem, sms, consumers, ls int) (t float64, transfer int, ok b
 	}
 	sms = max(sms, 1)
 	ct := chunkTime(consumers)
-	t1 := ct * float64(ls) * float64(ceilDiv(transfer*p.Hv*tiles*2, sms))
-	waves := ceilDiv(segs*p.Hv*tiles, sms)
-	t3 := ct * max(float64(longestSeg), float64(waves)*float64(total)/float64(segs))
-	return t1 + scanStepTime*float64(maxChain) + t3 + splitOverhead, transfer, true
+	w1 := ceilDiv(transfer*p.Hv*tiles*2, sms)
+	w3 := ceilDiv(segs*p.Hv*tiles, sms)
+	t1 := transferChunkTime(consumers) * float64(ls) * float64(w1)
+	t3 := ct * max(float64(longestSeg), float64(w3)*float64(total)/float64(segs))
+	return t1 + scanStepTime*float64(maxChain) + t3 + waveTime*float64(w1+w3-1), transfer, true
 }
 
 // planSplit decides whether and how to split p's sequences on sms

@@ -2,6 +2,7 @@ package gdn
 
 import (
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -16,9 +17,58 @@ import (
 type scratchDevice interface {
 	RelaxedCapture(f func() error) error
 	Alloc(bytes int) (driver.DevicePtr, error)
-	CopyToDevice(dst driver.DevicePtr, src unsafe.Pointer, bytes int) error
+	NewStream() (*driver.Stream, error)
+	CopyToDeviceAsync(dst driver.DevicePtr, src unsafe.Pointer, bytes int, s *driver.Stream) error
 	Free(p driver.DevicePtr) error
 	SynchronizeOrWait() error
+}
+
+// scratchGraveyard holds the scratch memory of evicted split calls until it
+// can be freed safely. A launched graph may still be reading it, and making
+// sure it is not takes a context synchronisation, which fails (and breaks
+// the capture) while any stream of the context captures a graph: a caller
+// capturing its own graph when a prepared call is evicted must not see
+// that. So evicted scratch is parked, and freed after one synchronisation
+// once graveyardLimit bytes have gathered, and at Close.
+type scratchGraveyard struct {
+	dev   scratchDevice
+	mu    sync.Mutex
+	mem   []driver.DevicePtr
+	bytes int
+}
+
+// graveyardLimit is the evicted scratch kept before it is freed.
+const graveyardLimit = 256 << 20
+
+// park takes an evicted call's scratch; it frees everything parked once
+// the limit is passed.
+func (g *scratchGraveyard) park(p driver.DevicePtr, bytes int) {
+	g.mu.Lock()
+	g.mem = append(g.mem, p)
+	g.bytes += bytes
+	full := g.bytes >= graveyardLimit
+	g.mu.Unlock()
+	if full {
+		g.drain()
+	}
+}
+
+// drain waits until no launch can read parked scratch and frees it.
+func (g *scratchGraveyard) drain() {
+	g.mu.Lock()
+	mem := g.mem
+	g.mem, g.bytes = nil, 0
+	g.mu.Unlock()
+	if len(mem) == 0 {
+		return
+	}
+	g.dev.SynchronizeOrWait()
+	g.dev.RelaxedCapture(func() error {
+		for _, p := range mem {
+			g.dev.Free(p)
+		}
+		return nil
+	})
 }
 
 // splitCall is the prepared form of a split plan (split.go): the parameter
@@ -29,7 +79,9 @@ type scratchDevice interface {
 type splitCall struct {
 	plan     splitPlan
 	dev      scratchDevice
+	grave    *scratchGraveyard
 	mem      driver.DevicePtr
+	memBytes int
 	transfer struct {
 		block  [kernsrc.HopperParamsBytes]byte
 		params *driver.KernelParams
@@ -55,7 +107,7 @@ const stateFloats = HeadDim * HeadDim
 // newSplitCall lays out and uploads the segment tables of sp, allocates the
 // transfer and start states and packs the three launches. Allocation runs in
 // relaxed capture mode: another goroutine may be capturing a graph.
-func newSplitCall(dev scratchDevice, encode tiledEncoder, pack func([]byte) (*driver.KernelParams, error),
+func newSplitCall(dev scratchDevice, grave *scratchGraveyard, encode tiledEncoder, pack func([]byte) (*driver.KernelParams, error),
 	key hopperCall, p Problem, sp splitPlan) (*splitCall, error) {
 	output, transfer, first, err := segmentTables(p, sp.segChunks)
 	if err != nil {
@@ -70,16 +122,28 @@ func newSplitCall(dev scratchDevice, encode tiledEncoder, pack func([]byte) (*dr
 	tableBytes := (4*len(tables) + 255) &^ 255
 	bmBytes := 2 * P * p.Hv * stateFloats * 4
 	startBytes := nSeg * p.Hv * stateFloats * 4
-	sc := &splitCall{plan: sp, dev: dev}
+	sc := &splitCall{plan: sp, dev: dev, grave: grave}
 	if sc.xferVariant, err = kernsrc.HopperTransferVariant(coreDtype(p.Dtype), sp.consumers); err != nil {
 		return nil, err
 	}
+	// The tables travel on a stream of their own, which syncs with nothing
+	// else: a copy on the legacy stream would break a capture on any
+	// blocking stream of the caller's.
 	err = dev.RelaxedCapture(func() error {
 		var err error
-		if sc.mem, err = dev.Alloc(tableBytes + bmBytes + startBytes); err != nil {
+		sc.memBytes = tableBytes + bmBytes + startBytes
+		if sc.mem, err = dev.Alloc(sc.memBytes); err != nil {
 			return err
 		}
-		return dev.CopyToDevice(sc.mem, unsafe.Pointer(&tables[0]), 4*len(tables))
+		s, err := dev.NewStream()
+		if err != nil {
+			return err
+		}
+		defer s.Destroy()
+		if err := dev.CopyToDeviceAsync(sc.mem, unsafe.Pointer(&tables[0]), 4*len(tables), s); err != nil {
+			return err
+		}
+		return s.Synchronize()
 	})
 	if err != nil {
 		sc.free()
@@ -137,14 +201,19 @@ func newSplitCall(dev scratchDevice, encode tiledEncoder, pack func([]byte) (*dr
 	return sc, nil
 }
 
-// free waits until no launch can still read the scratch, then releases it.
+// free releases the call's parameters and hands its scratch to the
+// graveyard (a launched graph may still read it); a call that never
+// launched (its preparation failed) frees the scratch at once.
 func (sc *splitCall) free() {
 	if sc == nil {
 		return
 	}
 	if sc.mem != 0 {
-		sc.dev.SynchronizeOrWait()
-		sc.dev.Free(sc.mem)
+		if sc.grave != nil && sc.transfer.params != nil {
+			sc.grave.park(sc.mem, sc.memBytes)
+		} else {
+			sc.dev.RelaxedCapture(func() error { return sc.dev.Free(sc.mem) })
+		}
 		sc.mem = 0
 	}
 	sc.transfer.params.Free()
@@ -160,7 +229,7 @@ func (sc *splitCall) enqueue(ctx *driver.Context, fn *driver.Function, plan Plan
 	if err := ctx.LaunchParams(sc.xferFn.Load(), dim(sc.transfer.grid), b, plan.SharedBytes, s, sc.transfer.params); err != nil {
 		return fmt.Errorf("gdn: launch %s: %w", sc.xferVariant.Name, err)
 	}
-	if err := ctx.LaunchParams(sc.scanFn.Load(), dim(sc.scan.grid), driver.Dim3{X: kernsrc.ScanThreads, Y: 1, Z: 1}, 0, s, sc.scan.params); err != nil {
+	if err := ctx.LaunchParams(sc.scanFn.Load(), dim(sc.scan.grid), driver.Dim3{X: kernsrc.ScanThreads, Y: 1, Z: 1}, kernsrc.ScanSharedBytes, s, sc.scan.params); err != nil {
 		return fmt.Errorf("gdn: launch %s: %w", kernsrc.ScanKernel, err)
 	}
 	if err := ctx.LaunchParams(fn, dim(sc.output.grid), b, plan.SharedBytes, s, sc.output.params); err != nil {

@@ -112,7 +112,7 @@ func runSoak(args []string) error {
 	}
 	rts := &soakRuntimes{device: o.device, rts: map[string]*gdn.Runtime{}}
 	defer rts.close()
-	auto, err := rts.get("", 0) // fails now, not per problem, without a GPU
+	auto, err := rts.get("", 0, 0) // fails now, not per problem, without a GPU
 	if err != nil {
 		return err
 	}
@@ -230,14 +230,14 @@ type soakRuntimes struct {
 }
 
 // get returns the Runtime of a variant, opening it on first use.
-func (s *soakRuntimes) get(variant string, segments int) (*gdn.Runtime, error) {
+func (s *soakRuntimes) get(variant string, segments, sms int) (*gdn.Runtime, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	key := fmt.Sprintf("%s/%d", variant, segments)
+	key := fmt.Sprintf("%s/%d/%d", variant, segments, sms)
 	if rt, ok := s.rts[key]; ok {
 		return rt, nil
 	}
-	rt, err := openRuntime(gdn.Options{Device: s.device, Variant: variant, SegmentChunks: segments})
+	rt, err := openRuntime(gdn.Options{Device: s.device, Variant: variant, SegmentChunks: segments, SMs: sms})
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +260,7 @@ func runSoakProblem(rts *soakRuntimes, o soakOptions, k int, p soakProblem, st *
 	if variant == variantAuto {
 		variant = ""
 	}
-	rt, err := rts.get(variant, p.Segments)
+	rt, err := rts.get(variant, p.Segments, p.SMs)
 	ran := variant
 	if err == nil {
 		var pl gdn.Plan
@@ -269,6 +269,9 @@ func runSoakProblem(rts *soakRuntimes, o soakOptions, k int, p soakProblem, st *
 		}
 		if pl.SegmentChunks > 0 {
 			ran += "+split"
+		}
+		if p.SMs > 0 {
+			ran += fmt.Sprintf("@%dSMs", rt.Device().SMs)
 		}
 	}
 	if err == nil {

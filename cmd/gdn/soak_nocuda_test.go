@@ -36,7 +36,7 @@ func TestSoakFailureLine(t *testing.T) {
 	if v == variantAuto {
 		v = ""
 	}
-	rts := &soakRuntimes{rts: map[string]*gdn.Runtime{fmt.Sprintf("%s/%d", v, p.Segments): {}}}
+	rts := &soakRuntimes{rts: map[string]*gdn.Runtime{fmt.Sprintf("%s/%d/%d", v, p.Segments, p.SMs): {}}}
 	if res := runSoakProblem(rts, o, 3, p, st); !res.launchErr {
 		t.Error("a failed GPU call is not counted as one")
 	}
