@@ -144,8 +144,8 @@ func newRuntime(ctx *driver.Context, opts Options) (*Runtime, error) {
 		modules:  modules,
 		calls:    newCallCache(newPlanCache(info.SMs, opts.Variant), ctx.EncodeTiled, packParams),
 	}
-	rt.calls.dev, rt.calls.segChunks = ctx, opts.SegmentChunks
-	rt.calls.grave = &scratchGraveyard{dev: ctx}
+	rt.calls.dev, rt.calls.segChunks = contextScratch{ctx}, opts.SegmentChunks
+	rt.calls.grave = &scratchGraveyard{dev: rt.calls.dev}
 	if !opts.NoGraphs {
 		g, err := newGraphCache(ctx)
 		if err != nil {
@@ -269,11 +269,12 @@ func (rt *Runtime) kernel(v kernsrc.Variant, sharedBytes int) (*loadedKernel, er
 // Forward runs the core forward (g_cumsum and A given) on device buffers,
 // enqueued on stream s. Arguments are validated first (errors wrap
 // ErrInvalidArgument and name the argument); nothing is launched or written
-// when they are wrong. The call does not synchronise the stream and does not
-// allocate device memory, so it may itself be captured into a CUDA graph.
-// A call repeated with the same arguments allocates nothing on the host
-// either: the Runtime keeps its plan, encoded tensor maps and graph (see
-// callCache).
+// when they are wrong. The call does not synchronise the stream, so it may
+// itself be captured into a CUDA graph. A call repeated with the same
+// arguments allocates nothing, on the host or the device: the Runtime keeps
+// its plan, encoded tensor maps, graph and, for a plan that splits long
+// sequences across SMs (see Options.SegmentChunks), its scratch device
+// memory, allocated when the arguments are first seen (see callCache).
 func (rt *Runtime) Forward(a *CoreArgs, s Stream) error {
 	if err := rt.enter(); err != nil {
 		return err

@@ -12,15 +12,33 @@ import (
 
 // scratchDevice is what a split call needs of the device beyond launches:
 // its scratch memory (segment tables, transfer states, start states).
-// *driver.Context implements it; the CPU tests of the host path leave it nil,
-// and then no call is split.
+// contextScratch implements it on a driver.Context; the CPU tests use a
+// fake, and a callCache without one never splits.
 type scratchDevice interface {
 	RelaxedCapture(f func() error) error
 	Alloc(bytes int) (driver.DevicePtr, error)
-	NewStream() (*driver.Stream, error)
-	CopyToDeviceAsync(dst driver.DevicePtr, src unsafe.Pointer, bytes int, s *driver.Stream) error
+	// Upload copies host bytes to the device and waits for them.
+	Upload(dst driver.DevicePtr, src unsafe.Pointer, bytes int) error
 	Free(p driver.DevicePtr) error
 	SynchronizeOrWait() error
+}
+
+// contextScratch is scratchDevice on a driver.Context.
+type contextScratch struct{ *driver.Context }
+
+// Upload copies on a stream of its own, which syncs with nothing else: a
+// copy on the legacy stream would break a capture on any blocking stream of
+// the caller's.
+func (c contextScratch) Upload(dst driver.DevicePtr, src unsafe.Pointer, bytes int) error {
+	s, err := c.NewStream()
+	if err != nil {
+		return err
+	}
+	defer s.Destroy()
+	if err := c.CopyToDeviceAsync(dst, src, bytes, s); err != nil {
+		return err
+	}
+	return s.Synchronize()
 }
 
 // scratchGraveyard holds the scratch memory of evicted split calls until it
@@ -122,28 +140,17 @@ func newSplitCall(dev scratchDevice, grave *scratchGraveyard, encode tiledEncode
 	tableBytes := (4*len(tables) + 255) &^ 255
 	bmBytes := 2 * P * p.Hv * stateFloats * 4
 	startBytes := nSeg * p.Hv * stateFloats * 4
-	sc := &splitCall{plan: sp, dev: dev, grave: grave}
+	sc := &splitCall{plan: sp, dev: dev} // grave set once prepared: until then free frees
 	if sc.xferVariant, err = kernsrc.HopperTransferVariant(coreDtype(p.Dtype), sp.consumers); err != nil {
 		return nil, err
 	}
-	// The tables travel on a stream of their own, which syncs with nothing
-	// else: a copy on the legacy stream would break a capture on any
-	// blocking stream of the caller's.
 	err = dev.RelaxedCapture(func() error {
 		var err error
 		sc.memBytes = tableBytes + bmBytes + startBytes
 		if sc.mem, err = dev.Alloc(sc.memBytes); err != nil {
 			return err
 		}
-		s, err := dev.NewStream()
-		if err != nil {
-			return err
-		}
-		defer s.Destroy()
-		if err := dev.CopyToDeviceAsync(sc.mem, unsafe.Pointer(&tables[0]), 4*len(tables), s); err != nil {
-			return err
-		}
-		return s.Synchronize()
+		return dev.Upload(sc.mem, unsafe.Pointer(&tables[0]), 4*len(tables))
 	})
 	if err != nil {
 		sc.free()
@@ -198,18 +205,19 @@ func newSplitCall(dev scratchDevice, grave *scratchGraveyard, encode tiledEncode
 			return nil, fmt.Errorf("gdn: kernel parameters: %w", err)
 		}
 	}
+	sc.grave = grave
 	return sc, nil
 }
 
 // free releases the call's parameters and hands its scratch to the
-// graveyard (a launched graph may still read it); a call that never
-// launched (its preparation failed) frees the scratch at once.
+// graveyard (a launched graph may still read it); a call whose preparation
+// failed (no graveyard yet: it never launched) frees the scratch at once.
 func (sc *splitCall) free() {
 	if sc == nil {
 		return
 	}
 	if sc.mem != 0 {
-		if sc.grave != nil && sc.transfer.params != nil {
+		if sc.grave != nil {
 			sc.grave.park(sc.mem, sc.memBytes)
 		} else {
 			sc.dev.RelaxedCapture(func() error { return sc.dev.Free(sc.mem) })
