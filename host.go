@@ -48,7 +48,7 @@ type HostCoreResult struct {
 // Forward.
 func (rt *Runtime) ForwardHost(h *HostCoreArgs) (*HostCoreResult, error) {
 	res := &HostCoreResult{}
-	if err := rt.ForwardHostInto(h, res); err != nil {
+	if err := rt.forwardHostInto(h, res, true); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -64,6 +64,14 @@ func (rt *Runtime) ForwardHost(h *HostCoreArgs) (*HostCoreResult, error) {
 // page faults over every output byte. res's slices must not overlap the
 // inputs. On an error the contents of res are unspecified.
 func (rt *Runtime) ForwardHostInto(h *HostCoreArgs, res *HostCoreResult) error {
+	return rt.forwardHostInto(h, res, false)
+}
+
+// forwardHostInto is ForwardHostInto; fresh (ForwardHost's empty result)
+// allocates the result slices on a goroutine of their own while the inputs
+// convert and copy: zeroing a new result (over 100 MB for a long prompt) is
+// a single-threaded pass that would otherwise come after the kernel.
+func (rt *Runtime) forwardHostInto(h *HostCoreArgs, res *HostCoreResult, fresh bool) error {
 	if res == nil {
 		return argErrorf("res", "nil *HostCoreResult")
 	}
@@ -80,13 +88,29 @@ func (rt *Runtime) ForwardHostInto(h *HostCoreArgs, res *HostCoreResult) error {
 		return fmt.Errorf("gdn: allocate %d bytes: %w", l.total, err)
 	}
 	defer rt.staging.put(rt.ctx, set)
-	return rt.forwardHost(l, set, res)
+	var dsts [][]float32
+	var allocated chan struct{}
+	if fresh {
+		allocated = make(chan struct{})
+		go func() {
+			defer close(allocated)
+			dsts = l.results(res)
+		}()
+	}
+	return rt.forwardHost(l, set, func() [][]float32 {
+		if allocated == nil {
+			return l.results(res)
+		}
+		<-allocated
+		return dsts
+	})
 }
 
 // forwardHost runs one host call through a staging set, everything on the
 // legacy default stream, which orders the copies, the NaN fill, the kernel
-// and the copies back one after the other.
-func (rt *Runtime) forwardHost(l *hostLayout, set *stagingSet, res *HostCoreResult) (err error) {
+// and the copies back one after the other. results returns the slices the outputs are widened into (res's, fitted
+// to the outputs); forwardHost calls it once the kernel is queued.
+func (rt *Runtime) forwardHost(l *hostLayout, set *stagingSet, results func() [][]float32) (err error) {
 	ctx, legacy := rt.ctx, rt.ctx.WrapStream(0)
 	host := unsafe.Pointer(&set.host[0])
 	// The copies read and write set.host after their calls return: once one
@@ -149,7 +173,7 @@ func (rt *Runtime) forwardHost(l *hostLayout, set *stagingSet, res *HostCoreResu
 			return fmt.Errorf("gdn: download: %w", err)
 		}
 	}
-	dec := l.decodeRun(set.host, l.results(res), out)
+	dec := l.decodeRun(set.host, results(), out)
 	dec.ready = func(p int) error { return evs[p].Synchronize() }
 	if err := dec.run(); err != nil {
 		return fmt.Errorf("gdn: forward: %w", err)
