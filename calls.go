@@ -21,6 +21,7 @@ type callEntry struct {
 	params *driver.KernelParams // block, packed for cuLaunchKernel; nil in the CPU tests
 
 	fn    atomic.Pointer[driver.Function] // the plan's kernel, set on the first launch
+	split *splitCall                      // a sequence-parallel plan's passes, or nil
 	graph callGraph
 
 	// Guarded by callCache.mu.
@@ -40,6 +41,7 @@ func (e *callEntry) free() {
 		x.Destroy()
 	}
 	e.params.Free()
+	e.split.free()
 }
 
 // callCacheLimit bounds the prepared calls a Runtime keeps: each holds about
@@ -59,6 +61,11 @@ type callCache struct {
 	// leaves callEntry.params nil.
 	pack  func(block []byte) (*driver.KernelParams, error)
 	limit int
+	// dev gives split plans their scratch memory; nil (CPU tests) never
+	// splits. segChunks is Options.SegmentChunks.
+	dev       scratchDevice
+	grave     *scratchGraveyard
+	segChunks int
 
 	mu      sync.Mutex
 	entries map[hopperCall]*callEntry
@@ -114,8 +121,24 @@ func (c *callCache) create(key hopperCall, p Problem) (*callEntry, error) {
 	if err := key.params(c.encode, &e.block); err != nil {
 		return nil, err
 	}
+	if c.dev != nil {
+		forced := 0
+		if c.plans.variant != "" {
+			forced = plan.TileWidth / 64
+		}
+		if sp := planSplit(p, c.plans.sms, c.segChunks, forced); sp.segChunks > 0 {
+			if e.plan, err = planHopper(p, sp.consumers); err != nil {
+				return nil, err
+			}
+			e.plan.SegmentChunks, e.plan.Segments = sp.segChunks, sp.transfer
+			if e.split, err = newSplitCall(c.dev, c.grave, c.encode, c.pack, key, p, sp); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if c.pack != nil {
 		if e.params, err = c.pack(e.block[:]); err != nil {
+			e.free()
 			return nil, fmt.Errorf("gdn: kernel parameters: %w", err)
 		}
 	}
@@ -179,6 +202,9 @@ func (c *callCache) close() {
 	c.mu.Unlock()
 	for _, e := range idle {
 		e.free()
+	}
+	if c.grave != nil {
+		c.grave.drain()
 	}
 }
 

@@ -26,9 +26,24 @@ type hopperCall struct {
 
 	// Not in the block, but in the plan that callCache keeps with it: the
 	// chains the planner's cost model weighs (chainChunks; planKey holds
-	// them too). Packed sequences rewritten in place (same buffers, same N
-	// and T, other boundaries) must not be served the plan of the old ones.
+	// them too), and for a split plan, whose segment tables hold token
+	// positions, a hash of the boundaries themselves. Packed sequences
+	// rewritten in place (same buffers, same N and T, other boundaries) must
+	// not be served the plan of the old ones.
 	longest, total int
+	seqsHash       uint64
+}
+
+// hashSeqs is FNV-1a over the sequence boundaries; it allocates nothing.
+func hashSeqs(seqs []int) uint64 {
+	h := uint64(14695981039346656037)
+	for _, x := range seqs {
+		for i := 0; i < 64; i += 8 {
+			h ^= uint64(x>>i) & 0xff
+			h *= 1099511628211
+		}
+	}
+	return h
 }
 
 // newHopperCall reads the key of validated arguments (p from ValidateCore(a)).
@@ -49,6 +64,7 @@ func newHopperCall(a *CoreArgs, p Problem) hopperCall {
 		k.cuSeqlens = a.CuSeqlensDevice.Ptr
 	}
 	k.longest, k.total = chainChunks(p)
+	k.seqsHash = hashSeqs(p.Seqs)
 	return k
 }
 
@@ -63,6 +79,17 @@ type tiledEncoder func(dt driver.TensorDtype, base driver.DevicePtr, dims, strid
 // swizzled), the pointers and the sizes. With cu_seqlens, B is 1 and T
 // counts every token; the kernel addresses a sequence by its first token.
 func (k hopperCall) params(encode tiledEncoder, out *[kernsrc.HopperParamsBytes]byte) error {
+	hp, err := k.hopperParams(encode)
+	if err != nil {
+		return err
+	}
+	hp.Pack(out)
+	return nil
+}
+
+// hopperParams returns the values of k's parameter block, unpacked, for
+// callers that adjust them (the passes of a split plan).
+func (k hopperCall) hopperParams(encode tiledEncoder) (kernsrc.HopperParams, error) {
 	var hp kernsrc.HopperParams
 	in := driver.TensorBF16
 	if k.dtype == FP16 {
@@ -77,16 +104,16 @@ func (k hopperCall) params(encode tiledEncoder, out *[kernsrc.HopperParamsBytes]
 	}
 	var err error
 	if hp.MapQ, err = tokens(in, k.q, HeadDim, k.hq, 64); err != nil {
-		return fmt.Errorf("gdn: tensor map of q: %w", err)
+		return hp, fmt.Errorf("gdn: tensor map of q: %w", err)
 	}
 	if hp.MapK, err = tokens(in, k.k, HeadDim, k.hq, 64); err != nil {
-		return fmt.Errorf("gdn: tensor map of k: %w", err)
+		return hp, fmt.Errorf("gdn: tensor map of k: %w", err)
 	}
 	if hp.MapV, err = tokens(in, k.v, HeadDim, k.hv, 64); err != nil {
-		return fmt.Errorf("gdn: tensor map of v: %w", err)
+		return hp, fmt.Errorf("gdn: tensor map of v: %w", err)
 	}
 	if hp.MapO, err = tokens(in, k.o, HeadDim, k.hv, 64); err != nil {
-		return fmt.Errorf("gdn: tensor map of o: %w", err)
+		return hp, fmt.Errorf("gdn: tensor map of o: %w", err)
 	}
 	if k.aDtype == FP32 {
 		hp.MapA, err = tokens(driver.TensorF32, k.a, ChunkLen, k.hv, 32)
@@ -94,12 +121,12 @@ func (k hopperCall) params(encode tiledEncoder, out *[kernsrc.HopperParamsBytes]
 		hp.MapA, err = tokens(driver.TensorBF16, k.a, ChunkLen, k.hv, 64)
 	}
 	if err != nil {
-		return fmt.Errorf("gdn: tensor map of A: %w", err)
+		return hp, fmt.Errorf("gdn: tensor map of A: %w", err)
 	}
 	hp.G, hp.Beta, hp.O = k.g, k.beta, k.o
 	hp.H0, hp.Ht, hp.CuSeqlens = k.h0, k.ht, k.cuSeqlens
 	hp.Scale = math.Float32frombits(k.scale)
-	hp.T, hp.Hq, hp.Hv, hp.N = int32(k.t), int32(k.hq), int32(k.hv), int32(k.n)
+	hp.T, hp.Hq, hp.Hv, hp.N, hp.NHt = int32(k.t), int32(k.hq), int32(k.hv), int32(k.n), int32(k.n)
 	if k.betaDtype == FP32 {
 		hp.Flags |= kernsrc.HopperFlagBetaFP32
 	}
@@ -109,6 +136,5 @@ func (k hopperCall) params(encode tiledEncoder, out *[kernsrc.HopperParamsBytes]
 	if k.seqlensDtype == Int64 {
 		hp.Flags |= kernsrc.HopperFlagSeqlensInt64
 	}
-	hp.Pack(out)
-	return nil
+	return hp, nil
 }

@@ -1,7 +1,9 @@
 package gdn
 
 import (
+	"cmp"
 	"fmt"
+	"sync"
 	"unsafe"
 )
 
@@ -26,57 +28,157 @@ type HostCoreArgs struct {
 	FinalState bool    // return ht
 }
 
-// HostCoreResult holds the outputs of ForwardHost.
+// HostCoreResult holds the outputs of ForwardHost and ForwardHostInto.
 type HostCoreResult struct {
 	O  []float32 // [B,T,Hv,128], values of the device dtype widened to float32
-	Ht []float32 // [N,Hv,128,128], nil unless FinalState
+	Ht []float32 // [N,Hv,128,128]; empty (nil from ForwardHost) unless FinalState
 }
 
 // ForwardHost runs the core forward on host slices and waits for it: it
-// converts the inputs to their device dtypes (on all cores), copies them
-// in one transfer, fills the outputs with NaN (so an element the kernel
-// fails to write cannot pass for a result), runs Forward on the legacy
-// default stream, and copies the outputs back in one transfer. The device
-// and pinned host buffers of the call are kept for the next call of the
-// same or a smaller size (see Close), so a repeated call costs about the
-// conversions and the PCIe copies. For data that stays on the GPU, use
-// UploadCore once and Forward.
+// converts the inputs to their device dtypes (on all cores), copies them to
+// the device, fills the outputs with NaN (so an element the kernel fails to
+// write cannot pass for a result), runs Forward on the legacy default
+// stream, and copies the outputs back, widened to float32 in new slices.
+// The device and pinned host buffers of the call are kept for the next call
+// of the same or a smaller size (see Close), so a repeated call costs about
+// the conversions and the PCIe copies, which overlap: each piece of an
+// input is copied while the next is converted, and each piece of an output
+// is widened while the next is copied back. ForwardHostInto also reuses the
+// result slices. For data that stays on the GPU, use UploadCore once and
+// Forward.
 func (rt *Runtime) ForwardHost(h *HostCoreArgs) (*HostCoreResult, error) {
-	l, err := newHostLayout(h)
-	if err != nil {
+	res := &HostCoreResult{}
+	if err := rt.forwardHostInto(h, res, true); err != nil {
 		return nil, err
 	}
+	return res, nil
+}
+
+// ForwardHostInto is ForwardHost writing the outputs into res: res.O, and
+// res.Ht when h.FinalState, are reused when their capacity holds the
+// output (resliced to its length) and allocated otherwise, so a caller
+// that passes the same res to every call of a size allocates no result
+// memory after the first. Without h.FinalState, res.Ht is resliced to
+// length 0. This is the path for repeated calls (and the one the 3x-PCIe
+// goal of docs/PERF.md is measured on): new slices cost a zeroing pass and
+// page faults over every output byte. res's slices must not overlap the
+// inputs. On an error the contents of res are unspecified.
+func (rt *Runtime) ForwardHostInto(h *HostCoreArgs, res *HostCoreResult) error {
+	return rt.forwardHostInto(h, res, false)
+}
+
+// forwardHostInto is ForwardHostInto; fresh (ForwardHost's empty result)
+// allocates the result slices on a goroutine of their own while the inputs
+// convert and copy: zeroing a new result (over 100 MB for a long prompt) is
+// a single-threaded pass that would otherwise come after the kernel.
+func (rt *Runtime) forwardHostInto(h *HostCoreArgs, res *HostCoreResult, fresh bool) error {
+	if res == nil {
+		return argErrorf("res", "nil *HostCoreResult")
+	}
+	l, err := newHostLayout(h)
+	if err != nil {
+		return err
+	}
 	if err := rt.enter(); err != nil {
-		return nil, err
+		return err
 	}
 	defer rt.leave()
 	set, err := rt.staging.take(rt.ctx, l.total)
 	if err != nil {
-		return nil, fmt.Errorf("gdn: allocate %d bytes: %w", l.total, err)
+		return fmt.Errorf("gdn: allocate %d bytes: %w", l.total, err)
 	}
 	defer rt.staging.put(rt.ctx, set)
-
-	l.encodeInputs(set.host)
-	// The legacy default stream orders everything below after this copy
-	// (which, from pageable memory, may return before its data lands).
-	if err := rt.ctx.CopyToDevice(set.dev, unsafe.Pointer(&set.host[0]), l.inBytes); err != nil {
-		return nil, fmt.Errorf("gdn: upload: %w", err)
+	var dsts [][]float32
+	var allocated chan struct{}
+	if fresh {
+		allocated = make(chan struct{})
+		go func() {
+			defer close(allocated)
+			dsts = l.results(res)
+		}()
 	}
+	return rt.forwardHost(l, set, func() [][]float32 {
+		if allocated == nil {
+			return l.results(res)
+		}
+		<-allocated
+		return dsts
+	})
+}
+
+// forwardHost runs one host call through a staging set, everything on the
+// legacy default stream, which orders the copies, the NaN fill, the kernel
+// and the copies back one after the other. results returns the slices the outputs are widened into (res's, fitted
+// to the outputs); forwardHost calls it once the kernel is queued.
+func (rt *Runtime) forwardHost(l *hostLayout, set *stagingSet, results func() [][]float32) (err error) {
+	ctx, legacy := rt.ctx, rt.ctx.WrapStream(0)
+	host := unsafe.Pointer(&set.host[0])
+	// The copies read and write set.host after their calls return: once one
+	// is queued, the set must not go back to the pool (where the next call
+	// writes it) before the stream has drained, error or not.
+	defer func() {
+		if err != nil {
+			legacy.Synchronize()
+		}
+	}()
+
+	// Upload: each piece of an input is queued as soon as it is converted
+	// (by the goroutine that finished it), and copies while the next pieces
+	// convert. cu_seqlens, tiny, goes first.
+	var mu sync.Mutex
+	var upErr error
+	upload := func(off, bytes int) {
+		if e := ctx.CopyToDeviceAsync(set.dev.Offset(off), unsafe.Add(host, off), bytes, nil); e != nil {
+			mu.Lock()
+			upErr = cmp.Or(upErr, e)
+			mu.Unlock()
+		}
+	}
+	l.encodeInts(set.host)
+	for _, s := range l.in {
+		if s.ints != nil {
+			upload(s.off, s.t.Bytes)
+		}
+	}
+	in := cutPieces(l.in, pieceBytes)
+	enc := l.encodeRun(set.host, in)
+	enc.done = func(p int) { upload(in[p].off, in[p].bytes) }
+	enc.run()
+	if upErr != nil {
+		return fmt.Errorf("gdn: upload: %w", upErr)
+	}
+
 	a := l.bind(set.dev)
-	if err := poisonOutputs(rt.ctx, a); err != nil {
-		return nil, err
+	if err := poisonOutputs(ctx, a); err != nil {
+		return err
 	}
 	if err := rt.forward(a, 0); err != nil {
-		return nil, err
+		return err
 	}
-	if err := rt.ctx.WrapStream(0).Synchronize(); err != nil {
-		return nil, fmt.Errorf("gdn: forward: %w", err)
+
+	// Download: every piece of the outputs is queued at once, an event
+	// after each; a piece is widened as soon as its event has passed, while
+	// the later ones copy. The last event passing means the stream has run
+	// everything of this call.
+	out := cutPieces(l.out, pieceBytes)
+	evs, err := set.eventsFor(ctx, len(out))
+	if err != nil {
+		return fmt.Errorf("gdn: download: %w", err)
 	}
-	out := l.total - l.inBytes
-	if err := rt.ctx.CopyToHost(unsafe.Pointer(&set.host[l.inBytes]), set.dev.Offset(l.inBytes), out); err != nil {
-		return nil, fmt.Errorf("gdn: download: %w", err)
+	for i, p := range out {
+		if err := ctx.CopyToHostAsync(unsafe.Add(host, p.off), set.dev.Offset(p.off), p.bytes, nil); err != nil {
+			return fmt.Errorf("gdn: download: %w", err)
+		}
+		if err := evs[i].Record(nil); err != nil {
+			return fmt.Errorf("gdn: download: %w", err)
+		}
 	}
-	return l.decodeOutputs(set.host), nil
+	dec := l.decodeRun(set.host, results(), out)
+	dec.ready = func(p int) error { return evs[p].Synchronize() }
+	if err := dec.run(); err != nil {
+		return fmt.Errorf("gdn: forward: %w", err)
+	}
+	return nil
 }
 
 // orDefault returns d, or def when d is unset.

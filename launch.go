@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gdnjit/gdn/driver"
+	"github.com/gdnjit/gdn/kernsrc"
 )
 
 // launch enqueues prepared call e on stream s: through its graph from the
@@ -18,6 +19,17 @@ func (rt *Runtime) launch(e *callEntry, s Stream) error {
 		}
 		e.fn.Store(k.fn)
 	}
+	if e.split != nil && e.split.scanFn.Load() == nil {
+		k, err := rt.kernel(e.split.xferVariant, e.plan.SharedBytes)
+		if err != nil {
+			return err
+		}
+		e.split.xferFn.Store(k.fn)
+		if k, err = rt.kernel(kernsrc.ScanVariant(), kernsrc.ScanSharedBytes); err != nil {
+			return err
+		}
+		e.split.scanFn.Store(k.fn)
+	}
 	stream := rt.ctx.WrapStream(uintptr(s)) // inlined: stays on the stack
 	if rt.graphs != nil && s != 0 {
 		if done, err := rt.graphs.run(rt.ctx, e, stream); done || err != nil {
@@ -30,6 +42,9 @@ func (rt *Runtime) launch(e *callEntry, s Stream) error {
 // enqueue launches e's kernel (e.fn set) with its plan's geometry and its
 // packed parameters.
 func (e *callEntry) enqueue(ctx *driver.Context, s *driver.Stream) error {
+	if e.split != nil {
+		return e.split.enqueue(ctx, e.fn.Load(), e.plan, s)
+	}
 	g, b := e.plan.Grid, e.plan.Block
 	err := ctx.LaunchParams(e.fn.Load(), driver.Dim3{X: g[0], Y: g[1], Z: g[2]}, driver.Dim3{X: b[0], Y: b[1], Z: b[2]},
 		e.plan.SharedBytes, s, e.params)

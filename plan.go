@@ -15,10 +15,20 @@ type Plan struct {
 	Grid        [3]uint32
 	Block       [3]uint32
 	SharedBytes int
+
+	// SegmentChunks > 0 makes the plan sequence-parallel (split.go):
+	// sequences longer than that many chunks run as segments of it, with
+	// Segments of them in the transfer pass. Grid is then the unsplit one.
+	SegmentChunks int
+	Segments      int
 }
 
 func (pl Plan) String() string {
-	return fmt.Sprintf("%s grid=%v block=%v smem=%d", pl.Variant.Name, pl.Grid, pl.Block, pl.SharedBytes)
+	s := fmt.Sprintf("%s grid=%v block=%v smem=%d", pl.Variant.Name, pl.Grid, pl.Block, pl.SharedBytes)
+	if pl.SegmentChunks > 0 {
+		s += fmt.Sprintf(" split=%dx%d", pl.Segments, pl.SegmentChunks)
+	}
+	return s
 }
 
 // PlanCore chooses the kernel variant and launch geometry of a core forward
@@ -30,6 +40,18 @@ func (pl Plan) String() string {
 // along the sequence's chunks. The tile is 64 or 128 value columns, picked
 // by the cost model of chooseConsumers.
 func PlanCore(p Problem, sms int) (Plan, error) {
+	return PlanCoreSplit(p, sms, 0)
+}
+
+// PlanCoreSplit is PlanCore with Options.SegmentChunks: 0 lets the planner
+// decide whether to split long sequences across SMs (split.go), > 0 splits
+// every sequence longer than that many chunks, < 0 never splits.
+func PlanCoreSplit(p Problem, sms, segmentChunks int) (Plan, error) {
+	if sp := planSplit(p, sms, segmentChunks, 0); sp.segChunks > 0 {
+		pl, err := planHopper(p, sp.consumers)
+		pl.SegmentChunks, pl.Segments = sp.segChunks, sp.transfer
+		return pl, err
+	}
 	return planHopper(p, chooseConsumers(p, sms))
 }
 

@@ -49,7 +49,9 @@ func (c *planCache) plan(p Problem) (Plan, error) {
 	if c.variant != "" {
 		pl, err = PlanCoreVariant(p, c.variant)
 	} else {
-		pl, err = PlanCore(p, c.sms)
+		// The tile of an unsplit call; callCache.create decides on a split
+		// (whose tables depend on the exact boundaries, not the class).
+		pl, err = PlanCoreSplit(p, c.sms, -1)
 	}
 	if err != nil {
 		return Plan{}, err

@@ -1,6 +1,7 @@
 package gdn
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -25,6 +26,28 @@ type Options struct {
 	// of the planner's choice: tests and benchmarks use it to cover every
 	// variant the planner can pick, whatever the device's size.
 	Variant string
+	// SegmentChunks controls sequence parallelism: 0 lets the planner cut
+	// long sequences into segments run on many SMs at once when its cost
+	// model says that is faster (see PlanCoreSplit); > 0 cuts every sequence
+	// longer than that many 64-token chunks into segments of it (tests,
+	// benchmarks); < 0 never cuts. Results are exact either way.
+	SegmentChunks int
+	// SMs, when positive, runs the Runtime on a slice of at least that many
+	// of the device's SMs, through a CUDA green context (driver.OpenGreen);
+	// 0 is the whole device. The driver rounds the count up to its
+	// granularity (a multiple of 8 on Hopper: 14 gives 16, 66 gives 72);
+	// Device().SMs is the count obtained, which the planner sizes grids for,
+	// and Device().SMsAsked the count asked. More than the device has, or a
+	// negative count, is an *ArgError naming Options.SMs. A driver without
+	// green contexts (before CUDA 12.4) runs the Runtime on the whole device
+	// and says why in Device().GreenFallback.
+	//
+	// The slice applies to work on the Runtime's own streams: pass Forward
+	// a stream from rt.Context().NewStream() (or stream 0, which in a green
+	// context is the green context's default stream). A stream created in
+	// another context, e.g. by the CUDA runtime in the primary context, does
+	// not run on the slice.
+	SMs int
 }
 
 // DeviceInfo describes the GPU a Runtime runs on.
@@ -62,11 +85,18 @@ type loadedKernel struct {
 	report jit.Report
 }
 
-// Open creates a Runtime on a device. Without the cuda build tag, or without
-// a GPU, it returns an error wrapping ErrNoCUDA.
+// Open creates a Runtime on a device (or on a slice of its SMs, with
+// Options.SMs). Without the cuda build tag, or without a GPU, it returns an
+// error wrapping ErrNoCUDA.
 func Open(opts Options) (*Runtime, error) {
-	ctx, err := driver.Open(opts.Device)
+	if opts.SMs < 0 {
+		return nil, argErrorf("Options.SMs", "is %d; want 0 (the whole device) or a count of SMs", opts.SMs)
+	}
+	ctx, err := driver.OpenSMs(opts.Device, opts.SMs)
 	if err != nil {
+		if e := (*driver.SMCountError)(nil); errors.As(err, &e) {
+			return nil, argErrorf("Options.SMs", "asks %d SMs; device %d has %d", e.Asked, opts.Device, e.Have)
+		}
 		return nil, fmt.Errorf("gdn: open device %d: %w", opts.Device, err)
 	}
 	rt, err := newRuntime(ctx, opts)
@@ -114,6 +144,8 @@ func newRuntime(ctx *driver.Context, opts Options) (*Runtime, error) {
 		modules:  modules,
 		calls:    newCallCache(newPlanCache(info.SMs, opts.Variant), ctx.EncodeTiled, packParams),
 	}
+	rt.calls.dev, rt.calls.segChunks = contextScratch{ctx}, opts.SegmentChunks
+	rt.calls.grave = &scratchGraveyard{dev: rt.calls.dev}
 	if !opts.NoGraphs {
 		g, err := newGraphCache(ctx)
 		if err != nil {
@@ -189,16 +221,29 @@ func (rt *Runtime) kernel(v kernsrc.Variant, sharedBytes int) (*loadedKernel, er
 		if err != nil {
 			return nil, 0, nil, err
 		}
-		mod, err := rt.ctx.LoadModule(art.Image)
-		if err != nil {
-			return nil, 0, nil, fmt.Errorf("gdn: load %s: %w", v.Name, err)
+		// A first call may come inside a caller's stream capture, where
+		// loading a module is a call CUDA refuses in the default (global)
+		// capture mode; relaxed mode allows it.
+		var mod *driver.Module
+		var fn *driver.Function
+		var loadErr error
+		err = rt.ctx.RelaxedCapture(func() error {
+			if mod, loadErr = rt.ctx.LoadModule(art.Image); loadErr != nil {
+				return nil
+			}
+			fn, err = mod.Function(art.Symbol(v.Kernel))
+			if err == nil && sharedBytes > 48<<10 {
+				err = fn.SetMaxDynamicShared(sharedBytes)
+			}
+			if err != nil {
+				mod.Unload()
+			}
+			return err
+		})
+		if loadErr != nil {
+			return nil, 0, nil, fmt.Errorf("gdn: load %s: %w", v.Name, loadErr)
 		}
-		fn, err := mod.Function(art.Symbol(v.Kernel))
-		if err == nil && sharedBytes > 48<<10 {
-			err = fn.SetMaxDynamicShared(sharedBytes)
-		}
 		if err != nil {
-			mod.Unload()
 			return nil, 0, nil, fmt.Errorf("gdn: %s: %w", v.Name, err)
 		}
 		k := &loadedKernel{module: mod, fn: fn, report: art.Report}
@@ -224,11 +269,12 @@ func (rt *Runtime) kernel(v kernsrc.Variant, sharedBytes int) (*loadedKernel, er
 // Forward runs the core forward (g_cumsum and A given) on device buffers,
 // enqueued on stream s. Arguments are validated first (errors wrap
 // ErrInvalidArgument and name the argument); nothing is launched or written
-// when they are wrong. The call does not synchronise the stream and does not
-// allocate device memory, so it may itself be captured into a CUDA graph.
-// A call repeated with the same arguments allocates nothing on the host
-// either: the Runtime keeps its plan, encoded tensor maps and graph (see
-// callCache).
+// when they are wrong. The call does not synchronise the stream, so it may
+// itself be captured into a CUDA graph. A call repeated with the same
+// arguments allocates nothing, on the host or the device: the Runtime keeps
+// its plan, encoded tensor maps, graph and, for a plan that splits long
+// sequences across SMs (see Options.SegmentChunks), its scratch device
+// memory, allocated when the arguments are first seen (see callCache).
 func (rt *Runtime) Forward(a *CoreArgs, s Stream) error {
 	if err := rt.enter(); err != nil {
 		return err
@@ -247,6 +293,22 @@ func (rt *Runtime) forward(a *CoreArgs, s Stream) error {
 	}
 	defer rt.calls.release(e)
 	return rt.launch(e, s)
+}
+
+// PlanOf returns the plan Forward runs a with (validated as Forward does):
+// the kernel variant, its geometry and, when sequences are split across
+// SMs, the segments. The call is prepared (and kept) as Forward would.
+func (rt *Runtime) PlanOf(a *CoreArgs) (Plan, error) {
+	if err := rt.enter(); err != nil {
+		return Plan{}, err
+	}
+	defer rt.leave()
+	e, err := rt.calls.prepare(a)
+	if err != nil {
+		return Plan{}, err
+	}
+	defer rt.calls.release(e)
+	return e.plan, nil
 }
 
 // Malloc allocates device memory on the Runtime's GPU.

@@ -18,12 +18,27 @@ type hostStaging struct {
 	idle *stagingSet
 }
 
-// stagingSet is one device block and its host mirror.
+// stagingSet is one device block and its host mirror, with the events
+// that mark the pieces of a download.
 type stagingSet struct {
 	size   int
 	dev    driver.DevicePtr
 	pinned *driver.HostBuffer // nil when page-locked memory was refused
 	host   []byte             // pinned.Bytes(), or ordinary Go memory
+	events []*driver.Event    // created by eventsFor as calls need them
+}
+
+// eventsFor returns n events of the set, creating those it lacks; they
+// are kept for the next call and destroyed with the set.
+func (set *stagingSet) eventsFor(ctx *driver.Context, n int) ([]*driver.Event, error) {
+	for len(set.events) < n {
+		ev, err := ctx.NewEvent()
+		if err != nil {
+			return nil, err
+		}
+		set.events = append(set.events, ev)
+	}
+	return set.events[:n], nil
 }
 
 // stagingGranule rounds set sizes up, so that calls of slightly different
@@ -82,5 +97,8 @@ func (set *stagingSet) free(ctx *driver.Context) {
 	}
 	ctx.Free(set.dev)
 	set.pinned.Free()
-	set.dev, set.pinned, set.host = 0, nil, nil
+	for _, ev := range set.events {
+		ev.Destroy()
+	}
+	set.dev, set.pinned, set.host, set.events = 0, nil, nil, nil
 }

@@ -150,14 +150,19 @@ func newHostLayout(h *HostCoreArgs) (*hostLayout, error) {
 }
 
 // encodeInputs writes every input in its device encoding into buf, which
-// holds at least inBytes bytes.
+// holds at least inBytes bytes, on all cores.
 func (l *hostLayout) encodeInputs(buf []byte) {
+	l.encodeInts(buf)
+	l.encodeRun(buf, cutPieces(l.in, pieceBytes)).run()
+}
+
+// encodeInts writes the integer inputs (cu_seqlens) into buf.
+func (l *hostLayout) encodeInts(buf []byte) {
 	for _, s := range l.in {
-		dst := buf[s.off : s.off+s.t.Bytes]
 		if s.ints == nil {
-			encodeFloats(dst, s.t.Dtype, s.src)
 			continue
 		}
+		dst := buf[s.off : s.off+s.t.Bytes]
 		for i, v := range s.ints { // checked to fit at layout time
 			if s.t.Dtype == Int64 {
 				binary.NativeEndian.PutUint64(dst[8*i:], uint64(v))
@@ -166,6 +171,15 @@ func (l *hostLayout) encodeInputs(buf []byte) {
 			}
 		}
 	}
+}
+
+// encodeRun converts the floating-point inputs of pieces (cut from l.in)
+// into buf.
+func (l *hostLayout) encodeRun(buf []byte, pieces []convPiece) *convRun {
+	return &convRun{pieces: pieces, work: func(p *convPiece, lo, hi int) {
+		s := &l.in[p.slot]
+		encodeRange(buf[s.off:s.off+s.t.Bytes], s.t.Dtype, s.src, lo, hi)
+	}}
 }
 
 // bind returns the call's CoreArgs for a block at device address base.
@@ -179,19 +193,44 @@ func (l *hostLayout) bind(base driver.DevicePtr) *CoreArgs {
 	return &a
 }
 
-// decodeOutputs widens the outputs in buf (the whole block, as copied back
-// from the device) to float32.
-func (l *hostLayout) decodeOutputs(buf []byte) *HostCoreResult {
-	res := &HostCoreResult{}
-	for _, s := range l.out {
-		x := decodeFloats(buf[s.off:s.off+s.t.Bytes], s.t.Dtype, s.t.Elems())
+// results points res.O (and res.Ht when the call returns the final state)
+// at slices of the outputs' lengths, reusing their arrays when large
+// enough, and returns them in the order of l.out. Without a final state,
+// res.Ht keeps its array at length 0.
+func (l *hostLayout) results(res *HostCoreResult) [][]float32 {
+	fit := func(x []float32, n int) []float32 {
+		if cap(x) >= n {
+			return x[:n]
+		}
+		return make([]float32, n)
+	}
+	res.Ht = res.Ht[:0]
+	dsts := make([][]float32, len(l.out))
+	for i, s := range l.out {
 		if s.t == fieldO(&l.args) {
-			res.O = x
+			res.O = fit(res.O, s.t.Elems())
+			dsts[i] = res.O
 		} else {
-			res.Ht = x
+			res.Ht = fit(res.Ht, s.t.Elems())
+			dsts[i] = res.Ht
 		}
 	}
-	return res
+	return dsts
+}
+
+// decodeRun widens the outputs of pieces (cut from l.out) in buf, the
+// whole block as copied back from the device, into dsts (from results).
+func (l *hostLayout) decodeRun(buf []byte, dsts [][]float32, pieces []convPiece) *convRun {
+	return &convRun{pieces: pieces, work: func(p *convPiece, lo, hi int) {
+		s := &l.out[p.slot]
+		decodeRange(dsts[p.slot], buf[s.off:s.off+s.t.Bytes], s.t.Dtype, lo, hi)
+	}}
+}
+
+// decodeOutputs widens the outputs in buf (the whole block, as copied back
+// from the device) to float32 on all cores, into res (see results).
+func (l *hostLayout) decodeOutputs(buf []byte, res *HostCoreResult) {
+	l.decodeRun(buf, l.results(res), cutPieces(l.out, pieceBytes)).run()
 }
 
 // poisonOutputs fills every output with NaN on the legacy default stream,
@@ -279,7 +318,9 @@ func (d *DeviceCoreArgs) Download() (*HostCoreResult, error) {
 	if err := d.rt.ctx.CopyToHost(unsafe.Pointer(&buf[l.inBytes]), d.base.Offset(l.inBytes), l.total-l.inBytes); err != nil {
 		return nil, fmt.Errorf("gdn: download: %w", err)
 	}
-	return l.decodeOutputs(buf), nil
+	res := &HostCoreResult{}
+	l.decodeOutputs(buf, res)
+	return res, nil
 }
 
 // Free releases the device memory; Args must not be used afterwards. A

@@ -99,7 +99,8 @@ func TestHostLayoutEncodeDecode(t *testing.T) {
 	for i := range a.Ht.Elems() {
 		binary.NativeEndian.PutUint32(ht[4*i:], math.Float32bits(float32(i)))
 	}
-	res := l.decodeOutputs(buf)
+	res := &HostCoreResult{}
+	l.decodeOutputs(buf, res)
 	if len(res.O) != a.O.Elems() || res.O[4] != 1 || len(res.Ht) != a.Ht.Elems() || res.Ht[12345] != 12345 {
 		t.Errorf("decoded o[4] = %v (%d values), ht[12345] = %v (%d values)", res.O[4], len(res.O), res.Ht[12345], len(res.Ht))
 	}
@@ -129,46 +130,6 @@ func TestHostLayoutErrors(t *testing.T) {
 	}
 	if _, err := newHostLayout(nil); err == nil {
 		t.Error("nil args: no error")
-	}
-}
-
-func TestParallelForCoversEveryElement(t *testing.T) {
-	for _, n := range []int{0, 1, convChunk - 1, convChunk, 5*convChunk + 3} {
-		seen := make([]int32, n)
-		parallelFor(n, func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				seen[i]++
-			}
-		})
-		for i, c := range seen {
-			if c != 1 {
-				t.Fatalf("n=%d: element %d converted %d times", n, i, c)
-			}
-		}
-	}
-}
-
-func TestEncodeDecodeFloats(t *testing.T) {
-	src := make([]float32, 3*convChunk+5)
-	for i := range src {
-		src[i] = float32(i%1000)/7 - 50
-	}
-	for _, dt := range []Dtype{BF16, FP16, FP32} {
-		buf := make([]byte, len(src)*dt.Size())
-		encodeFloats(buf, dt, src)
-		got := decodeFloats(buf, dt, len(src))
-		for i, v := range src {
-			want := v
-			switch dt {
-			case BF16:
-				want = dtype.BF16ToFloat32(dtype.RoundBF16(v))
-			case FP16:
-				want = dtype.FP16ToFloat32(dtype.RoundFP16(v))
-			}
-			if got[i] != want {
-				t.Fatalf("%v: element %d = %v, want %v", dt, i, got[i], want)
-			}
-		}
 	}
 }
 
@@ -203,5 +164,66 @@ func BenchmarkEncodeInputs(b *testing.B) {
 	b.SetBytes(int64(l.inBytes))
 	for b.Loop() {
 		l.encodeInputs(buf)
+	}
+}
+
+// decodeOutputs into a result that already holds slices: arrays large
+// enough are reused and fully overwritten, short ones replaced; without a
+// final state Ht keeps its array at length 0.
+func TestDecodeOutputsReusesResult(t *testing.T) {
+	h := layoutArgs()
+	l, err := newHostLayout(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, l.total)
+	a := l.bind(0)
+	o := asUint16(buf[a.O.Ptr:], a.O.Elems())
+	for i := range o {
+		o[i] = dtype.RoundBF16(float32(i%9) - 4)
+	}
+	ht := asFloat32(buf[a.Ht.Ptr:], a.Ht.Elems())
+	for i := range ht {
+		ht[i] = float32(i) / 3
+	}
+	want := &HostCoreResult{}
+	l.decodeOutputs(buf, want)
+
+	big := make([]float32, a.O.Elems()+10)
+	for i := range big {
+		big[i] = float32(math.NaN())
+	}
+	res := &HostCoreResult{O: big, Ht: make([]float32, 3)}
+	l.decodeOutputs(buf, res)
+	if &res.O[0] != &big[0] || len(res.O) != a.O.Elems() {
+		t.Errorf("o: a large enough array was not reused at the output's length (len %d)", len(res.O))
+	}
+	if len(res.Ht) != a.Ht.Elems() || cap(res.Ht) == 3 {
+		t.Errorf("ht: a short array was not replaced (len %d, cap %d)", len(res.Ht), cap(res.Ht))
+	}
+	for i := range want.O {
+		if math.Float32bits(res.O[i]) != math.Float32bits(want.O[i]) {
+			t.Fatalf("o[%d] = %v in a reused array, want %v", i, res.O[i], want.O[i])
+		}
+	}
+	for i := range want.Ht {
+		if res.Ht[i] != want.Ht[i] {
+			t.Fatalf("ht[%d] = %v, want %v", i, res.Ht[i], want.Ht[i])
+		}
+	}
+
+	h.FinalState = false
+	if l, err = newHostLayout(h); err != nil {
+		t.Fatal(err)
+	}
+	keep := res.Ht
+	l.decodeOutputs(make([]byte, l.total), res)
+	if len(res.Ht) != 0 || cap(res.Ht) != cap(keep) || &res.O[0] != &big[0] {
+		t.Errorf("without a final state: ht len %d cap %d (want 0, %d); o reused %v", len(res.Ht), cap(res.Ht), cap(keep), &res.O[0] == &big[0])
+	}
+	fresh := &HostCoreResult{}
+	l.decodeOutputs(make([]byte, l.total), fresh)
+	if fresh.Ht != nil {
+		t.Error("a fresh result got a non-nil Ht without a final state")
 	}
 }

@@ -168,7 +168,7 @@ func TestPlanCoreTileWidth(t *testing.T) {
 		if c.seqs != nil {
 			p.N = len(c.seqs) - 1
 		}
-		pl, err := PlanCore(p, c.sms)
+		pl, err := PlanCoreSplit(p, c.sms, -1) // the unsplit plan's tile (split plans: split_test.go)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -195,7 +195,7 @@ func TestPlanCoreTileWidth(t *testing.T) {
 // gdn_hopper.cu: five tensor maps, then the pointers, then the scalars.
 func TestPackHopperParamsLayout(t *testing.T) {
 	hp := kernsrc.HopperParams{G: 0x1000, Beta: 0x2000, H0: 0x3000, Ht: 0, CuSeqlens: 0xABC000, O: 0x5000,
-		Scale: 0.5, T: 100, Hq: 2, Hv: 8, N: 1, Flags: kernsrc.HopperFlagAFP32 | kernsrc.HopperFlagSeqlensInt64}
+		Scale: 0.5, T: 100, Hq: 2, Hv: 8, N: 1, Flags: kernsrc.HopperFlagAFP32 | kernsrc.HopperFlagSeqlensInt64, NHt: 1}
 	for i := range hp.MapQ {
 		hp.MapQ[i], hp.MapK[i], hp.MapV[i], hp.MapA[i], hp.MapO[i] = 1, 2, 3, 4, 5
 	}
@@ -220,13 +220,13 @@ func TestPackHopperParamsLayout(t *testing.T) {
 	if s := math.Float32frombits(binary.LittleEndian.Uint32(b[kernsrc.HopperOffScalars:])); s != 0.5 {
 		t.Errorf("scale %v", s)
 	}
-	ints := []int32{100, 2, 8, 1, kernsrc.HopperFlagAFP32 | kernsrc.HopperFlagSeqlensInt64}
+	ints := []int32{100, 2, 8, 1, kernsrc.HopperFlagAFP32 | kernsrc.HopperFlagSeqlensInt64, 1}
 	for i, w := range ints {
 		if got := int32(binary.LittleEndian.Uint32(b[kernsrc.HopperOffScalars+4+4*i:])); got != w {
 			t.Errorf("int field %d: %d, want %d", i, got, w)
 		}
 	}
-	for i := kernsrc.HopperOffScalars + 24; i < len(b); i++ {
+	for i := kernsrc.HopperOffScalars + 28; i < len(b); i++ {
 		if b[i] != 0 {
 			t.Fatalf("padding byte %d: %#x", i, b[i])
 		}

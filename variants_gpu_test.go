@@ -15,7 +15,9 @@ import (
 // a problem, forced through Options.Variant (one Runtime per variant), on
 // small and tail shapes (one token, a chunk less one, one chunk, a chunk and
 // one, two chunks and two; packed sequences with empty and one-token ones;
-// G = 1, 2, 3), checked against the reference. It is short on purpose:
+// G = 1, 2, 3), checked against the reference; each variant runs unsplit and
+// as a split plan with one-chunk segments (its transfer pass and the scan
+// kernel with it). It is short on purpose:
 // scripts/device-run.sh runs it under compute-sanitizer's memcheck,
 // racecheck, synccheck and initcheck.
 func TestEveryVariant(t *testing.T) {
@@ -41,42 +43,45 @@ func TestEveryVariant(t *testing.T) {
 				if _, err := gdn.PlanCoreVariant(p, v.Name); err != nil {
 					continue // another dtype, or not a core-forward kernel
 				}
-				ran++
-				name := fmt.Sprintf("%s/T%d_Hq%d_Hv%d_B%d_N%d", v.Name, s.T, s.Hq, s.Hv, s.B, s.N())
-				t.Run(name, func(t *testing.T) {
-					r, ok := rts[v.Name]
-					if !ok {
-						var err error
-						if r, err = gdn.Open(gdn.Options{Variant: v.Name}); err != nil {
+				for _, seg := range []int{-1, 1} {
+					ran++
+					name := fmt.Sprintf("%s/seg%d/T%d_Hq%d_Hv%d_B%d_N%d", v.Name, seg, s.T, s.Hq, s.Hv, s.B, s.N())
+					t.Run(name, func(t *testing.T) {
+						key := fmt.Sprintf("%s/%d", v.Name, seg)
+						r, ok := rts[key]
+						if !ok {
+							var err error
+							if r, err = gdn.Open(gdn.Options{Variant: v.Name, SegmentChunks: seg}); err != nil {
+								t.Fatal(err)
+							}
+							rts[key] = r
+						}
+						in, err := ref.Recipe(s, uint64(len(name)*131+s.T), ref.RecipeOptions{Dtype: dt, WithH0: true})
+						if err != nil {
 							t.Fatal(err)
 						}
-						rts[v.Name] = r
-					}
-					in, err := ref.Recipe(s, uint64(len(name)*131+s.T), ref.RecipeOptions{Dtype: dt, WithH0: true})
-					if err != nil {
-						t.Fatal(err)
-					}
-					gcum, _ := ref.ChunkCumsum(s, in.G)
-					A, _ := ref.SolveA(s, in.K, in.Beta, gcum)
-					h := &gdn.HostCoreArgs{B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, CuSeqlens: s.CuSeqlens, Dtype: dt,
-						Q: f32(in.Q), K: f32(in.K), V: f32(in.V), G: f32(gcum), Beta: f32(in.Beta), A: f32(A),
-						H0: f32(in.H0), FinalState: true, SeqlensDtype: gdn.Int64}
-					res, err := r.ForwardHost(h)
-					if err != nil {
-						t.Fatal(err)
-					}
-					wantO, wantHt, _ := ref.Recurrent(in)
-					if err := ref.Compare32(res.O, wantO).Within(ref.PassO); err != nil {
-						t.Errorf("o: %v", err)
-					}
-					if err := ref.Compare32(res.Ht, wantHt).Within(ref.PassHt); err != nil {
-						t.Errorf("ht: %v", err)
-					}
-				})
+						gcum, _ := ref.ChunkCumsum(s, in.G)
+						A, _ := ref.SolveA(s, in.K, in.Beta, gcum)
+						h := &gdn.HostCoreArgs{B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, CuSeqlens: s.CuSeqlens, Dtype: dt,
+							Q: f32(in.Q), K: f32(in.K), V: f32(in.V), G: f32(gcum), Beta: f32(in.Beta), A: f32(A),
+							H0: f32(in.H0), FinalState: true, SeqlensDtype: gdn.Int64}
+						res, err := r.ForwardHost(h)
+						if err != nil {
+							t.Fatal(err)
+						}
+						wantO, wantHt, _ := ref.Recurrent(in)
+						if err := ref.Compare32(res.O, wantO).Within(ref.PassO); err != nil {
+							t.Errorf("o: %v", err)
+						}
+						if err := ref.Compare32(res.Ht, wantHt).Within(ref.PassHt); err != nil {
+							t.Errorf("ht: %v", err)
+						}
+					})
+				}
 			}
 		}
 	}
-	if ran < 2*len(shapes) {
+	if ran < 4*len(shapes) {
 		t.Fatalf("%d (variant, shape) runs, want at least one per dtype and shape", ran)
 	}
 }

@@ -50,14 +50,20 @@ var (
 	errClosedContext = errors.New("driver: Context is closed")
 )
 
-// Context is the retained primary context of one device. All its methods
-// are safe for concurrent use from any goroutine.
+// Context is the retained primary context of one device (Open), or a green
+// context on a slice of its SMs (OpenGreen). All its methods are safe for
+// concurrent use from any goroutine.
 type Context struct {
 	dev    cu.Device
-	raw    C.CUcontext
+	raw    C.CUcontext // the primary context, or the green context's converted one
 	info   DeviceInfo
 	closed atomic.Bool
 	once   sync.Once
+
+	// green is the green context (nil for a primary context); mu serialises
+	// calls on it (doGreen).
+	green C.CUgreenCtx
+	mu    sync.Mutex
 }
 
 // DeviceCount returns the number of CUDA devices (cuDeviceGetCount).
@@ -120,6 +126,7 @@ func (c *Context) readInfo(ordinal int) error {
 		}
 		*a.dst = v
 	}
+	in.DeviceSMs = in.SMs
 	c.info = in
 	return nil
 }
@@ -132,6 +139,9 @@ func (c *Context) readInfo(ordinal int) error {
 func (c *Context) do(f func() error) error {
 	if c == nil || c.raw == nil {
 		return errNilContext
+	}
+	if c.green != nil {
+		return c.doGreen(f)
 	}
 	if c.closed.Load() {
 		return errClosedContext
@@ -149,6 +159,46 @@ func (c *Context) do(f func() error) error {
 	return err
 }
 
+// doGreen is do for a green context. cuGreenCtxCreate's documentation
+// (cuda.h 12.4): "a green context can be current to only one thread at a
+// time. There is no internal synchronization to make API calls accessing
+// the same green context from multiple threads work." So calls are
+// serialised on c.mu, and the context is never left current on the thread
+// afterwards (the previous context, or none, is restored), so that it is
+// current on at most one thread at any time.
+//
+// Streams: cuStreamCreate while the converted context is current makes a
+// stream of the green context (cuStreamGetGreenCtx: "If during stream
+// creation the context that was active in the calling thread was obtained
+// with cuCtxFromGreenCtx, that green context is returned"), so NewStream's
+// streams run on the slice. The NULL stream and CU_STREAM_LEGACY resolve to
+// the context current on the calling thread ("if context that is active in
+// the calling thread was obtained with cuCtxFromGreenCtx, that green context
+// is returned"), and CU_GREEN_CTX_DEFAULT_STREAM, required at creation in
+// 12.4, "creates a default stream to use inside the green context": work
+// this package enqueues on stream 0 of a green Context (here, with the
+// context current) goes to that stream, on the slice. A stream of another
+// context (the primary context's, a caller's own) does not become the
+// slice's by being passed here.
+func (c *Context) doGreen(f func() error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed.Load() {
+		return errClosedContext
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	e := C.gdn_ctx_enter(c.raw)
+	if err := check("cuCtxSetCurrent", e.r); err != nil {
+		return err
+	}
+	err := f()
+	if e.prev != c.raw {
+		C.cuCtxSetCurrent(e.prev) // NULL when none was current
+	}
+	return err
+}
+
 // Info returns the device description read at Open (zero for a nil Context).
 func (c *Context) Info() DeviceInfo {
 	if c == nil {
@@ -157,7 +207,10 @@ func (c *Context) Info() DeviceInfo {
 	return c.info
 }
 
-// Handle returns the raw CUcontext (the device's primary context).
+// Handle returns the raw CUcontext: the device's primary context, or for a
+// green context the CUcontext cuCtxFromGreenCtx gave (a green context may be
+// current on one thread at a time only: a caller that makes it current
+// itself must not use c meanwhile).
 func (c *Context) Handle() uintptr {
 	if c == nil {
 		return 0
@@ -167,14 +220,22 @@ func (c *Context) Handle() uintptr {
 
 // Close releases the primary context (cuDevicePrimaryCtxRelease). When the
 // last reference goes, the driver destroys the context with all its memory,
-// streams and modules. Later calls on c return an error; a second Close
-// returns nil.
+// streams and modules. A green context is synchronised and destroyed
+// (cuGreenCtxDestroy), which releases the primary context its creation
+// retained. Later calls on c return an error; a second Close returns nil.
 func (c *Context) Close() error {
 	if c == nil {
 		return errNilContext
 	}
 	var err error
 	c.once.Do(func() {
+		if c.green != nil {
+			c.mu.Lock() // calls in flight finish first
+			defer c.mu.Unlock()
+			c.closed.Store(true)
+			err = c.closeGreen()
+			return
+		}
 		c.closed.Store(true)
 		err = check("cuDevicePrimaryCtxRelease", C.gdn_primary_release(C.int(c.dev)))
 	})

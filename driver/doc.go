@@ -1,6 +1,7 @@
 // Package driver is the thin CUDA driver layer of gdn: devices, the primary
-// context, device memory, streams, events, modules and kernel launches,
-// stream capture into CUDA graphs, and TMA tensor maps.
+// context (or a green context on a slice of the SMs), device memory,
+// streams, events, modules and kernel launches, stream capture into CUDA
+// graphs, and TMA tensor maps.
 //
 // Two builds share one exported API:
 //
@@ -21,7 +22,10 @@
 // A *Context may be used from any goroutine, concurrently: each operation
 // locks its goroutine to the OS thread, makes the context current on that
 // thread (restoring another context that was current there), makes the
-// driver call(s) and unlocks. Streams, events, modules, functions, graphs and
+// driver call(s) and unlocks. On a green context (OpenGreen), which CUDA
+// lets be current on one thread at a time, the operations are also
+// serialised on a mutex, and the context is never left current on the
+// thread afterwards. Streams, events, modules, functions, graphs and
 // graph execs are likewise safe for concurrent use, with the usual CUDA
 // rules about ordering on a stream. Destroying, unloading or closing an
 // object while another goroutine still uses it is a caller bug; a second

@@ -9,6 +9,22 @@ import (
 // tag (and wrapped by nothing else): test for it with errors.Is.
 var ErrNoCUDA = errors.New("driver: CUDA support not built in (build with -tags cuda)")
 
+// ErrGreenUnsupported is wrapped by OpenGreen's error where the driver has
+// no green contexts (before CUDA 12.4) or refuses them
+// (CUDA_ERROR_NOT_SUPPORTED). OpenSMs then falls back to the whole device.
+var ErrGreenUnsupported = errors.New("driver: green contexts unavailable")
+
+// SMCountError is OpenGreen's (and OpenSMs') error for a slice larger than
+// the device.
+type SMCountError struct {
+	Asked int // the SMs asked
+	Have  int // the device's SMs
+}
+
+func (e *SMCountError) Error() string {
+	return fmt.Sprintf("driver: %d SMs asked; the device has %d", e.Asked, e.Have)
+}
+
 // Error is a failed CUDA driver call.
 type Error struct {
 	Call    string // the driver entry point, e.g. "cuLaunchKernel"

@@ -31,3 +31,17 @@ func TestErrorFormat(t *testing.T) {
 		t.Error("ErrNoCUDA wrapping")
 	}
 }
+
+func TestSMCountError(t *testing.T) {
+	var err error = fmt.Errorf("open: %w", &SMCountError{Asked: 200, Have: 132})
+	var e *SMCountError
+	if !errors.As(err, &e) || e.Asked != 200 || e.Have != 132 {
+		t.Fatalf("errors.As: %v", err)
+	}
+	if got, want := e.Error(), "driver: 200 SMs asked; the device has 132"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if errors.Is(err, ErrGreenUnsupported) {
+		t.Error("an SMCountError reads as ErrGreenUnsupported")
+	}
+}

@@ -7,8 +7,8 @@ import "unsafe"
 // This file is the build without the cuda tag: the same exported API, every
 // entry point returning ErrNoCUDA. gorgonia.org/cu is not linked.
 
-// Context is the retained primary context of one device; without the cuda
-// tag none can be opened.
+// Context is the retained primary context of one device, or a green context
+// on a slice of its SMs; without the cuda tag none can be opened.
 type Context struct{}
 
 // Stream is a CUDA stream (stub).
@@ -34,6 +34,12 @@ func DeviceCount() (int, error) { return 0, ErrNoCUDA }
 
 // Open returns ErrNoCUDA.
 func Open(ordinal int) (*Context, error) { return nil, ErrNoCUDA }
+
+// OpenGreen returns ErrNoCUDA.
+func OpenGreen(ordinal, sms int) (*Context, error) { return nil, ErrNoCUDA }
+
+// OpenSMs returns ErrNoCUDA.
+func OpenSMs(ordinal, sms int) (*Context, error) { return nil, ErrNoCUDA }
 
 // Info returns a zero DeviceInfo.
 func (c *Context) Info() DeviceInfo { return DeviceInfo{} }
@@ -201,3 +207,6 @@ func (e *GraphExec) Destroy() error { return ErrNoCUDA }
 func encodeTiled(dt TensorDtype, base DevicePtr, dims []uint64, strides []uint64, box []uint32, swizzle Swizzle) (TensorMap, error) {
 	return TensorMap{}, ErrNoCUDA
 }
+
+// RelaxedCapture returns ErrNoCUDA.
+func (c *Context) RelaxedCapture(f func() error) error { return ErrNoCUDA }

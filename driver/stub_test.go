@@ -38,6 +38,8 @@ func TestStubMethods(t *testing.T) {
 		"CopyToDev":    c.CopyToDevice(0, nil, 0),
 		"CopyToHost":   c.CopyToHost(nil, 0, 0),
 		"CopyDev":      c.CopyDeviceAsync(0, 0, 0, nil),
+		"CopyToDevA":   c.CopyToDeviceAsync(0, nil, 0, nil),
+		"CopyToHostA":  c.CopyToHostAsync(nil, 0, 0, nil),
 		"MemsetD8":     c.MemsetD8(0, 0, 0, nil),
 		"MemsetD16":    c.MemsetD16(0, 0, 0, nil),
 		"MemsetD32":    c.MemsetD32(0, 0, 0, s),

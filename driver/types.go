@@ -28,7 +28,11 @@ type DeviceInfo struct {
 	Ordinal                int    // the ordinal passed to Open
 	Name                   string // e.g. "NVIDIA H200"
 	Major, Minor           int    // compute capability
-	SMs                    int    // multiprocessors (of the MIG slice, on a MIG instance)
+	SMs                    int    // multiprocessors this context runs on: the device's (or MIG slice's), or a green context's slice
+	DeviceSMs              int    // multiprocessors of the whole device (or MIG slice); more than SMs on a green context
+	SMsAsked               int    // the slice asked (OpenGreen, OpenSMs, gdn's Options.SMs); 0: the whole device
+	Green                  bool   // a green context: kernels run on SMs of the DeviceSMs multiprocessors
+	GreenFallback          string // SMs were asked but green contexts are unavailable: why; the context runs on the whole device
 	MaxSharedPerBlockOptin int    // CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN (97), bytes
 	SharedPerSM            int    // shared memory per multiprocessor, bytes
 	L2Bytes                int    // L2 cache size, bytes

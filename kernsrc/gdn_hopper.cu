@@ -37,6 +37,11 @@
 #ifndef GDN_NC
 #define GDN_NC 2
 #endif
+// GDN_TRANSFER builds the transfer pass of a sequence-parallel plan (flag
+// kTransfer): no q, no P, no o; only U = K S, Vn and the state update.
+#ifndef GDN_TRANSFER
+#define GDN_TRANSFER 0
+#endif
 
 // GdnHopperParams is the kernel's only parameter, packed byte for byte by
 // kernsrc.HopperParams.Pack (kernsrc/hopper.go, the one Go file that mirrors
@@ -56,8 +61,9 @@ struct HopperScalars {
   int32_t T;  // tokens per sequence (B*T in all with cu_seqlens)
   int32_t Hq;
   int32_t Hv;
-  int32_t N;  // sequences
+  int32_t N;  // sequences (or segments: grid.y)
   int32_t flags;
+  int32_t n_ht;  // ht is written for sequences n < n_ht only
 };
 struct GdnHopperParams {
   TmaDesc tm_q;  // q [B, T, Hq, 128] as 4-D (128, Hq, T, B), box (64, 1, 64, 1)
@@ -73,15 +79,24 @@ enum : int32_t {
   kBetaFP32 = 1,      // beta is fp32 (else the input dtype)
   kAFP32 = 2,         // A is fp32 (else bf16)
   kSeqlensInt64 = 4,  // cu_seqlens is int64 (else int32)
+  // cu_seqlens holds int32 (begin, end) token pairs, one per n: the
+  // segments of a sequence-parallel plan, in any order, gaps allowed.
+  kSegPairs = 8,
+  // Transfer pass of a sequence-parallel plan: no o is written; grid.x is
+  // doubled, the first half computes each segment's end state from zero
+  // (B), the second its transfer matrix (M: v read as zero, h0 = I),
+  // written at ht + N * Hv * 128 * 128.
+  kTransfer = 16,
 };
 
 static_assert(sizeof(TmaDesc) == 128 && alignof(TmaDesc) == 64, "tensor map");
-static_assert(sizeof(HopperPtrs) == 48 && sizeof(HopperScalars) == 24, "pointer and scalar blocks");
+static_assert(sizeof(HopperPtrs) == 48 && sizeof(HopperScalars) == 28, "pointer and scalar blocks");
 #ifdef GDN_PARAMS_BYTES
 static_assert(sizeof(GdnHopperParams) == GDN_PARAMS_BYTES, "kernsrc.HopperParamsBytes");
 static_assert(GDN_OFF_PTRS == 5 * sizeof(TmaDesc) && GDN_OFF_SCALARS == GDN_OFF_PTRS + sizeof(HopperPtrs),
               "kernsrc.HopperOff*");
-static_assert(GDN_FLAG_BETA_FP32 == kBetaFP32 && GDN_FLAG_A_FP32 == kAFP32 && GDN_FLAG_SEQLENS_INT64 == kSeqlensInt64,
+static_assert(GDN_FLAG_BETA_FP32 == kBetaFP32 && GDN_FLAG_A_FP32 == kAFP32 && GDN_FLAG_SEQLENS_INT64 == kSeqlensInt64 &&
+                  GDN_FLAG_SEG_PAIRS == kSegPairs && GDN_FLAG_TRANSFER == kTransfer,
               "kernsrc.HopperFlag*");
 #endif
 
@@ -97,6 +112,7 @@ constexpr int kBV = 64 * kNC;
 constexpr int kAux = GDN_AUX;
 constexpr int kThreads = 128 * (kAux + kNC);
 constexpr bool kConvert = GDN_FP16 == 0;  // bf16 inputs are converted to fp16 in place
+constexpr bool kXfer = GDN_TRANSFER != 0;
 typedef Elem<GDN_FP16 != 0> E;
 
 // Register budgets (setmaxnreg). The consumers hold S^T, [U | O'] and half
@@ -154,6 +170,8 @@ struct Work {
   int nch;       // chunks
   int t0, b;     // TMA coordinates of the first token: (t0, b) in (T, B)
   int h, hk, v0; // value head, its query/key head, first value column
+  bool zero_v;   // transfer matrix: v is zero (not loaded), h0 = I
+  bool store_o;  // o is written (not in the transfer pass)
 };
 
 GDN_DEVICE int chunk_len(const Work& w, int c) { return min(64, w.len - 64 * c); }
@@ -165,13 +183,14 @@ GDN_DEVICE float read_beta(const GdnHopperParams& p, int64_t idx) {
 
 // TMA loads of chunk c's q, k and value tiles into a stage; one thread.
 GDN_DEVICE void issue_loads(unsigned char* st, uint64_t* full, const GdnHopperParams& p, const Work& w, int c) {
-  mbar_arrive_expect_tx(full, (4 + kNC) * kTile);
+  mbar_arrive_expect_tx(full, ((kXfer ? 2 : 4) + (w.zero_v ? 0 : kNC)) * kTile);
   const int t = w.t0 + 64 * c;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     tma_load_4d(st + kOffBQ + 2 * h * kTile, &p.tm_k, full, 64 * h, w.hk, t, w.b);
-    tma_load_4d(st + kOffBQ + (2 * h + 1) * kTile, &p.tm_q, full, 64 * h, w.hk, t, w.b);
+    if (!kXfer) tma_load_4d(st + kOffBQ + (2 * h + 1) * kTile, &p.tm_q, full, 64 * h, w.hk, t, w.b);
   }
+  if (w.zero_v) return;  // the value tiles stay zero (cleared at the start)
 #pragma unroll
   for (int x = 0; x < kNC; ++x) tma_load_4d(st + kOffV + x * kTile, &p.tm_v, full, w.v0 + 64 * x, w.h, t, w.b);
 }
@@ -244,18 +263,18 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
 
     if (t < 64) vec.g[t] = gv, vec.beta[t] = bv;
     if (kConvert) {
-      // K and Q (both BQ half tiles), then the value blocks: contiguous.
-      // Loads of a batch go out together: the conversion is latency-bound.
-      constexpr int kChunks = (4 + kNC) * 512 / 128, kBatch = 4;
-      static_assert(kChunks % kBatch == 0, "conversion batches");
+      // K and Q (both BQ half tiles), then the value blocks: contiguous
+      // tiles; the transfer pass has no Q (tiles 1 and 3). Loads of a tile
+      // (4 per thread) go out together: the conversion is latency-bound.
 #pragma unroll 1
-      for (int b = 0; b < kChunks; b += kBatch) {
-        uint4 x[kBatch];
+      for (int x = 0; x < 4 + kNC; ++x) {
+        if (kXfer && (x == 1 || x == 3)) continue;
+        unsigned char* tile = st + kOffBQ + x * kTile;
+        uint4 y[4];
 #pragma unroll
-        for (int u = 0; u < kBatch; ++u) x[u] = *reinterpret_cast<const uint4*>(st + kOffBQ + (t + 128 * (b + u)) * 16);
+        for (int u = 0; u < 4; ++u) y[u] = *reinterpret_cast<const uint4*>(tile + (t + 128 * u) * 16);
 #pragma unroll
-        for (int u = 0; u < kBatch; ++u)
-          *reinterpret_cast<uint4*>(st + kOffBQ + (t + 128 * (b + u)) * 16) = bf16x8_to_fp16(x[u]);
+        for (int u = 0; u < 4; ++u) *reinterpret_cast<uint4*>(tile + (t + 128 * u) * 16) = bf16x8_to_fp16(y[u]);
       }
     }
     named_sync(bar, 128);
@@ -270,14 +289,16 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
 
     // P = Q K^T (k-steps of 16 along d; d 0..63 in half tile 0).
     float P[32];
-    wgmma_fence();
+    if (!kXfer) {
+      wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < 8; ++ks) {
-      const int half = ks >> 2, off = (ks & 3) * 32;
-      wgmma_ss_n64<0, 0>(P, wgmma_desc(st + kOffBQ + (2 * half + 1) * kTile + off, 16, 1024),
-                         wgmma_desc(st + kOffBQ + 2 * half * kTile + off, 16, 1024), ks > 0);
+      for (int ks = 0; ks < 8; ++ks) {
+        const int half = ks >> 2, off = (ks & 3) * 32;
+        wgmma_ss_n64<0, 0>(P, wgmma_desc(st + kOffBQ + (2 * half + 1) * kTile + off, 16, 1024),
+                           wgmma_desc(st + kOffBQ + 2 * half * kTile + off, 16, 1024), ks > 0);
+      }
+      wgmma_commit();
     }
-    wgmma_commit();
 
     // A2 = A diag(beta), masked to j <= i < len (columns past the chunk may
     // hold anything, SPEC, and 0 * NaN would poison the products), fp16,
@@ -306,6 +327,11 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
     named_sync(bar, 128);
     if (t == 0 && c + 2 < w.nch) issue_load_a(as, &bars.a_full[c & 1], p, w, c + 2);
 
+    if (kXfer) {
+      fence_async_smem();
+      mbar_arrive(&bars.ready[s]);
+      continue;
+    }
     // P gated and masked: P[i][j] e^{g_i - g_j} for j <= i < len.
     wgmma_wait<0>();
     reg_fence(P, 32);
@@ -336,7 +362,9 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
   const int gq = lane >> 2, tq = lane & 3;
   const int vb = w.v0 + 64 * cw;  // first value column of this group
   unsigned char* out = smem + kOffOut + cw * kTile;
-  const int64_t state = ((int64_t)blockIdx.y * p.sc.Hv + w.h) * 128 * 128;
+  // The transfer matrix of a segment goes after the B states of all.
+  const int64_t state = ((int64_t)blockIdx.y * p.sc.Hv + w.h) * 128 * 128 +
+                        (w.zero_v ? (int64_t)p.sc.N * p.sc.Hv * 128 * 128 : 0);
 
   // S^T: rows v = vb + 16 warp + gq (+8), columns k = 8 j + 2 tq (+1).
   float S[64];
@@ -345,7 +373,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int v = vb + 16 * warp + gq + 8 * (e >> 1), k = 8 * j + 2 * tq + (e & 1);
-      S[4 * j + e] = p.ptr.h0 != nullptr ? p.ptr.h0[state + (int64_t)k * 128 + v] : 0.f;
+      S[4 * j + e] = w.zero_v ? (k == v ? 1.f : 0.f) : p.ptr.h0 != nullptr ? p.ptr.h0[state + (int64_t)k * 128 + v] : 0.f;
     }
 
   for (int c = 0; c < w.nch; ++c) {
@@ -367,8 +395,13 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       for (int ks = 0; ks < 4; ++ks) acc_to_a(sa[ks], S, 4 * half + ks);
       wgmma_fence();
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks)
-        wgmma_rs_n128<0>(VO, sa[ks], wgmma_desc(st + kOffBQ + half * 2 * kTile + ks * 32, 16, 1024));
+      for (int ks = 0; ks < 4; ++ks) {
+        // The transfer pass needs U^T = S^T K^T only: the K rows (n 64).
+        if (kXfer)
+          wgmma_rs_n64<0>(VO, sa[ks], wgmma_desc(st + kOffBQ + half * 2 * kTile + ks * 32, 16, 1024));
+        else
+          wgmma_rs_n128<0>(VO, sa[ks], wgmma_desc(st + kOffBQ + half * 2 * kTile + ks * 32, 16, 1024));
+      }
       wgmma_commit();
       wgmma_wait<0>();
     }
@@ -386,20 +419,29 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       ua[ks][3] = pack_fp16x2(VO[8 * ks + 6] * e8, VO[8 * ks + 7] * e9);
     }
     float* O = VO + 32;
+    if (!kXfer) {
 #pragma unroll
-    for (int jb = 0; jb < 8; ++jb) {
-      const int i = 8 * jb + 2 * tq;
-      const float e0 = vec.eg[i], e1 = vec.eg[i + 1];
-      O[4 * jb] *= e0, O[4 * jb + 1] *= e1, O[4 * jb + 2] *= e0, O[4 * jb + 3] *= e1;
+      for (int jb = 0; jb < 8; ++jb) {
+        const int i = 8 * jb + 2 * tq;
+        const float e0 = vec.eg[i], e1 = vec.eg[i + 1];
+        O[4 * jb] *= e0, O[4 * jb + 1] *= e1, O[4 * jb + 2] *= e0, O[4 * jb + 3] *= e1;
+      }
     }
 
     // Vn^T = V^T A2^T - (U^T diag(e^g)) A2^T, into VO[0..31] (V read
     // M-major: rows j, columns v).
-    wgmma_fence();
+    if (kXfer && w.zero_v) {
+      // The transfer matrix: v = 0, so Vn^T = -(U^T diag(e^g)) A2^T alone.
 #pragma unroll
-    for (int ks = 0; ks < 4; ++ks)
-      wgmma_ss_n64<1, 0>(VO, wgmma_desc(st + kOffV + cw * kTile + ks * 2048, kTile, 1024),
-                         wgmma_desc(st + kOffA2 + ks * 32, 16, 1024), ks > 0);
+      for (int i = 0; i < 32; ++i) VO[i] = 0.f;
+    }
+    wgmma_fence();
+    if (!(kXfer && w.zero_v)) {
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks)
+        wgmma_ss_n64<1, 0>(VO, wgmma_desc(st + kOffV + cw * kTile + ks * 2048, kTile, 1024),
+                           wgmma_desc(st + kOffA2 + ks * 32, 16, 1024), ks > 0);
+    }
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) wgmma_rs_n64<0>(VO, ua[ks], wgmma_desc(st + kOffA2 + ks * 32, 16, 1024));
     wgmma_commit();
@@ -423,9 +465,11 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
 #pragma unroll
     for (int i = 0; i < 64; ++i) S[i] *= gamma;
     wgmma_fence();
+    if (!kXfer) {
 #pragma unroll
-    for (int ks = 0; ks < 4; ++ks) wgmma_rs_n64<0>(O, va[ks], wgmma_desc(st + kOffP + ks * 32, 16, 1024));
-    wgmma_commit();
+      for (int ks = 0; ks < 4; ++ks) wgmma_rs_n64<0>(O, va[ks], wgmma_desc(st + kOffP + ks * 32, 16, 1024));
+      wgmma_commit();
+    }
     // K read N-major: rows j, columns d; the two d blocks are BQ's halves.
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks)
@@ -435,36 +479,38 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
     reg_fence(O, 32);
 
     // O^T -> o[i][v] through the staging tile (stmatrix .trans writes rows i).
-    if (t == 0) tma_store_wait_read();
-    named_sync(1 + cw, 128);
-    {
-      const int m = lane >> 3, r = lane & 7;
-      const float sc = p.sc.scale;
+    if (!kXfer && w.store_o) {
+      if (t == 0) tma_store_wait_read();
+      named_sync(1 + cw, 128);
+      {
+        const int m = lane >> 3, r = lane & 7;
+        const float sc = p.sc.scale;
 #pragma unroll
-      for (int jb = 0; jb < 8; jb += 2) {
-        const int i = 8 * (jb + (m >> 1)) + r;
-        const int chunk = 2 * warp + (m & 1);
-        stmatrix_x4_trans(smem_addr(out) + swz128(i, 16 * chunk), E::pack2(sc * O[4 * jb], sc * O[4 * jb + 1]),
-                          E::pack2(sc * O[4 * jb + 2], sc * O[4 * jb + 3]),
-                          E::pack2(sc * O[4 * jb + 4], sc * O[4 * jb + 5]),
-                          E::pack2(sc * O[4 * jb + 6], sc * O[4 * jb + 7]));
+        for (int jb = 0; jb < 8; jb += 2) {
+          const int i = 8 * (jb + (m >> 1)) + r;
+          const int chunk = 2 * warp + (m & 1);
+          stmatrix_x4_trans(smem_addr(out) + swz128(i, 16 * chunk), E::pack2(sc * O[4 * jb], sc * O[4 * jb + 1]),
+                            E::pack2(sc * O[4 * jb + 2], sc * O[4 * jb + 3]),
+                            E::pack2(sc * O[4 * jb + 4], sc * O[4 * jb + 5]),
+                            E::pack2(sc * O[4 * jb + 6], sc * O[4 * jb + 7]));
+        }
       }
-    }
-    fence_async_smem();
-    named_sync(1 + cw, 128);
-    if (len == 64) {
-      if (t == 0) {
-        tma_store_4d(&p.tm_o, out, vb, w.h, w.t0 + 64 * c, w.b);
-        tma_store_commit();
-      }
-    } else {
-      // The chunk ends inside the tile: rows past it belong to the next
-      // sequence (or lie past the tensor), so only len rows are written.
-      const int64_t tok = w.bos + 64 * c;
-      for (int q = t; q < len * 8; q += 128) {
-        const int i = q >> 3, ch = q & 7;
-        *reinterpret_cast<uint4*>(p.ptr.o + (tok + i) * p.sc.Hv * 128 + w.h * 128 + vb + 8 * ch) =
-            *reinterpret_cast<const uint4*>(out + swz128(i, 16 * ch));
+      fence_async_smem();
+      named_sync(1 + cw, 128);
+      if (len == 64) {
+        if (t == 0) {
+          tma_store_4d(&p.tm_o, out, vb, w.h, w.t0 + 64 * c, w.b);
+          tma_store_commit();
+        }
+      } else {
+        // The chunk ends inside the tile: rows past it belong to the next
+        // sequence (or lie past the tensor), so only len rows are written.
+        const int64_t tok = w.bos + 64 * c;
+        for (int q = t; q < len * 8; q += 128) {
+          const int i = q >> 3, ch = q & 7;
+          *reinterpret_cast<uint4*>(p.ptr.o + (tok + i) * p.sc.Hv * 128 + w.h * 128 + vb + 8 * ch) =
+              *reinterpret_cast<const uint4*>(out + swz128(i, 16 * ch));
+        }
       }
     }
 
@@ -480,7 +526,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
   }
   if (t == 0) tma_store_wait_all();
 
-  if (p.ptr.ht != nullptr) {
+  if (p.ptr.ht != nullptr && (int)blockIdx.y < p.sc.n_ht) {
 #pragma unroll
     for (int j = 0; j < 16; ++j)
 #pragma unroll
@@ -502,11 +548,22 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_hopper_fwd(const _
 
   Work w;
   constexpr int tiles = 128 / kBV;
-  w.h = blockIdx.x / tiles;
-  w.v0 = (blockIdx.x % tiles) * kBV;
+  int x = blockIdx.x;
+  w.store_o = !(p.sc.flags & kTransfer);
+  w.zero_v = !w.store_o && x >= p.sc.Hv * tiles;
+  if (w.zero_v) x -= p.sc.Hv * tiles;
+  w.h = x / tiles;
+  w.v0 = (x % tiles) * kBV;
   w.hk = w.h / (p.sc.Hv / p.sc.Hq);
   const int n = blockIdx.y;
-  if (p.ptr.cu_seqlens == nullptr) {
+  if (p.sc.flags & kSegPairs) {
+    const int32_t* pr = static_cast<const int32_t*>(p.ptr.cu_seqlens) + 2 * n;
+    const int b = min(max(pr[0], 0), p.sc.T), e = min(max(pr[1], b), p.sc.T);
+    w.bos = b;
+    w.len = e - b;
+    w.t0 = b;
+    w.b = 0;
+  } else if (p.ptr.cu_seqlens == nullptr) {
     w.bos = (int64_t)n * p.sc.T;
     w.len = p.sc.T;
     w.t0 = 0;
@@ -539,6 +596,14 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_hopper_fwd(const _
     }
     for (int s = 0; s < 2; ++s) mbar_init(&bars.a_full[s], 1);
     mbar_fence_init();
+  }
+  if (w.zero_v) {
+    // The transfer matrix reads v as zero: its tiles are cleared once and
+    // never loaded (the in-place conversion keeps zeros zero).
+    for (int s = 0; s < kStages; ++s)
+      for (int q = threadIdx.x; q < kNC * kTile / 16; q += kThreads)
+        reinterpret_cast<uint4*>(smem + s * kStageBytes + kOffV)[q] = make_uint4(0, 0, 0, 0);
+    fence_async_smem();
   }
   __syncthreads();
 

@@ -64,8 +64,8 @@ func HopperSharedBytes(consumers int) int {
 
 // The contract between Go and gdn_hopper.cu's GdnHopperParams, its only
 // kernel parameter: five 128-byte tensor maps (q, k, v, A, o), then six
-// pointers (g, beta, h0, ht, cu_seqlens, o), then six 32-bit fields (scale,
-// T, Hq, Hv, N, flags), padded to the maps' 64-byte alignment. Every
+// pointers (g, beta, h0, ht, cu_seqlens, o), then seven 32-bit fields (scale,
+// T, Hq, Hv, N, flags, NHt), padded to the maps' 64-byte alignment. Every
 // constant here reaches the kernel as a define and is static_asserted there.
 const (
 	HopperParamsBytes = 768
@@ -78,6 +78,14 @@ const (
 	HopperFlagBetaFP32     = 1 // beta is fp32 (else the input dtype)
 	HopperFlagAFP32        = 2 // A is fp32 (else bf16)
 	HopperFlagSeqlensInt64 = 4 // cu_seqlens is int64 (else int32)
+	// cu_seqlens holds int32 (begin, end) token pairs, one per grid row: the
+	// segments of a sequence-parallel plan, in any order, gaps allowed.
+	HopperFlagSegPairs = 8
+	// The transfer pass of a sequence-parallel plan: no o is written; the
+	// grid's x is doubled, its first half writes each segment's end state
+	// from a zero start (B) to ht, its second half the segment's transfer
+	// matrix M (v read as zero, h0 the identity) to ht + N*Hv*128*128 floats.
+	HopperFlagTransfer = 16
 )
 
 // HopperParams are the values of GdnHopperParams; Pack lays them out.
@@ -86,6 +94,7 @@ type HopperParams struct {
 	G, Beta, H0, Ht, CuSeqlens, O uintptr   // device addresses (0: absent)
 	Scale                         float32
 	T, Hq, Hv, N, Flags           int32
+	NHt                           int32 // ht is written for grid rows n < NHt only
 }
 
 // Pack writes the parameter block the kernel takes by value, little endian.
@@ -97,15 +106,26 @@ func (p *HopperParams) Pack(b *[HopperParamsBytes]byte) {
 		binary.LittleEndian.PutUint64(b[HopperOffPtrs+8*i:], uint64(v))
 	}
 	binary.LittleEndian.PutUint32(b[HopperOffScalars:], math.Float32bits(p.Scale))
-	for i, v := range [...]int32{p.T, p.Hq, p.Hv, p.N, p.Flags} {
+	for i, v := range [...]int32{p.T, p.Hq, p.Hv, p.N, p.Flags, p.NHt} {
 		binary.LittleEndian.PutUint32(b[HopperOffScalars+4+4*i:], uint32(v))
 	}
-	clear(b[HopperOffScalars+24:])
+	clear(b[HopperOffScalars+28:])
 }
 
 // HopperVariant returns the Hopper core-forward variant for an input dtype
 // and a consumer count (1 or 2).
 func HopperVariant(dt CoreDtype, consumers int) (Variant, error) {
+	return hopperVariant(dt, consumers, false)
+}
+
+// HopperTransferVariant returns the transfer pass of a sequence-parallel
+// plan (launched with HopperFlagTransfer): the same kernel built without
+// q, P and o, which that pass does not need.
+func HopperTransferVariant(dt CoreDtype, consumers int) (Variant, error) {
+	return hopperVariant(dt, consumers, true)
+}
+
+func hopperVariant(dt CoreDtype, consumers int, transfer bool) (Variant, error) {
 	fp16 := 0
 	switch dt {
 	case CoreBF16:
@@ -117,8 +137,12 @@ func HopperVariant(dt CoreDtype, consumers int) (Variant, error) {
 	if consumers != 1 && consumers != 2 {
 		return Variant{}, fmt.Errorf("kernsrc: hopper consumers %d: want 1 or 2", consumers)
 	}
+	name, xfer := fmt.Sprintf("gdn_hopper_%s_bv%d", dt, HopperTileWidth(consumers)), 0
+	if transfer {
+		name, xfer = name+"_transfer", 1
+	}
 	return Variant{
-		Name:   fmt.Sprintf("gdn_hopper_%s_bv%d", dt, HopperTileWidth(consumers)),
+		Name:   name,
 		File:   "gdn_hopper.cu",
 		Kernel: HopperKernel,
 		Defines: []string{fmt.Sprintf("GDN_FP16=%d", fp16), fmt.Sprintf("GDN_NC=%d", consumers),
@@ -130,17 +154,23 @@ func HopperVariant(dt CoreDtype, consumers int) (Variant, error) {
 			fmt.Sprintf("GDN_OFF_SCALARS=%d", HopperOffScalars),
 			fmt.Sprintf("GDN_FLAG_BETA_FP32=%d", HopperFlagBetaFP32),
 			fmt.Sprintf("GDN_FLAG_A_FP32=%d", HopperFlagAFP32),
-			fmt.Sprintf("GDN_FLAG_SEQLENS_INT64=%d", HopperFlagSeqlensInt64)},
+			fmt.Sprintf("GDN_FLAG_SEQLENS_INT64=%d", HopperFlagSeqlensInt64),
+			fmt.Sprintf("GDN_FLAG_SEG_PAIRS=%d", HopperFlagSegPairs),
+			fmt.Sprintf("GDN_FLAG_TRANSFER=%d", HopperFlagTransfer),
+			fmt.Sprintf("GDN_TRANSFER=%d", xfer)},
 	}, nil
 }
 
-// HopperVariants lists every Hopper variant (each dtype and consumer count).
+// HopperVariants lists every Hopper variant (each dtype and consumer count,
+// the core forward and the transfer pass).
 func HopperVariants() []Variant {
 	var out []Variant
-	for _, dt := range []CoreDtype{CoreBF16, CoreFP16} {
-		for _, nc := range HopperConsumers {
-			v, _ := HopperVariant(dt, nc)
-			out = append(out, v)
+	for _, transfer := range []bool{false, true} {
+		for _, dt := range []CoreDtype{CoreBF16, CoreFP16} {
+			for _, nc := range HopperConsumers {
+				v, _ := hopperVariant(dt, nc, transfer)
+				out = append(out, v)
+			}
 		}
 	}
 	return out

@@ -89,7 +89,8 @@ func (v Variant) Source() (string, error) { return Source(v.File) }
 // them all and CI checks each for register spills.
 func Catalogue() []Variant {
 	out := append([]Variant(nil), TestVariants()...)
-	return append(out, HopperVariants()...)
+	out = append(out, HopperVariants()...)
+	return append(out, ScanVariant())
 }
 
 // Lookup returns the catalogue entry with the given name.

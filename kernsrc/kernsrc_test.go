@@ -25,8 +25,17 @@ func TestCatalogueNamesAndSources(t *testing.T) {
 			t.Errorf("Lookup(%q) = %v, %v", v.Name, got, ok)
 		}
 	}
-	if len(HopperVariants()) != 4 {
-		t.Errorf("%d core variants, want 4 (bf16/fp16 x 1/2 consumers)", len(HopperVariants()))
+	transfer := 0
+	for _, v := range HopperVariants() {
+		if strings.HasSuffix(v.Name, "_transfer") {
+			transfer++
+			if !strings.Contains(strings.Join(v.Defines, " "), "GDN_TRANSFER=1") {
+				t.Errorf("%s: not built as the transfer pass: %v", v.Name, v.Defines)
+			}
+		}
+	}
+	if len(HopperVariants()) != 8 || transfer != 4 {
+		t.Errorf("%d Hopper variants (%d transfer), want 8: bf16/fp16 x 1/2 consumers x core/transfer", len(HopperVariants()), transfer)
 	}
 }
 

@@ -47,12 +47,14 @@ type benchOptions struct {
 	seed          uint64
 	runtimeGraphs bool
 	variant       string // a kernel variant instead of the planner's choice
+	segments      int    // Options.SegmentChunks: 0 planner, > 0 forced split, < 0 never
 	plotPath      string // --plot: chart of the results (.svg or .png)
 	comparePath   string // --compare: an earlier run's CSV
 	fromPath      string // --from: a CSV to plot or compare instead of running
+	sms           int    // --sms: run on a slice of this many SMs (green context); 0: the whole GPU
 }
 
-const benchSynopsis = "[--cases a,b,...] [--reps N] [--warmup N] [--calls N] [--csv FILE] [--dtype bf16|fp16] [--seed N] [--runtime-graphs] [--variant NAME] [--plot FILE.svg|.png] [--compare OLD.csv]\n       gdn bench --from RUN.csv [--plot FILE.svg|.png] [--compare OLD.csv]"
+const benchSynopsis = "[--cases a,b,...] [--reps N] [--warmup N] [--calls N] [--csv FILE] [--dtype bf16|fp16] [--seed N] [--runtime-graphs] [--variant NAME] [--segments N] [--plot FILE.svg|.png] [--compare OLD.csv] [--sms N]\n       gdn bench --from RUN.csv [--plot FILE.svg|.png] [--compare OLD.csv]"
 
 // parseBenchArgs reads the command line of `gdn bench`.
 func parseBenchArgs(args []string) (benchOptions, error) {
@@ -68,12 +70,14 @@ func parseBenchArgs(args []string) (benchOptions, error) {
 	plotPath := fs.String("plot", "", "also draw the results beside the anchors and the roofline floor into this .svg or .png file")
 	comparePath := fs.String("compare", "", "also print each case's speed-up over the run in this CSV (from an earlier --csv)")
 	variant := fs.String("variant", "", "run every case with this kernel variant (see gdn warmup) instead of the planner's choice")
+	segments := fs.Int("segments", 0, "sequence parallelism: 0 lets the planner decide, N > 0 cuts sequences longer than N chunks into segments of N, -1 never cuts")
 	fromPath := fs.String("from", "", "take the results from this CSV (from an earlier --csv) instead of running: for --plot and --compare, no GPU needed")
+	sms := fs.Int("sms", 0, smsFlagHelp)
 	if err := parseFlags(fs, args); err != nil {
 		return benchOptions{}, err
 	}
 	o := benchOptions{reps: *reps, warmup: *warmup, calls: *calls, csvPath: *csvPath, seed: *seed, runtimeGraphs: *runtimeGraphs,
-		variant: *variant, plotPath: *plotPath, comparePath: *comparePath, fromPath: *fromPath}
+		variant: *variant, segments: *segments, plotPath: *plotPath, comparePath: *comparePath, fromPath: *fromPath, sms: *sms}
 	if p := strings.ToLower(o.plotPath); p != "" && !strings.HasSuffix(p, ".svg") && !strings.HasSuffix(p, ".png") {
 		return o, fmt.Errorf("--plot %s: want a .svg or .png file name", o.plotPath)
 	}
@@ -99,6 +103,8 @@ func parseBenchArgs(args []string) (benchOptions, error) {
 		return o, fmt.Errorf("--warmup %d: want at least 1 (the warm-up also sizes the graph)", o.warmup)
 	case o.calls < 0:
 		return o, fmt.Errorf("--calls %d: want 0 (automatic) or more", o.calls)
+	case o.sms < 0:
+		return o, fmt.Errorf("--sms %d: want 0 (the whole GPU) or a count of SMs", o.sms)
 	}
 	return o, nil
 }
@@ -160,7 +166,7 @@ func runBench(args []string) error {
 	}
 	// Without the Runtime's graph cache every Forward is a plain kernel
 	// launch, which the benchmark's own capture records as it is.
-	rt, err := openRuntime(gdn.Options{NoGraphs: !o.runtimeGraphs, Variant: o.variant})
+	rt, err := openRuntime(gdn.Options{NoGraphs: !o.runtimeGraphs, Variant: o.variant, SegmentChunks: o.segments, SMs: o.sms})
 	if err != nil {
 		return err
 	}
@@ -168,6 +174,9 @@ func runBench(args []string) error {
 	info := rt.Device()
 	fmt.Fprintf(stdout, "device: %s, %d SMs, compute capability %d.%d, kernels for %s; %v inputs, median of %d\n",
 		info.Name, info.SMs, info.Major, info.Minor, rt.Target(), o.dtype, o.reps)
+	if line := smsLine(info); line != "" {
+		fmt.Fprintf(stdout, "SMs: %s\n", line)
+	}
 
 	stream, err := rt.Context().NewStream()
 	if err != nil {
@@ -261,15 +270,8 @@ func (b *bencher) runCase(c ref.Case) (benchResult, error) {
 	for i, u := range uploads {
 		sets[i] = u.Args
 	}
-	p, err := gdn.ValidateCore(sets[0])
-	if err != nil {
-		return res, err
-	}
-	if b.opts.variant != "" {
-		res.Plan, err = gdn.PlanCoreVariant(p, b.opts.variant)
-	} else {
-		res.Plan, err = gdn.PlanCore(p, b.rt.Device().SMs)
-	}
+	// The plan the Runtime prepared for these arguments: the one timed.
+	res.Plan, err = b.rt.PlanOf(sets[0])
 	if err != nil {
 		return res, err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -15,10 +16,14 @@ func init() {
 }
 
 func runInfo(args []string) error {
-	fs := newFlags("info", "[--cache-dir DIR]")
+	fs := newFlags("info", "[--cache-dir DIR] [--sms N]")
 	cacheDir := fs.String("cache-dir", "", "disk cache folder (default: $"+jit.CacheDirEnv+", else the user cache folder's gdn/kernels)")
+	sms := fs.Int("sms", 0, smsFlagHelp)
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *sms < 0 {
+		return fmt.Errorf("--sms %d: want 0 (the whole GPU) or a count of SMs", *sms)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	defer tw.Flush()
@@ -30,7 +35,11 @@ func runInfo(args []string) error {
 	}
 
 	var dev *driver.DeviceInfo
-	if ctx, err := driver.Open(0); err != nil {
+	if ctx, err := driver.OpenSMs(0, *sms); err != nil {
+		var e *driver.SMCountError
+		if errors.As(err, &e) {
+			return fmt.Errorf("--sms %d: the GPU has %d SMs", e.Asked, e.Have)
+		}
 		row("device", "no CUDA device: %v", err)
 	} else {
 		info := ctx.Info()
@@ -38,7 +47,10 @@ func runInfo(args []string) error {
 		count, _ := driver.DeviceCount()
 		row("device", "GPU %d of %d: %s, compute capability %d.%d", info.Ordinal, count, info.Name, info.Major, info.Minor)
 		row("", "%d SMs, %s memory, %s L2, %s shared memory per block (opt-in), %d MHz",
-			info.SMs, size(int64(info.TotalMem)), size(int64(info.L2Bytes)), size(int64(info.MaxSharedPerBlockOptin)), info.ClockKHz/1000)
+			info.DeviceSMs, size(int64(info.TotalMem)), size(int64(info.L2Bytes)), size(int64(info.MaxSharedPerBlockOptin)), info.ClockKHz/1000)
+		if line := smsLine(info); line != "" {
+			row("SMs", "%s", line)
+		}
 		v := info.DriverVersion
 		row("driver", "CUDA %d.%d (%d)", v/1000, v%1000/10, v)
 		ctx.Close()
@@ -78,6 +90,23 @@ func runInfo(args []string) error {
 	}
 	row("jit debug", "%s (%s)", debug, jit.DebugEnv)
 	return nil
+}
+
+// smsFlagHelp is the help of the --sms flag of info and bench.
+const smsFlagHelp = "run on a slice of at least N SMs through a CUDA green context (rounded up to the driver's granularity, 8 on Hopper); 0: the whole GPU"
+
+// smsLine describes the SM slice a context runs on ("asked 14, got 16 of
+// 132 (green context)"), or why it runs on the whole GPU although a slice
+// was asked; "" when none was asked.
+func smsLine(info driver.DeviceInfo) string {
+	switch {
+	case info.SMsAsked == 0:
+		return ""
+	case info.Green:
+		return fmt.Sprintf("asked %d, got %d of %d (green context)", info.SMsAsked, info.SMs, info.DeviceSMs)
+	default:
+		return fmt.Sprintf("asked %d, got %d: the whole GPU, green contexts unavailable (%s)", info.SMsAsked, info.SMs, info.GreenFallback)
+	}
 }
 
 // size formats a byte count with a binary unit.

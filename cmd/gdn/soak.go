@@ -112,7 +112,7 @@ func runSoak(args []string) error {
 	}
 	rts := &soakRuntimes{device: o.device, rts: map[string]*gdn.Runtime{}}
 	defer rts.close()
-	auto, err := rts.get("") // fails now, not per problem, without a GPU
+	auto, err := rts.get("", 0, 0) // fails now, not per problem, without a GPU
 	if err != nil {
 		return err
 	}
@@ -230,17 +230,18 @@ type soakRuntimes struct {
 }
 
 // get returns the Runtime of a variant, opening it on first use.
-func (s *soakRuntimes) get(variant string) (*gdn.Runtime, error) {
+func (s *soakRuntimes) get(variant string, segments, sms int) (*gdn.Runtime, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if rt, ok := s.rts[variant]; ok {
+	key := fmt.Sprintf("%s/%d/%d", variant, segments, sms)
+	if rt, ok := s.rts[key]; ok {
 		return rt, nil
 	}
-	rt, err := openRuntime(gdn.Options{Device: s.device, Variant: variant})
+	rt, err := openRuntime(gdn.Options{Device: s.device, Variant: variant, SegmentChunks: segments, SMs: sms})
 	if err != nil {
 		return nil, err
 	}
-	s.rts[variant] = rt
+	s.rts[key] = rt
 	return rt, nil
 }
 
@@ -259,12 +260,19 @@ func runSoakProblem(rts *soakRuntimes, o soakOptions, k int, p soakProblem, st *
 	if variant == variantAuto {
 		variant = ""
 	}
-	rt, err := rts.get(variant)
+	rt, err := rts.get(variant, p.Segments, p.SMs)
 	ran := variant
-	if err == nil && ran == "" {
+	if err == nil {
 		var pl gdn.Plan
-		pl, err = gdn.PlanCore(p.problem(), rt.Device().SMs)
-		ran = pl.Variant.Name
+		if pl, err = gdn.PlanCoreSplit(p.problem(), rt.Device().SMs, p.Segments); err == nil && variant == "" {
+			ran = pl.Variant.Name
+		}
+		if pl.SegmentChunks > 0 {
+			ran += "+split"
+		}
+		if p.SMs > 0 {
+			ran += fmt.Sprintf("@%dSMs", rt.Device().SMs)
+		}
 	}
 	if err == nil {
 		in := newSoakInputs(p)

@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -31,7 +32,11 @@ func TestSoakFailureLine(t *testing.T) {
 	}
 	p := drawSoakProblem(9, 3)
 	st := newSoakStats()
-	rts := &soakRuntimes{rts: map[string]*gdn.Runtime{"": {}, p.Variant: {}}}
+	v := p.Variant
+	if v == variantAuto {
+		v = ""
+	}
+	rts := &soakRuntimes{rts: map[string]*gdn.Runtime{fmt.Sprintf("%s/%d/%d", v, p.Segments, p.SMs): {}}}
 	if res := runSoakProblem(rts, o, 3, p, st); !res.launchErr {
 		t.Error("a failed GPU call is not counted as one")
 	}

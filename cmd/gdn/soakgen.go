@@ -34,6 +34,13 @@ type soakProblem struct {
 	// Variant is the kernel variant forced (gdn.Options.Variant), or
 	// variantAuto for the planner's own choice.
 	Variant string
+	// Segments is gdn.Options.SegmentChunks: 0 lets the planner decide
+	// whether to split sequences across SMs, > 0 forces segments of that
+	// many chunks (optional in a spec; absent means 0).
+	Segments int
+	// SMs is gdn.Options.SMs: 0 the whole GPU, else a green-context slice
+	// of that many SMs (optional in a spec; absent means 0).
+	SMs int
 }
 
 // Decay modes (SPEC: the recipe, g = -5 per token, and g = 0).
@@ -111,6 +118,12 @@ func (p soakProblem) String() string {
 	}
 	kv = append(kv, "dtype="+p.Dtype.String(), "h0="+b(p.H0), "ht="+b(p.Ht), "beta_dtype="+betaDt, "A="+aDt,
 		"decay="+p.Decay, "beta="+p.Beta, "variant="+p.Variant)
+	if p.Segments != 0 {
+		kv = append(kv, fmt.Sprintf("segments=%d", p.Segments))
+	}
+	if p.SMs != 0 {
+		kv = append(kv, fmt.Sprintf("sms=%d", p.SMs))
+	}
 	return strings.Join(kv, ",")
 }
 
@@ -169,6 +182,16 @@ func parseSoakProblem(s string) (soakProblem, error) {
 				err = fmt.Errorf("want a variant name or %s", variantAuto)
 			}
 			p.Variant = val
+		case "sms":
+			p.SMs, err = strconv.Atoi(val)
+			if err == nil && (p.SMs < 0 || p.SMs > 4096) {
+				err = fmt.Errorf("want 0 (the whole GPU) or an SM count up to 4096")
+			}
+		case "segments":
+			p.Segments, err = strconv.Atoi(val)
+			if err == nil && (p.Segments < -1 || p.Segments > 1<<20) {
+				err = fmt.Errorf("want -1 (never split), 0 (the planner's choice) or a chunk count up to %d", 1<<20)
+			}
 		default:
 			err = fmt.Errorf("unknown key")
 		}
@@ -325,6 +348,17 @@ func drawSoakProblem(seed uint64, k int) soakProblem {
 	p.Variant = variantAuto
 	if vs := soakVariants(p.problem()); len(vs) > 0 && r.IntN(3) > 0 {
 		p.Variant = vs[r.IntN(len(vs))]
+	}
+	// A third of the problems force a split plan with short segments, so
+	// that segment boundaries fall everywhere (the planner itself splits
+	// only long sequences with few heads).
+	if r.IntN(3) == 0 {
+		p.Segments = []int{1, 2, 3, 5, 8, 16}[r.IntN(6)]
+	}
+	// One in eight runs on a green-context slice, where the planner sizes
+	// grids and splits for fewer SMs.
+	if r.IntN(8) == 0 {
+		p.SMs = []int{16, 32}[r.IntN(2)]
 	}
 	return p
 }

@@ -19,6 +19,9 @@ func TestWarmupOneVariant(t *testing.T) {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 	row := regexp.MustCompile(`(?m)^test_axpy\s+(\d+)\s+(\d+)\s+0\s+0\s+0\s+ok$`)
+	if reportMayBeMissing() {
+		row = regexp.MustCompile(`(?m)^test_axpy\s+(\d+)\s+(\d+|-)\s+0\s+(0|-)\s+(0|-)\s+ok$`)
+	}
 	if !row.MatchString(out) || !strings.HasPrefix(out, "variant ") {
 		t.Errorf("no compiled test_axpy row in:\n%s", out)
 	}
@@ -34,7 +37,7 @@ func TestWarmupOneVariant(t *testing.T) {
 	}
 
 	code, out, _ = runGDN(t, "warmup", "--arch", "sm_90a", "--variants", "test_axpy")
-	if code != 0 || !regexp.MustCompile(`(?m)^test_axpy\s+disk\s+\d+\s+0\s`).MatchString(out) {
+	if code != 0 || !regexp.MustCompile(`(?m)^test_axpy\s+disk\s+(\d+|-)\s+0\s`).MatchString(out) {
 		t.Errorf("second warm-up: exit %d, want a disk row:\n%s", code, out)
 	}
 	t.Logf("\n%s", out)
@@ -88,6 +91,14 @@ func TestWarmupFailsOnSpillAndCompileError(t *testing.T) {
 		return jit.RequestFor(v, t)
 	}
 	code, out, errOut := runGDN(t, "warmup", "--arch", "sm_90a", "--cache-dir", t.TempDir())
+	if reportMayBeMissing() && !strings.Contains(errOut, "spiller spills") {
+		// Without a ptxas report no spill can be seen (the compile error
+		// still must be).
+		if code != 1 || !regexp.MustCompile(`(?m)^broken\s.*COMPILE ERROR$`).MatchString(out) {
+			t.Errorf("exit %d, want 1 with the compile error:\n%s", code, out)
+		}
+		t.Skip("NVRTC 13 returned no ptxas report: spills cannot be seen")
+	}
 	if code != 1 {
 		t.Errorf("exit %d, want 1", code)
 	}
@@ -192,4 +203,18 @@ func TestProgressPlain(t *testing.T) {
 	if isTerminal(f) {
 		t.Error("a regular file is a terminal")
 	}
+}
+
+// reportMayBeMissing reports whether the NVRTC found may return no ptxas
+// report: NVRTC 13 (the GPU machine's) sometimes leaves the log empty for
+// kernels it compiled before (a cache of its own; see jit's
+// skipWithoutReport). CI's NVRTC 12.4 always reports, so there the checks
+// that read the report never relax.
+func reportMayBeMissing() bool {
+	n, err := jit.LoadNVRTC()
+	if err != nil {
+		return false
+	}
+	major, _ := n.Version()
+	return major >= 13
 }

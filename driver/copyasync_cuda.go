@@ -1,0 +1,48 @@
+//go:build cuda
+
+package driver
+
+import (
+	"unsafe"
+
+	cu "gorgonia.org/cu"
+)
+
+// CopyToDeviceAsync copies bytes from host memory src to dst, queued on s
+// (nil: the legacy default stream) (cuMemcpyHtoDAsync). From page-locked
+// memory (a HostBuffer) it returns at once and the copy runs in stream
+// order: src must stay valid and unchanged until s has reached it
+// (synchronize s, or an Event recorded after it). From pageable memory the
+// driver reads src before it returns. src must point to memory without Go
+// pointers (numeric data). bytes == 0 does nothing.
+func (c *Context) CopyToDeviceAsync(dst DevicePtr, src unsafe.Pointer, bytes int, s *Stream) error {
+	if err := checkCopy("CopyToDeviceAsync", src, dst, bytes); err != nil {
+		return err
+	}
+	st, err := c.streamOf(s)
+	if err != nil || bytes == 0 {
+		return err
+	}
+	return c.do(func() error {
+		return cuErr("cuMemcpyHtoDAsync", cu.MemcpyHtoDAsync(cu.DevicePtr(dst), src, int64(bytes), st))
+	})
+}
+
+// CopyToHostAsync copies bytes from src to host memory dst, queued on s
+// (nil: the legacy default stream) (cuMemcpyDtoHAsync). Into page-locked
+// memory (a HostBuffer) it returns at once: dst holds the data once s has
+// reached the copy (synchronize s, or an Event recorded after it), and
+// must stay valid until then. Into pageable memory it returns when the
+// copy is done. bytes == 0 does nothing.
+func (c *Context) CopyToHostAsync(dst unsafe.Pointer, src DevicePtr, bytes int, s *Stream) error {
+	if err := checkCopy("CopyToHostAsync", dst, src, bytes); err != nil {
+		return err
+	}
+	st, err := c.streamOf(s)
+	if err != nil || bytes == 0 {
+		return err
+	}
+	return c.do(func() error {
+		return cuErr("cuMemcpyDtoHAsync", cu.MemcpyDtoHAsync(dst, cu.DevicePtr(src), int64(bytes), st))
+	})
+}

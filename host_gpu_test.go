@@ -1,0 +1,71 @@
+//go:build cuda
+
+package gdn_test
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/gdnjit/gdn"
+	"github.com/gdnjit/gdn/ref"
+)
+
+// ForwardHostInto gives ForwardHost's results bit for bit, in the caller's
+// arrays when they are large enough, call after call; the outputs span
+// several download pieces and the inputs several upload pieces. Without a
+// final state Ht comes back empty; a nil result is an argument error.
+func TestForwardHostInto(t *testing.T) {
+	r := testRuntime(t)
+	s := ref.Shape{B: 1, T: 4200, Hq: 2, Hv: 8, CuSeqlens: []int{0, 1000, 1001, 4200}}
+	h, wantO, wantHt := smallHostCase(t, s, 7)
+	first, err := r.ForwardHost(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ref.Compare32(first.O, wantO).Within(ref.PassO); err != nil {
+		t.Fatalf("o: %v", err)
+	}
+	if err := ref.Compare32(first.Ht, wantHt).Within(ref.PassHt); err != nil {
+		t.Fatalf("ht: %v", err)
+	}
+	same := func(name string, got, want []float32) {
+		t.Helper()
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d values, want %d", name, len(got), len(want))
+		}
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%s[%d] = %v, ForwardHost gave %v", name, i, got[i], want[i])
+			}
+		}
+	}
+	o := make([]float32, len(first.O)+5)
+	for i := range o {
+		o[i] = float32(math.NaN())
+	}
+	res := &gdn.HostCoreResult{O: o}
+	for call := range 3 {
+		if err := r.ForwardHostInto(h, res); err != nil {
+			t.Fatal(err)
+		}
+		if &res.O[0] != &o[0] {
+			t.Fatalf("call %d: o was reallocated", call)
+		}
+		same("o", res.O, first.O)
+		same("ht", res.Ht, first.Ht)
+	}
+	ht := res.Ht
+	h.FinalState = false
+	if err := r.ForwardHostInto(h, res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Ht) != 0 || cap(res.Ht) != cap(ht) {
+		t.Errorf("without a final state: ht len %d cap %d, want 0 and %d", len(res.Ht), cap(res.Ht), cap(ht))
+	}
+	same("o", res.O, first.O)
+	var ae *gdn.ArgError
+	if err := r.ForwardHostInto(h, nil); !errors.As(err, &ae) || ae.Arg != "res" {
+		t.Errorf("nil result: %v", err)
+	}
+}

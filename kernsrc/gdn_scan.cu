@@ -1,0 +1,107 @@
+// gdn_scan.cu: the scan of a sequence-parallel plan (phase 2 of 3).
+//
+// A long sequence is cut into segments of whole chunks. The transfer pass
+// (gdn_hopper.cu with the transfer flag) gave every segment but the last of
+// each sequence its end state from a zero start, B, and its transfer matrix
+// M: a segment entered with state S leaves with M S + B (S indexed [k, v],
+// M [k, k'], all fp32). This kernel walks each sequence's segments in order
+// from its h0 (or zero) and writes every segment's true start state, which
+// the output pass then uses as that segment's h0. The chain is short (the
+// segments of one sequence) and stays fp32 throughout: the error of M
+// would otherwise grow along it.
+//
+// Layouts (floats, 128 x 128 per state):
+//   bm      [2][P][Hv][128][128]  B of the P transfer segments, then their M
+//   h0      [N][Hv][128][128]     or null (zero)
+//   starts  [N + P][Hv][128][128] row n < N: the start of sequence n's last
+//           segment; row N + p: the start of transfer segment p
+//   first   [N + 1]               sequence n's transfer segments are
+//           first[n] .. first[n+1] - 1, in token order
+//
+// Grid (16, Hv, N), 256 threads: a CTA owns 8 value columns of one head of
+// one sequence; thread (r, c) = (t / 8, t % 8) computes rows 4r .. 4r + 3 of
+// column c. The chain is latency-bound, and nothing but the product depends
+// on the previous step: M of the next segment streams into the other half of
+// a double buffer (cp.async) while this one's product runs.
+
+#ifdef GDN_SCAN_SMEM_BYTES
+static_assert(GDN_SCAN_SMEM_BYTES == 2 * 128 * 128 * 4, "kernsrc.ScanSharedBytes");
+#endif
+#ifdef GDN_SCAN_THREADS
+static_assert(GDN_SCAN_THREADS == 256, "kernsrc.ScanThreads");
+#endif
+
+namespace {
+constexpr int kCols = 8;  // value columns per CTA
+
+// Starts copying M (128 x 128 floats) into dst: 16 bytes per cp.async.
+__device__ __forceinline__ void load_m_async(float* dst, const float* M, int t) {
+#pragma unroll
+  for (int u = 0; u < 128 * 128 / 4 / 256; ++u) {
+    const int q = t + 256 * u;
+    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst + 4 * q));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(M + 4 * q) : "memory");
+  }
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(256, 1) gdn_scan_states(const float* __restrict__ bm,
+                                                                      const float* __restrict__ h0,
+                                                                      float* __restrict__ starts,
+                                                                      const int* __restrict__ first, int P, int Hv,
+                                                                      int N) {
+  extern __shared__ float4 m_raw[];
+  float* Mbuf = reinterpret_cast<float*>(m_raw);  // [2][128][128]
+  __shared__ float Ss[128][kCols];
+  const int t = threadIdx.x, c = t % kCols, r = t / kCols;
+  const int v = blockIdx.x * kCols + c, h = blockIdx.y, n = blockIdx.z;
+  const size_t plane = 128 * 128;
+  const int off = 4 * r * 128 + v;  // element (4r, v) of a state
+  // State `row` (sequence or segment) of head h, at this thread's elements.
+#define AT(row, i) (((size_t)(row) * Hv + h) * plane + off + 128 * (i))
+#define MAT(p) (bm + ((size_t)(P + (p)) * Hv + h) * plane)
+
+  float S[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) S[i] = h0 != nullptr ? h0[AT(n, i)] : 0.f;
+
+  const int p0 = first[n], p1 = first[n + 1];
+  if (p0 < p1) load_m_async(Mbuf, MAT(p0), t);
+  for (int p = p0; p < p1; ++p) {
+    const bool next = p + 1 < p1;
+    if (next) load_m_async(Mbuf + ((p + 1 - p0) & 1) * plane, MAT(p + 1), t);
+    float acc[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      starts[AT(N + p, i)] = S[i];
+      Ss[4 * r + i][c] = S[i];
+      acc[i] = bm[AT(p, i)];
+    }
+    if (next)
+      asm volatile("cp.async.wait_group 1;" ::: "memory");
+    else
+      asm volatile("cp.async.wait_group 0;" ::: "memory");
+    __syncthreads();  // M_p and Ss visible to all
+    const float* M = Mbuf + ((p - p0) & 1) * plane + 4 * r * 128;
+#pragma unroll 8
+    for (int j = 0; j < 128; j += 4) {
+      const float s0 = Ss[j][c], s1 = Ss[j + 1][c], s2 = Ss[j + 2][c], s3 = Ss[j + 3][c];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float4 m = *reinterpret_cast<const float4*>(M + 128 * i + j);
+        acc[i] = fmaf(m.x, s0, acc[i]);
+        acc[i] = fmaf(m.y, s1, acc[i]);
+        acc[i] = fmaf(m.z, s2, acc[i]);
+        acc[i] = fmaf(m.w, s3, acc[i]);
+      }
+    }
+    __syncthreads();  // Ss and this M buffer read by all before they are rewritten
+#pragma unroll
+    for (int i = 0; i < 4; ++i) S[i] = acc[i];
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) starts[AT(n, i)] = S[i];
+#undef AT
+#undef MAT
+}

@@ -1,0 +1,41 @@
+package gdn
+
+import (
+	"errors"
+	"testing"
+)
+
+// A negative Options.SMs is refused before any device is touched, so this
+// runs with and without a GPU.
+func TestOpenNegativeSMs(t *testing.T) {
+	for _, sms := range []int{-1, -8, -1 << 40} {
+		rt, err := Open(Options{SMs: sms})
+		if err == nil {
+			rt.Close()
+			t.Fatalf("SMs %d: Open succeeded", sms)
+		}
+		var ae *ArgError
+		if !errors.As(err, &ae) || ae.Arg != "Options.SMs" {
+			t.Errorf("SMs %d: got %v, want an *ArgError naming Options.SMs", sms, err)
+		}
+		if !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("SMs %d: %v does not wrap ErrInvalidArgument", sms, err)
+		}
+	}
+}
+
+// Without the cuda tag a positive SMs gets the usual ErrNoCUDA, not an
+// argument error.
+func TestOpenSMsWithoutCUDA(t *testing.T) {
+	if cudaBuilt {
+		t.Skip("built with -tags cuda")
+	}
+	_, err := Open(Options{SMs: 16})
+	if !errors.Is(err, ErrNoCUDA) {
+		t.Errorf("got %v, want ErrNoCUDA", err)
+	}
+	var ae *ArgError
+	if errors.As(err, &ae) {
+		t.Errorf("got an *ArgError: %v", err)
+	}
+}

@@ -1,0 +1,186 @@
+package gdn
+
+import (
+	"fmt"
+	"math"
+)
+
+// Sequence parallelism: with few value heads a long sequence gives the GPU
+// a handful of CTAs, each walking hundreds of chunks in order. A split plan
+// cuts every sequence longer than SegmentChunks chunks into segments of that
+// many chunks (the last one shorter) and runs three passes:
+//
+//  1. transfer (gdn_hopper.cu, HopperFlagTransfer): every segment but the
+//     last of its sequence computes, in parallel, its end state from a zero
+//     start B and its transfer matrix M (the same recurrence with v = 0 and
+//     h0 = I), so that entering it with S leaves it with M S + B, exactly;
+//  2. scan (gdn_scan.cu): each sequence walks its segments in order from its
+//     h0, S <- M S + B in fp32, writing every segment's true start state;
+//  3. output (gdn_hopper.cu on the segments as packed sequences): every
+//     segment computes its o from its true start, and the last segment of
+//     each sequence writes the sequence's ht.
+//
+// The transfer pass costs about twice the work of the segments it covers (M
+// is 128 x 128 whatever the tile), so splitting pays only when the unsplit
+// grid leaves most SMs idle; splitPlanFor weighs both.
+
+// splitPlan is the sequence-parallel part of a Plan.
+type splitPlan struct {
+	segChunks int // chunks per segment; 0: not split
+	transfer  int // P: segments of the transfer pass (all but the last of each sequence)
+	consumers int // the tile of both kernel passes
+}
+
+// Cost-model constants of the split plan, in microseconds, fitted to 26
+// forced-segment runs on the H200 (docs/PERF.md; within 26% of each): a
+// chunk of the transfer pass (built without q, P and o) with a 64- and a
+// 128-wide tile; the fixed cost of each wave of CTAs beyond the first one
+// of an unsplit run (launch, pipeline fill, h0 in and states out, the
+// wave's tail); and one step of the scan (a 128 x 128 x 128 fp32 product,
+// the next M loading meanwhile).
+const (
+	transferChunkTime64  = 1.2
+	transferChunkTime128 = 2.0
+	waveTime             = 21.0
+	scanStepTime         = 1.2
+)
+
+func transferChunkTime(consumers int) float64 {
+	if consumers == 2 {
+		return transferChunkTime128
+	}
+	return transferChunkTime64
+}
+
+// segmentCandidates are the segment lengths (chunks) the planner weighs.
+var segmentCandidates = []int{4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048}
+
+// seqChunks calls f with each sequence's length in chunks.
+func seqChunks(p Problem, f func(chunks int)) {
+	if p.Seqs == nil {
+		l := (p.T + ChunkLen - 1) / ChunkLen
+		for n := 0; n < p.N; n++ {
+			f(l)
+		}
+		return
+	}
+	for i := 0; i+1 < len(p.Seqs); i++ {
+		f((p.Seqs[i+1] - p.Seqs[i] + ChunkLen - 1) / ChunkLen)
+	}
+}
+
+func chunkTime(consumers int) float64 {
+	if consumers == 2 {
+		return chunkTime128
+	}
+	return chunkTime64
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// unsplitTime is the cost model of chooseConsumers: chunkTime x max(L,
+// waves x W/N).
+func unsplitTime(p Problem, sms, consumers int) float64 {
+	longest, total := chainChunks(p)
+	if longest == 0 || p.N == 0 {
+		return 0
+	}
+	waves := ceilDiv(p.N*p.Hv*(2/consumers), max(sms, 1))
+	return chunkTime(consumers) * max(float64(longest), float64(waves)*float64(total)/float64(p.N))
+}
+
+// splitTime estimates a split plan with segments of ls chunks: the transfer
+// pass (2 x the tiles of every transfer segment, each ls chunks long, in
+// w1 waves), the scan (its longest chain of segments), the output pass
+// (every segment as a packed sequence, w3 waves), and the fixed cost of
+// the waves beyond the one an unsplit run pays. ok is false when no
+// sequence is longer than ls.
+func splitTime(p Problem, sms, consumers, ls int) (t float64, transfer int, ok bool) {
+	tiles := 2 / consumers
+	segs, longestSeg, maxChain, total := 0, 0, 0, 0
+	seqChunks(p, func(l int) {
+		k := max(1, ceilDiv(l, ls))
+		segs += k
+		maxChain = max(maxChain, k)
+		longestSeg = max(longestSeg, min(l, ls))
+		total += l
+	})
+	transfer = segs - p.N
+	if transfer == 0 {
+		return 0, 0, false
+	}
+	sms = max(sms, 1)
+	ct := chunkTime(consumers)
+	w1 := ceilDiv(transfer*p.Hv*tiles*2, sms)
+	w3 := ceilDiv(segs*p.Hv*tiles, sms)
+	t1 := transferChunkTime(consumers) * float64(ls) * float64(w1)
+	t3 := ct * max(float64(longestSeg), float64(w3)*float64(total)/float64(segs))
+	return t1 + scanStepTime*float64(maxChain) + t3 + waveTime*float64(w1+w3-1), transfer, true
+}
+
+// planSplit decides whether and how to split p's sequences on sms
+// multiprocessors. force > 0 cuts at that many chunks whenever a sequence
+// is longer (tests, benchmarks); force < 0 never splits. consumers > 0 fixes
+// the tile (a forced variant).
+func planSplit(p Problem, sms, force, consumers int) splitPlan {
+	if force < 0 || p.N == 0 {
+		return splitPlan{}
+	}
+	tilesFor := []int{1, 2}
+	if consumers > 0 {
+		tilesFor = []int{consumers}
+	}
+	best := splitPlan{}
+	bestTime := math.Inf(1)
+	if force == 0 {
+		for _, nc := range tilesFor {
+			bestTime = min(bestTime, unsplitTime(p, sms, nc))
+		}
+	}
+	lengths := segmentCandidates
+	if force > 0 {
+		lengths = []int{force}
+	}
+	for _, nc := range tilesFor {
+		for _, ls := range lengths {
+			t, transfer, ok := splitTime(p, sms, nc, ls)
+			if ok && t < bestTime {
+				best, bestTime = splitPlan{segChunks: ls, transfer: transfer, consumers: nc}, t
+			}
+		}
+	}
+	return best
+}
+
+// segmentTables lays out the segments of a split plan for the device:
+//
+//   - output pairs, (N + P) x (begin, end) int32 tokens: first the last
+//     segment of each sequence (grid row n < N writes ht[n]), then the
+//     transfer segments in sequence and token order;
+//   - transfer pairs, P x (begin, end): the same transfer segments;
+//   - first, N + 1 int32: sequence n's transfer segments are first[n] ..
+//     first[n+1] - 1.
+//
+// Tokens are flat indices into the B*T tokens (a batch without cu_seqlens
+// is N packed sequences of T tokens).
+func segmentTables(p Problem, segChunks int) (output, transfer, first []int32, err error) {
+	if tok := p.Tokens(); tok > math.MaxInt32 {
+		return nil, nil, nil, fmt.Errorf("gdn: %d tokens: a split plan indexes tokens in 32 bits", tok)
+	}
+	seg := segChunks * ChunkLen
+	var last []int32
+	first = make([]int32, 0, p.N+1)
+	for n := 0; n < p.N; n++ {
+		b, e := n*p.T, (n+1)*p.T
+		if p.Seqs != nil {
+			b, e = p.Seqs[n], p.Seqs[n+1]
+		}
+		first = append(first, int32(len(transfer)/2))
+		for ; e-b > seg; b += seg {
+			transfer = append(transfer, int32(b), int32(b+seg))
+		}
+		last = append(last, int32(b), int32(e))
+	}
+	first = append(first, int32(len(transfer)/2))
+	return append(last, transfer...), transfer, first, nil
+}

@@ -1,0 +1,198 @@
+//go:build cuda
+
+package gdn_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/gdnjit/gdn"
+	"github.com/gdnjit/gdn/ref"
+)
+
+// splitCase is one problem of the split-plan tests.
+type splitCase struct {
+	name  string
+	shape ref.Shape
+	opts  ref.RecipeOptions
+}
+
+func splitCases() []splitCase {
+	one := 1.0
+	return []splitCase{
+		{"B2_T300", ref.Shape{B: 2, T: 300, Hq: 1, Hv: 2}, ref.RecipeOptions{WithH0: true}},
+		{"G2_T1000_noH0", ref.Shape{B: 1, T: 1000, Hq: 2, Hv: 4}, ref.RecipeOptions{}},
+		{"varlen_empty_and_1", ref.Shape{B: 1, T: 700, Hq: 1, Hv: 2, CuSeqlens: []int{0, 0, 1, 200, 201, 600, 600, 700}},
+			ref.RecipeOptions{WithH0: true}},
+		{"strong_decay", ref.Shape{B: 1, T: 520, Hq: 1, Hv: 2}, ref.RecipeOptions{WithH0: true, StrongDecay: true}},
+		{"beta1_fp16", ref.Shape{B: 1, T: 449, Hq: 1, Hv: 4}, ref.RecipeOptions{WithH0: true, BetaValue: &one, Dtype: gdn.FP16}},
+		{"G3_T2048", ref.Shape{B: 1, T: 2048, Hq: 2, Hv: 6}, ref.RecipeOptions{WithH0: true}},
+	}
+}
+
+// runSplitCase runs one case through ForwardHost (outputs poisoned first)
+// and holds o and ht to the float64 recurrence; it returns the errors.
+func runSplitCase(t *testing.T, r *gdn.Runtime, c splitCase, seed uint64) (o, ht ref.Errors) {
+	t.Helper()
+	s := c.shape
+	in, err := ref.Recipe(s, seed, c.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dt := gdn.BF16
+	if c.opts.Dtype == gdn.FP16 {
+		dt = gdn.FP16
+	}
+	gcum, _ := ref.ChunkCumsum(s, in.G)
+	A, _ := ref.SolveA(s, in.K, in.Beta, gcum)
+	h := &gdn.HostCoreArgs{B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, CuSeqlens: s.CuSeqlens, Dtype: dt,
+		Q: f32(in.Q), K: f32(in.K), V: f32(in.V), G: f32(gcum), Beta: f32(in.Beta), A: f32(A),
+		H0: f32(in.H0), FinalState: true}
+	res, err := r.ForwardHost(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantO, wantHt, err := ref.Recurrent(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, ht = ref.Compare32(res.O, wantO), ref.Compare32(res.Ht, wantHt)
+	if err := o.Within(ref.PassO); err != nil {
+		t.Errorf("o: %v", err)
+	}
+	if err := ht.Within(ref.PassHt); err != nil {
+		t.Errorf("ht: %v", err)
+	}
+	return o, ht
+}
+
+// Split plans forced with tiny segments (1, 2 and 3 chunks) so that short
+// inputs cross many segment boundaries, on both tiles, against the float64
+// recurrence: packed sequences with empty and one-token ones, no decay on a
+// quarter of the heads (the recipe), strong decay, beta = 1, h0 on and off.
+func TestSplitMatchesReference(t *testing.T) {
+	for _, variant := range []string{"gdn_hopper_%s_bv64", "gdn_hopper_%s_bv128"} {
+		for _, seg := range []int{1, 2, 3} {
+			for _, c := range splitCases() {
+				dt := "bf16"
+				if c.opts.Dtype == gdn.FP16 {
+					dt = "fp16"
+				}
+				v := fmt.Sprintf(variant, dt)
+				t.Run(fmt.Sprintf("%s/seg%d/%s", v, seg, c.name), func(t *testing.T) {
+					r := splitRuntime(t, gdn.Options{Variant: v, SegmentChunks: seg})
+					o, ht := runSplitCase(t, r, c, uint64(seg*1000+len(c.name)))
+					t.Logf("METRIC split o %v ht %v", o, ht)
+				})
+			}
+		}
+	}
+}
+
+// One long sequence with g = 0 on one head (the transfer matrices carry all
+// history) and decay on the other, 64k tokens, planned by the planner
+// itself (few heads: it splits), and forced to long segments.
+func TestSplitLongSequence(t *testing.T) {
+	for _, seg := range []int{0, 96} {
+		t.Run(fmt.Sprintf("seg%d", seg), func(t *testing.T) {
+			r := splitRuntime(t, gdn.Options{SegmentChunks: seg})
+			s := ref.Shape{B: 1, T: 65536, Hq: 1, Hv: 2}
+			p := gdn.Problem{B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, N: 1, Dtype: gdn.BF16}
+			pl, err := gdn.PlanCoreSplit(p, r.Device().SMs, seg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pl.SegmentChunks == 0 {
+				t.Fatalf("plan %v: a 64k-token sequence on 2 heads should split", pl)
+			}
+			o, ht := runSplitCase(t, r, splitCase{"64k", s, ref.RecipeOptions{WithH0: true}}, 64)
+			t.Logf("METRIC split64k plan %v o %v ht %v", pl, o, ht)
+		})
+	}
+}
+
+// Repeated split calls on one stream go through the graph cache (three
+// launches in one graph); each replay must give the right answer.
+func TestSplitGraphReplay(t *testing.T) {
+	r := splitRuntime(t, gdn.Options{SegmentChunks: 2})
+	d := newDeviceCase(t, r, ref.Shape{B: 1, T: 1333, Hq: 2, Hv: 4}, 9)
+	defer d.free()
+	stream, err := r.Context().NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Destroy()
+	for call := 0; call < 4; call++ {
+		d.poisonO(t)
+		if err := r.Forward(d.args, gdn.Stream(stream.Handle())); err != nil {
+			t.Fatalf("call %d: %v", call, err)
+		}
+		if err := stream.Synchronize(); err != nil {
+			t.Fatal(err)
+		}
+		if err := ref.Compare32(d.readO(t), d.wantO).Within(ref.PassO); err != nil {
+			t.Fatalf("call %d: %v", call, err)
+		}
+	}
+}
+
+func splitRuntime(t *testing.T, o gdn.Options) *gdn.Runtime {
+	t.Helper()
+	r, err := gdn.Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// A split call first seen inside the caller's own stream capture: its
+// scratch is allocated and its tables uploaded while the caller captures
+// (relaxed capture mode, a private stream), and the caller's graph gets the
+// three launches and replays correctly.
+func TestSplitInsideCallerGraph(t *testing.T) {
+	r := splitRuntime(t, gdn.Options{SegmentChunks: 2})
+	d := newDeviceCase(t, r, ref.Shape{B: 1, T: 777, Hq: 2, Hv: 4}, 12)
+	defer d.free()
+	stream, err := r.Context().NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Destroy()
+	if err := stream.BeginCapture(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := r.Forward(d.args, gdn.Stream(stream.Handle())); err != nil {
+			stream.EndCapture()
+			t.Fatalf("Forward %d inside the caller's capture: %v", i, err)
+		}
+	}
+	graph, err := stream.EndCapture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer graph.Destroy()
+	nodes, err := graph.KernelNodes()
+	if err != nil || len(nodes) != 6 {
+		t.Fatalf("caller's graph has %d kernel nodes (%v), want 6 (two calls of transfer, scan, output)", len(nodes), err)
+	}
+	exec, err := graph.Instantiate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exec.Destroy()
+	d.poisonO(t)
+	if err := r.Context().Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec.Launch(stream); err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ref.Compare32(d.readO(t), d.wantO).Within(ref.PassO); err != nil {
+		t.Fatalf("caller's graph replay: %v", err)
+	}
+}

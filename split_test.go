@@ -1,0 +1,109 @@
+package gdn
+
+import (
+	"testing"
+)
+
+// The tables of a split plan cover every token of every sequence exactly
+// once, cut transfer segments at whole chunks of segChunks, list each
+// sequence's last segment first (so grid row n writes ht[n]) and index the
+// transfer segments per sequence in token order.
+func TestSegmentTables(t *testing.T) {
+	cases := []Problem{
+		{B: 1, T: 700, Hq: 1, Hv: 2, N: 7, Seqs: []int{0, 0, 1, 200, 201, 600, 600, 700}},
+		{B: 3, T: 300, Hq: 1, Hv: 1, N: 3},
+		{B: 1, T: 64, Hq: 1, Hv: 1, N: 1},
+	}
+	for _, p := range cases {
+		for _, seg := range []int{1, 2, 3} {
+			out, tr, first, err := segmentTables(p, seg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(first) != p.N+1 || int(first[p.N])*2 != len(tr) || len(out) != 2*p.N+len(tr) {
+				t.Fatalf("sizes: out %d transfer %d first %v", len(out), len(tr), first)
+			}
+			for n := 0; n < p.N; n++ {
+				b, e := n*p.T, (n+1)*p.T
+				if p.Seqs != nil {
+					b, e = p.Seqs[n], p.Seqs[n+1]
+				}
+				pos := b
+				for i := first[n]; i < first[n+1]; i++ {
+					tb, te := int(tr[2*i]), int(tr[2*i+1])
+					if tb != pos || te-tb != seg*ChunkLen {
+						t.Fatalf("seg %d seq %d transfer %d: [%d,%d) at %d", seg, n, i, tb, te, pos)
+					}
+					if ob, oe := out[2*(p.N+int(i))], out[2*(p.N+int(i))+1]; int(ob) != tb || int(oe) != te {
+						t.Fatalf("output row %d: [%d,%d), want [%d,%d)", p.N+int(i), ob, oe, tb, te)
+					}
+					pos = te
+				}
+				if lb, le := int(out[2*n]), int(out[2*n+1]); lb != pos || le != e || le-lb > seg*ChunkLen || (le == lb && e != b) {
+					t.Fatalf("seg %d seq %d last segment [%d,%d), want [%d,%d)", seg, n, lb, le, pos, e)
+				}
+			}
+		}
+	}
+}
+
+// The planner splits few long heads on a big GPU and leaves many heads
+// alone; the SM count matters; forcing works both ways; in a batch of one
+// long and many short sequences only the long one is cut.
+func TestPlanSplitDecisions(t *testing.T) {
+	tp8 := Problem{B: 1, T: 32768, Hq: 2, Hv: 8, N: 1, Dtype: BF16}
+	q35 := Problem{B: 8, T: 4096, Hq: 16, Hv: 32, N: 8, Dtype: BF16}
+	if sp := planSplit(tp8, 132, 0, 0); sp.segChunks == 0 || sp.transfer == 0 {
+		t.Errorf("tp8_32k on 132 SMs: %+v, want a split", sp)
+	} else if unsplit, split := min(unsplitTime(tp8, 132, 1), unsplitTime(tp8, 132, 2)), mustSplitTime(t, tp8, 132, sp); split >= unsplit {
+		t.Errorf("tp8_32k: split %.0f us not under unsplit %.0f us", split, unsplit)
+	}
+	if sp := planSplit(q35, 132, 0, 0); sp.segChunks != 0 {
+		t.Errorf("q35_4kx8: %+v, want no split (256 heads x tiles fill the GPU)", sp)
+	}
+	for _, sms := range []int{8, 14, 16, 32, 72, 132} {
+		sp := planSplit(tp8, sms, 0, 0)
+		t.Logf("tp8_32k on %d SMs: %+v", sms, sp)
+		if sms <= 16 && sp.segChunks != 0 {
+			t.Errorf("tp8_32k on %d SMs: %+v: 16 tiles already fill the slice, a split only adds work", sms, sp)
+		}
+	}
+	if sp := planSplit(tp8, 132, -1, 0); sp.segChunks != 0 {
+		t.Errorf("forced off: %+v", sp)
+	}
+	if sp := planSplit(q35, 132, 8, 0); sp.segChunks != 8 || sp.transfer != 8*7 {
+		t.Errorf("forced 8 chunks on 8 x 64 chunks: %+v, want 56 transfer segments", sp)
+	}
+	if sp := planSplit(q35, 132, 64, 0); sp.segChunks != 0 {
+		t.Errorf("forced 64 chunks on 64-chunk sequences: %+v, nothing to cut", sp)
+	}
+	if sp := planSplit(tp8, 132, 0, 2); sp.consumers != 2 {
+		t.Errorf("forced tile 128: %+v", sp)
+	}
+	seqs := []int{0, 32768}
+	for i := 0; i < 31; i++ {
+		seqs = append(seqs, seqs[len(seqs)-1]+500)
+	}
+	mix := Problem{B: 1, T: seqs[len(seqs)-1], Hq: 2, Hv: 8, N: len(seqs) - 1, Seqs: seqs, Dtype: BF16}
+	sp := planSplit(mix, 132, 0, 0)
+	if sp.segChunks == 0 || sp.transfer != (512+sp.segChunks-1)/sp.segChunks-1 {
+		t.Errorf("one long and 31 short: %+v, want only the long one cut", sp)
+	}
+}
+
+func mustSplitTime(t *testing.T, p Problem, sms int, sp splitPlan) float64 {
+	tm, _, ok := splitTime(p, sms, sp.consumers, sp.segChunks)
+	if !ok {
+		t.Fatalf("splitTime of %+v", sp)
+	}
+	return tm
+}
+
+// Packed sequences rewritten in place with other boundaries but the same
+// chains must not share a prepared call: the split tables hold positions.
+func TestHopperCallKeyHoldsBoundaries(t *testing.T) {
+	a, b := hashSeqs([]int{0, 100, 300}), hashSeqs([]int{0, 200, 300})
+	if a == b || hashSeqs(nil) == a {
+		t.Fatalf("hashes %x %x", a, b)
+	}
+}

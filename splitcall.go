@@ -1,0 +1,247 @@
+package gdn
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/gdnjit/gdn/driver"
+	"github.com/gdnjit/gdn/kernsrc"
+)
+
+// scratchDevice is what a split call needs of the device beyond launches:
+// its scratch memory (segment tables, transfer states, start states).
+// contextScratch implements it on a driver.Context; the CPU tests use a
+// fake, and a callCache without one never splits.
+type scratchDevice interface {
+	RelaxedCapture(f func() error) error
+	Alloc(bytes int) (driver.DevicePtr, error)
+	// Upload copies host bytes to the device and waits for them.
+	Upload(dst driver.DevicePtr, src unsafe.Pointer, bytes int) error
+	Free(p driver.DevicePtr) error
+	SynchronizeOrWait() error
+}
+
+// contextScratch is scratchDevice on a driver.Context.
+type contextScratch struct{ *driver.Context }
+
+// Upload copies on a stream of its own, which syncs with nothing else: a
+// copy on the legacy stream would break a capture on any blocking stream of
+// the caller's.
+func (c contextScratch) Upload(dst driver.DevicePtr, src unsafe.Pointer, bytes int) error {
+	s, err := c.NewStream()
+	if err != nil {
+		return err
+	}
+	defer s.Destroy()
+	if err := c.CopyToDeviceAsync(dst, src, bytes, s); err != nil {
+		return err
+	}
+	return s.Synchronize()
+}
+
+// scratchGraveyard holds the scratch memory of evicted split calls until it
+// can be freed safely. A launched graph may still be reading it, and making
+// sure it is not takes a context synchronisation, which fails (and breaks
+// the capture) while any stream of the context captures a graph: a caller
+// capturing its own graph when a prepared call is evicted must not see
+// that. So evicted scratch is parked, and freed after one synchronisation
+// once graveyardLimit bytes have gathered, and at Close.
+type scratchGraveyard struct {
+	dev   scratchDevice
+	mu    sync.Mutex
+	mem   []driver.DevicePtr
+	bytes int
+}
+
+// graveyardLimit is the evicted scratch kept before it is freed.
+const graveyardLimit = 256 << 20
+
+// park takes an evicted call's scratch; it frees everything parked once
+// the limit is passed.
+func (g *scratchGraveyard) park(p driver.DevicePtr, bytes int) {
+	g.mu.Lock()
+	g.mem = append(g.mem, p)
+	g.bytes += bytes
+	full := g.bytes >= graveyardLimit
+	g.mu.Unlock()
+	if full {
+		g.drain()
+	}
+}
+
+// drain waits until no launch can read parked scratch and frees it.
+func (g *scratchGraveyard) drain() {
+	g.mu.Lock()
+	mem := g.mem
+	g.mem, g.bytes = nil, 0
+	g.mu.Unlock()
+	if len(mem) == 0 {
+		return
+	}
+	g.dev.SynchronizeOrWait()
+	g.dev.RelaxedCapture(func() error {
+		for _, p := range mem {
+			g.dev.Free(p)
+		}
+		return nil
+	})
+}
+
+// splitCall is the prepared form of a split plan (split.go): the parameter
+// blocks of its three launches and its scratch memory, owned by one
+// callEntry. Two calls with the same key running at once on two streams
+// share the scratch; they also share every output buffer, so such calls
+// already race on o unless the caller orders them.
+type splitCall struct {
+	plan     splitPlan
+	dev      scratchDevice
+	grave    *scratchGraveyard
+	mem      driver.DevicePtr
+	memBytes int
+	transfer struct {
+		block  [kernsrc.HopperParamsBytes]byte
+		params *driver.KernelParams
+		grid   [3]uint32
+	}
+	output struct {
+		block  [kernsrc.HopperParamsBytes]byte
+		params *driver.KernelParams
+		grid   [3]uint32
+	}
+	scan struct {
+		params *driver.KernelParams
+		grid   [3]uint32
+	}
+	xferVariant kernsrc.Variant // the transfer pass's kernel
+	xferFn      atomic.Pointer[driver.Function]
+	scanFn      atomic.Pointer[driver.Function]
+}
+
+// stateFloats is one 128 x 128 fp32 state.
+const stateFloats = HeadDim * HeadDim
+
+// newSplitCall lays out and uploads the segment tables of sp, allocates the
+// transfer and start states and packs the three launches. Allocation runs in
+// relaxed capture mode: another goroutine may be capturing a graph.
+func newSplitCall(dev scratchDevice, grave *scratchGraveyard, encode tiledEncoder, pack func([]byte) (*driver.KernelParams, error),
+	key hopperCall, p Problem, sp splitPlan) (*splitCall, error) {
+	output, transfer, first, err := segmentTables(p, sp.segChunks)
+	if err != nil {
+		return nil, err
+	}
+	nSeg := len(output) / 2
+	P := len(transfer) / 2
+	if P != sp.transfer {
+		return nil, fmt.Errorf("gdn: split plan counted %d transfer segments, its tables %d", sp.transfer, P)
+	}
+	tables := append(append(append([]int32(nil), output...), transfer...), first...)
+	tableBytes := (4*len(tables) + 255) &^ 255
+	bmBytes := 2 * P * p.Hv * stateFloats * 4
+	startBytes := nSeg * p.Hv * stateFloats * 4
+	sc := &splitCall{plan: sp, dev: dev} // grave set once prepared: until then free frees
+	if sc.xferVariant, err = kernsrc.HopperTransferVariant(coreDtype(p.Dtype), sp.consumers); err != nil {
+		return nil, err
+	}
+	err = dev.RelaxedCapture(func() error {
+		var err error
+		sc.memBytes = tableBytes + bmBytes + startBytes
+		if sc.mem, err = dev.Alloc(sc.memBytes); err != nil {
+			return err
+		}
+		return dev.Upload(sc.mem, unsafe.Pointer(&tables[0]), 4*len(tables))
+	})
+	if err != nil {
+		sc.free()
+		return nil, fmt.Errorf("gdn: scratch of a split plan (%d bytes): %w", tableBytes+bmBytes+startBytes, err)
+	}
+	outputPairs := uintptr(sc.mem)
+	transferPairs := outputPairs + uintptr(4*len(output))
+	firstPtr := transferPairs + uintptr(4*len(transfer))
+	bm := uintptr(sc.mem) + uintptr(tableBytes)
+	starts := bm + uintptr(bmBytes)
+
+	// Both kernel passes see the tokens as packed segments of one batch row.
+	seg := key
+	seg.t, seg.b = key.b*key.t, 1
+	seg.seqlensDtype = Int32
+	tiles := uint32(HeadDim / kernsrc.HopperTileWidth(sp.consumers))
+
+	seg.n, seg.cuSeqlens = P, transferPairs
+	hp, err := seg.hopperParams(encode)
+	if err != nil {
+		sc.free()
+		return nil, err
+	}
+	hp.Flags |= kernsrc.HopperFlagSegPairs | kernsrc.HopperFlagTransfer
+	hp.H0, hp.Ht, hp.NHt = 0, bm, int32(P)
+	hp.Pack(&sc.transfer.block)
+	sc.transfer.grid = [3]uint32{2 * uint32(p.Hv) * tiles, uint32(P), 1}
+
+	seg.n, seg.cuSeqlens = nSeg, outputPairs
+	if hp, err = seg.hopperParams(encode); err != nil {
+		sc.free()
+		return nil, err
+	}
+	hp.Flags |= kernsrc.HopperFlagSegPairs
+	hp.H0, hp.Ht, hp.NHt = starts, key.ht, int32(p.N)
+	hp.Pack(&sc.output.block)
+	sc.output.grid = [3]uint32{uint32(p.Hv) * tiles, uint32(nSeg), 1}
+
+	sc.scan.grid = [3]uint32{HeadDim / kernsrc.ScanColumns, uint32(p.Hv), uint32(p.N)}
+	if pack != nil {
+		if sc.transfer.params, err = pack(sc.transfer.block[:]); err == nil {
+			sc.output.params, err = pack(sc.output.block[:])
+		}
+		if err == nil {
+			args := new(driver.Args).Ptr(driver.DevicePtr(bm)).Ptr(driver.DevicePtr(key.h0)).
+				Ptr(driver.DevicePtr(starts)).Ptr(driver.DevicePtr(firstPtr)).
+				Int32(int32(P)).Int32(int32(p.Hv)).Int32(int32(p.N))
+			sc.scan.params, err = driver.NewKernelParams(args)
+		}
+		if err != nil {
+			sc.free()
+			return nil, fmt.Errorf("gdn: kernel parameters: %w", err)
+		}
+	}
+	sc.grave = grave
+	return sc, nil
+}
+
+// free releases the call's parameters and hands its scratch to the
+// graveyard (a launched graph may still read it); a call whose preparation
+// failed (no graveyard yet: it never launched) frees the scratch at once.
+func (sc *splitCall) free() {
+	if sc == nil {
+		return
+	}
+	if sc.mem != 0 {
+		if sc.grave != nil {
+			sc.grave.park(sc.mem, sc.memBytes)
+		} else {
+			sc.dev.RelaxedCapture(func() error { return sc.dev.Free(sc.mem) })
+		}
+		sc.mem = 0
+	}
+	sc.transfer.params.Free()
+	sc.output.params.Free()
+	sc.scan.params.Free()
+}
+
+// enqueue launches the three passes on s: transfer, scan, output. fn is the
+// Hopper kernel of the plan's tile (the output pass).
+func (sc *splitCall) enqueue(ctx *driver.Context, fn *driver.Function, plan Plan, s *driver.Stream) error {
+	b := driver.Dim3{X: plan.Block[0], Y: 1, Z: 1}
+	dim := func(g [3]uint32) driver.Dim3 { return driver.Dim3{X: g[0], Y: g[1], Z: g[2]} }
+	if err := ctx.LaunchParams(sc.xferFn.Load(), dim(sc.transfer.grid), b, plan.SharedBytes, s, sc.transfer.params); err != nil {
+		return fmt.Errorf("gdn: launch %s: %w", sc.xferVariant.Name, err)
+	}
+	if err := ctx.LaunchParams(sc.scanFn.Load(), dim(sc.scan.grid), driver.Dim3{X: kernsrc.ScanThreads, Y: 1, Z: 1}, kernsrc.ScanSharedBytes, s, sc.scan.params); err != nil {
+		return fmt.Errorf("gdn: launch %s: %w", kernsrc.ScanKernel, err)
+	}
+	if err := ctx.LaunchParams(fn, dim(sc.output.grid), b, plan.SharedBytes, s, sc.output.params); err != nil {
+		return fmt.Errorf("gdn: launch %s (output pass): %w", plan.Variant.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,202 @@
+package gdn
+
+import (
+	"encoding/binary"
+	"slices"
+	"sync"
+	"testing"
+	"unsafe"
+
+	"github.com/gdnjit/gdn/driver"
+	"github.com/gdnjit/gdn/kernsrc"
+)
+
+// fakeScratch is a device for split calls on the CPU: allocations are
+// addresses counted up, uploads land in a map, frees and synchronisations
+// are counted.
+type fakeScratch struct {
+	mu      sync.Mutex
+	next    driver.DevicePtr
+	live    map[driver.DevicePtr]int
+	uploads map[driver.DevicePtr][]byte
+	freed   int
+	syncs   int
+}
+
+func newFakeScratch() *fakeScratch {
+	return &fakeScratch{next: 1 << 44, live: map[driver.DevicePtr]int{}, uploads: map[driver.DevicePtr][]byte{}}
+}
+
+func (f *fakeScratch) RelaxedCapture(fn func() error) error { return fn() }
+
+func (f *fakeScratch) Alloc(bytes int) (driver.DevicePtr, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := f.next
+	f.next += driver.DevicePtr(bytes+4095) &^ 4095
+	f.live[p] = bytes
+	return p, nil
+}
+
+func (f *fakeScratch) Upload(dst driver.DevicePtr, src unsafe.Pointer, bytes int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.uploads[dst] = slices.Clone(unsafe.Slice((*byte)(src), bytes))
+	return nil
+}
+
+func (f *fakeScratch) Free(p driver.DevicePtr) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.live, p)
+	f.freed++
+	return nil
+}
+
+func (f *fakeScratch) SynchronizeOrWait() error {
+	f.mu.Lock()
+	f.syncs++
+	f.mu.Unlock()
+	return nil
+}
+
+// splitHostPath is hostPath with a fake device, so that calls split.
+func splitHostPath(segChunks int) (*callCache, *fakeScratch) {
+	c, _ := hostPath()
+	f := newFakeScratch()
+	c.dev, c.segChunks, c.grave = f, segChunks, &scratchGraveyard{dev: f}
+	return c, f
+}
+
+// blockFields reads back the pointers and scalars of a packed block.
+type blockFields struct {
+	h0, ht, cuSeqlens uintptr
+	t, n, flags, nHt  int32
+}
+
+func readBlock(b *[kernsrc.HopperParamsBytes]byte) blockFields {
+	ptr := func(i int) uintptr { return uintptr(binary.LittleEndian.Uint64(b[kernsrc.HopperOffPtrs+8*i:])) }
+	i32 := func(i int) int32 { return int32(binary.LittleEndian.Uint32(b[kernsrc.HopperOffScalars+4+4*i:])) }
+	return blockFields{h0: ptr(2), ht: ptr(3), cuSeqlens: ptr(4), t: i32(0), n: i32(3), flags: i32(4), nHt: i32(5)}
+}
+
+// A split call uploads exactly the segment tables of its plan and packs
+// its two kernel passes as the kernels expect them: the transfer pass over
+// the transfer segments (pairs, transfer flag, B and M into its scratch, no
+// h0), the output pass over every segment (pairs, the scan's start states
+// as h0, the caller's ht written by the first N rows), all tokens in one
+// batch row.
+func TestSplitCallPrepared(t *testing.T) {
+	c, f := splitHostPath(2)
+	a := goodArgs(3, 1000, 2, 4) // 16 chunks a sequence: 7 transfer segments each
+	e, err := c.prepare(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.release(e)
+	sc := e.split
+	if sc == nil || e.plan.SegmentChunks != 2 || e.plan.Segments != 21 {
+		t.Fatalf("plan %v, split %v", e.plan, sc)
+	}
+	p, _ := ValidateCore(a)
+	output, transfer, first, _ := segmentTables(p, 2)
+	want := append(append(append([]int32(nil), output...), transfer...), first...)
+	got := f.uploads[sc.mem]
+	if len(got) != 4*len(want) {
+		t.Fatalf("uploaded %d bytes, want %d", len(got), 4*len(want))
+	}
+	for i, w := range want {
+		if g := int32(binary.LittleEndian.Uint32(got[4*i:])); g != w {
+			t.Fatalf("table word %d: %d, want %d", i, g, w)
+		}
+	}
+	tableBytes := (4*len(want) + 255) &^ 255
+	bm := uintptr(sc.mem) + uintptr(tableBytes)
+	starts := bm + uintptr(2*21*4*stateFloats*4)
+	if f.live[sc.mem] != tableBytes+2*21*4*stateFloats*4+(3+21)*4*stateFloats*4 {
+		t.Errorf("scratch of %d bytes", f.live[sc.mem])
+	}
+
+	tr := readBlock(&sc.transfer.block)
+	if tr.flags&kernsrc.HopperFlagTransfer == 0 || tr.flags&kernsrc.HopperFlagSegPairs == 0 ||
+		tr.h0 != 0 || tr.ht != bm || tr.n != 21 || tr.nHt != 21 || tr.t != 3000 ||
+		tr.cuSeqlens != uintptr(sc.mem)+uintptr(4*len(output)) {
+		t.Errorf("transfer block %+v", tr)
+	}
+	if sc.transfer.grid != [3]uint32{2 * 4 * 2 / uint32(sc.plan.consumers), 21, 1} {
+		t.Errorf("transfer grid %v", sc.transfer.grid)
+	}
+	out := readBlock(&sc.output.block)
+	if out.flags&kernsrc.HopperFlagTransfer != 0 || out.flags&kernsrc.HopperFlagSegPairs == 0 ||
+		out.h0 != starts || out.ht != a.Ht.Ptr || out.n != 24 || out.nHt != 3 || out.t != 3000 ||
+		out.cuSeqlens != uintptr(sc.mem) {
+		t.Errorf("output block %+v", out)
+	}
+	if sc.scan.grid != [3]uint32{HeadDim / kernsrc.ScanColumns, 4, 3} {
+		t.Errorf("scan grid %v", sc.scan.grid)
+	}
+
+	// A repeated call finds the prepared split call without allocating.
+	if allocs := testing.AllocsPerRun(100, func() {
+		if err := hostPathCall(c, a); err != nil {
+			t.Fatal(err)
+		}
+	}); allocs != 0 {
+		t.Errorf("repeated split call: %.1f allocs", allocs)
+	}
+	if n := len(f.live); n != 1 {
+		t.Errorf("%d scratch blocks after repeated calls, want 1", n)
+	}
+}
+
+// Evicted split calls park their scratch (a launched graph may still read
+// it) instead of synchronising the context; Close synchronises once and
+// frees it all. Calls that the planner does not split allocate nothing.
+func TestSplitScratchLifetime(t *testing.T) {
+	c, f := splitHostPath(1)
+	c.limit = 1
+	for _, b := range []int{2, 3, 4} {
+		if err := hostPathCall(c, goodArgs(b, 200, 1, 2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(f.live) != 3 || f.freed != 0 || f.syncs != 0 {
+		t.Fatalf("after two evictions: %d live, %d freed, %d syncs; want 3, 0, 0", len(f.live), f.freed, f.syncs)
+	}
+	c.close()
+	if len(f.live) != 0 || f.syncs != 1 {
+		t.Fatalf("after close: %d live, %d syncs; want 0, 1", len(f.live), f.syncs)
+	}
+
+	c, f = splitHostPath(-1)
+	if err := hostPathCall(c, goodArgs(1, 5000, 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.live) != 0 {
+		t.Fatalf("SegmentChunks -1 allocated scratch")
+	}
+}
+
+// Packed sequences rewritten with other boundaries (same buffers, same
+// chains) get a call of their own: the split tables hold token positions.
+func TestSplitCallPerBoundaries(t *testing.T) {
+	c, f := splitHostPath(2)
+	a := varlenArgs()
+	b := varlenArgs()
+	b.CuSeqlens = []int{0, 1001, 1002, 3000, 4096} // the same chunk counts
+	pa, _ := ValidateCore(a)
+	pb, _ := ValidateCore(b)
+	la, ta := chainChunks(pa)
+	lb, tb := chainChunks(pb)
+	if la != lb || ta != tb {
+		t.Fatalf("test setup: chains %d/%d and %d/%d differ", la, ta, lb, tb)
+	}
+	for _, x := range []*CoreArgs{a, b} {
+		if err := hostPathCall(c, x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c.len() != 2 || len(f.live) != 2 {
+		t.Fatalf("%d calls, %d scratch blocks; want 2 and 2", c.len(), len(f.live))
+	}
+}
