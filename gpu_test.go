@@ -456,10 +456,19 @@ func TestCoreInsideCallerGraph(t *testing.T) {
 	if err := stream.Synchronize(); err != nil {
 		t.Fatal(err)
 	}
+	captureAndReplay(t, r, d, stream, 3, 3)
+}
+
+// captureAndReplay captures calls Forward calls of d on the caller's
+// stream into the caller's own graph, checks that the graph holds
+// kernelsPerCall launches per call, and replays it once (o poisoned first)
+// against the reference.
+func captureAndReplay(t *testing.T, r *gdn.Runtime, d *deviceCase, stream *driver.Stream, calls, kernelsPerCall int) {
+	t.Helper()
 	if err := stream.BeginCapture(); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 3; i++ {
+	for i := 0; i < calls; i++ {
 		if err := r.Forward(d.args, gdn.Stream(stream.Handle())); err != nil {
 			stream.EndCapture()
 			t.Fatalf("Forward %d inside the caller's capture: %v", i, err)
@@ -471,8 +480,8 @@ func TestCoreInsideCallerGraph(t *testing.T) {
 	}
 	defer graph.Destroy()
 	nodes, err := graph.KernelNodes()
-	if err != nil || len(nodes) != 3 {
-		t.Fatalf("caller's graph has %d kernel nodes (%v), want 3", len(nodes), err)
+	if err != nil || len(nodes) != calls*kernelsPerCall {
+		t.Fatalf("caller's graph has %d kernel nodes (%v), want %d", len(nodes), err, calls*kernelsPerCall)
 	}
 	exec, err := graph.Instantiate()
 	if err != nil {

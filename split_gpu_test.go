@@ -159,40 +159,5 @@ func TestSplitInsideCallerGraph(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stream.Destroy()
-	if err := stream.BeginCapture(); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 2; i++ {
-		if err := r.Forward(d.args, gdn.Stream(stream.Handle())); err != nil {
-			stream.EndCapture()
-			t.Fatalf("Forward %d inside the caller's capture: %v", i, err)
-		}
-	}
-	graph, err := stream.EndCapture()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer graph.Destroy()
-	nodes, err := graph.KernelNodes()
-	if err != nil || len(nodes) != 6 {
-		t.Fatalf("caller's graph has %d kernel nodes (%v), want 6 (two calls of transfer, scan, output)", len(nodes), err)
-	}
-	exec, err := graph.Instantiate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer exec.Destroy()
-	d.poisonO(t)
-	if err := r.Context().Synchronize(); err != nil {
-		t.Fatal(err)
-	}
-	if err := exec.Launch(stream); err != nil {
-		t.Fatal(err)
-	}
-	if err := stream.Synchronize(); err != nil {
-		t.Fatal(err)
-	}
-	if err := ref.Compare32(d.readO(t), d.wantO).Within(ref.PassO); err != nil {
-		t.Fatalf("caller's graph replay: %v", err)
-	}
+	captureAndReplay(t, r, d, stream, 2, 3) // transfer, scan, output per call
 }
