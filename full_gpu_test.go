@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"testing"
 	"unsafe"
 
@@ -169,5 +170,70 @@ func TestFullBadInput(t *testing.T) {
 	}
 	if err := r.ForwardFull(nil, 0); err == nil {
 		t.Fatal("nil args accepted")
+	}
+}
+
+// TestFullTiming (GDN_FULL_TIMING=1) logs the time of ForwardFull beside
+// Forward on the same buffers (A as the full forward computes it): what the
+// prep kernels cost on top of the core.
+func TestFullTiming(t *testing.T) {
+	if os.Getenv("GDN_FULL_TIMING") == "" {
+		t.Skip("set GDN_FULL_TIMING=1")
+	}
+	r := testRuntime(t)
+	for _, s := range []ref.Shape{{B: 1, T: 8192, Hq: 2, Hv: 8}, {B: 1, T: 32768, Hq: 2, Hv: 8}, {B: 8, T: 1024, Hq: 16, Hv: 32}} {
+		rng := rand.New(rand.NewPCG(1, 2))
+		fill := func(n int, scale float64) []float32 {
+			x := make([]float32, n)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64() * scale)
+			}
+			return x
+		}
+		tok := s.Tokens()
+		g := fill(tok*s.Hv, 0.02)
+		for i := range g {
+			g[i] = -float32(math.Abs(float64(g[i])))
+		}
+		beta := make([]float32, tok*s.Hv)
+		for i := range beta {
+			beta[i] = 0.5
+		}
+		up, err := r.UploadCore(&gdn.HostCoreArgs{B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, Dtype: gdn.BF16,
+			Q: fill(tok*s.Hq*128, 1/math.Sqrt(128)), K: fill(tok*s.Hq*128, 1/math.Sqrt(128)), V: fill(tok*s.Hv*128, 1),
+			G: g, Beta: beta, A: make([]float32, tok*s.Hv*64), FinalState: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ca := up.Args
+		fa := &gdn.FullArgs{Q: ca.Q, K: ca.K, V: ca.V, G: ca.G, Beta: ca.Beta, O: ca.O, Ht: ca.Ht, L2Norm: true}
+		stream, err := r.Context().NewStream()
+		if err != nil {
+			t.Fatal(err)
+		}
+		time := func(f func() error) float64 {
+			for i := 0; i < 3; i++ {
+				if err := f(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ms, err := r.TimeMs(gdn.Stream(stream.Handle()), func() error {
+				for i := 0; i < 10; i++ {
+					if err := f(); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ms / 10
+		}
+		full := time(func() error { return r.ForwardFull(fa, gdn.Stream(stream.Handle())) })
+		core := time(func() error { return r.Forward(ca, gdn.Stream(stream.Handle())) })
+		t.Logf("METRIC fulltiming B=%d T=%d Hq=%d Hv=%d full %.4f ms core %.4f ms", s.B, s.T, s.Hq, s.Hv, full, core)
+		stream.Destroy()
+		up.Free()
 	}
 }
