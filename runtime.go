@@ -65,6 +65,7 @@ type Runtime struct {
 	calls    *callCache    // Forward's prepared calls (plans, parameter blocks, graphs)
 	graphs   *graphCache   // nil with Options.NoGraphs
 	staging  hostStaging   // ForwardHost's buffers, kept between calls
+	full     fullCache     // ForwardFull's prepared calls (scratch, prep launches)
 
 	// kernels maps a variant name to its *loadedKernel once loaded: the hot
 	// path looks a kernel up by name, without hashing sources for its key.
@@ -171,6 +172,7 @@ func (rt *Runtime) Close() error {
 	if rt.closed.Swap(true) {
 		return nil
 	}
+	rt.full.close()  // parks its scratch in the graveyard calls.close drains
 	rt.calls.close() // their graphs first: they launch the modules' kernels
 	if rt.graphs != nil {
 		rt.graphs.close()

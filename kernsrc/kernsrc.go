@@ -90,6 +90,7 @@ func (v Variant) Source() (string, error) { return Source(v.File) }
 func Catalogue() []Variant {
 	out := append([]Variant(nil), TestVariants()...)
 	out = append(out, HopperVariants()...)
+	out = append(out, PrepVariants()...)
 	return append(out, ScanVariant())
 }
 

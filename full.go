@@ -1,0 +1,390 @@
+package gdn
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/gdnjit/gdn/driver"
+	"github.com/gdnjit/gdn/kernsrc"
+)
+
+// FullArgs are the operands of the full forward (docs/SPEC.md, "Operations";
+// FLA's chunk_gated_delta_rule): what a model layer produces, with the
+// chunk-local cumulative sum and A computed inside. Shapes and dtypes are
+// those of CoreArgs except:
+//
+//	G       [B, T, Hv]  FP32: the per-token log-gate (natural log, <= 0 in
+//	                    real models); with GateInKernel, the gate's raw input a
+//	ALog    [Hv]        FP32, GateInKernel only: g = -exp(ALog) softplus(a + DtBias)
+//	DtBias  [Hv]        FP32, GateInKernel only
+//
+// and there is no A. L2Norm normalises every 128-vector of q and k to
+// x / sqrt(sum(x^2) + 1e-6) first (FLA's use_qk_l2norm_in_kernel), rounded
+// back to the input dtype as FLA does.
+type FullArgs struct {
+	Q, K, V, G, Beta Tensor
+	ALog, DtBias     Tensor
+	H0               Tensor
+	O, Ht            Tensor
+	CuSeqlens        []int
+	CuSeqlensDevice  Tensor
+	Scale            float32 // 0 means 1/sqrt(128)
+	L2Norm           bool
+	GateInKernel     bool
+}
+
+// ValidateFull checks the arguments of a full forward as ValidateCore does
+// (errors wrap ErrInvalidArgument and name the argument) and returns the
+// problem size (its ADtype is FP32: the A computed inside).
+func ValidateFull(a *FullArgs) (Problem, error) {
+	if a == nil {
+		return Problem{}, argErrorf("args", "nil *FullArgs")
+	}
+	core := a.coreTemplate(a.Q, a.K, 0, 0)
+	p, err := ValidateCore(&core)
+	if err != nil {
+		return p, err
+	}
+	if a.GateInKernel {
+		for _, x := range []struct {
+			name string
+			t    Tensor
+		}{{"a_log", a.ALog}, {"dt_bias", a.DtBias}} {
+			if err := checkTensor(x.name, x.t, FP32, shapeOf(p.Hv), 4); err != nil {
+				return p, err
+			}
+		}
+	} else if a.ALog.Present() || a.DtBias.Present() {
+		return p, argErrorf("a_log", "A_log and dt_bias are given but GateInKernel is off")
+	}
+	return p, nil
+}
+
+// coreTemplate is the core forward of a with its q, k, g_cumsum and A
+// buffers (A fp32 [B, T, Hv, 64]); validation passes a stand-in address for
+// A (and g stands for g_cumsum), whose shape follows q and v.
+func (a *FullArgs) coreTemplate(q, k Tensor, gcum, aPtr uintptr) CoreArgs {
+	g := a.G
+	if gcum != 0 {
+		g = Tensor{Ptr: gcum, Bytes: a.G.Bytes, Dtype: FP32, Shape: a.G.Shape}
+	}
+	A := Tensor{Ptr: aPtr, Dtype: FP32}
+	if len(a.Q.Shape) == 4 && len(a.V.Shape) == 4 {
+		A.Shape = []int{a.Q.Shape[0], a.Q.Shape[1], a.V.Shape[2], ChunkLen}
+		A.Bytes = A.Elems() * 4
+	}
+	if aPtr == 0 {
+		A.Ptr = 1 << 12 // a stand-in: validation checks A's shape, not its memory
+	}
+	return CoreArgs{Q: q, K: k, V: a.V, G: g, Beta: a.Beta, A: A, H0: a.H0, O: a.O, Ht: a.Ht,
+		CuSeqlens: a.CuSeqlens, CuSeqlensDevice: a.CuSeqlensDevice, Scale: a.Scale}
+}
+
+// fullKey is everything a prepared full call depends on.
+type fullKey struct {
+	q, k, v, g, beta, aLog, dtBias, h0, ht, o, cuSeqlens uintptr
+	b, t, hq, hv, n                                      int
+	dtype, betaDtype, seqlensDtype                       Dtype
+	scale                                                uint32
+	l2norm, gate                                         bool
+	seqsHash                                             uint64
+}
+
+// fullCall is a prepared full call: its scratch (the chunk table, g_cumsum,
+// A and the normalised q and k), the packed arguments of the prep kernels
+// and the core forward on the scratch.
+type fullCall struct {
+	key      fullKey
+	core     CoreArgs
+	dev      scratchDevice
+	grave    *scratchGraveyard
+	mem      driver.DevicePtr
+	memBytes int
+	variants [3]kernsrc.Variant // gates, l2norm, solve
+	fns      [3]atomic.Pointer[driver.Function]
+	launches []prepLaunch
+
+	refs    int // guarded by fullCache.mu
+	evicted bool
+}
+
+// prepLaunch is one prep kernel launch of a full call.
+type prepLaunch struct {
+	kernel      int // index into fullCall.variants and fns
+	grid, block [3]uint32
+	shared      int
+	params      *driver.KernelParams
+}
+
+// fullCache holds a Runtime's prepared full calls, like callCache; evicted
+// scratch goes to the call cache's graveyard.
+type fullCache struct {
+	mu      sync.Mutex
+	entries map[fullKey]*fullCall
+	closed  bool
+}
+
+const fullCacheLimit = 64
+
+func (c *fullCache) get(key fullKey) *fullCall {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.entries[key]; ok {
+		e.refs++
+		return e
+	}
+	return nil
+}
+
+// put stores e (held once by the caller), or returns the entry another
+// goroutine stored first (held) and frees e.
+func (c *fullCache) put(e *fullCall) (*fullCall, error) {
+	var victim *fullCall
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		e.free()
+		return nil, ErrClosed
+	}
+	if old, ok := c.entries[e.key]; ok {
+		old.refs++
+		c.mu.Unlock()
+		e.free()
+		return old, nil
+	}
+	if c.entries == nil {
+		c.entries = map[fullKey]*fullCall{}
+	}
+	if len(c.entries) >= fullCacheLimit {
+		for k, v := range c.entries {
+			delete(c.entries, k)
+			v.evicted = true
+			if v.refs == 0 {
+				victim = v
+			}
+			break
+		}
+	}
+	e.refs = 1
+	c.entries[e.key] = e
+	c.mu.Unlock()
+	if victim != nil {
+		victim.free()
+	}
+	return e, nil
+}
+
+func (c *fullCache) release(e *fullCall) {
+	c.mu.Lock()
+	e.refs--
+	last := e.evicted && e.refs == 0
+	c.mu.Unlock()
+	if last {
+		e.free()
+	}
+}
+
+func (c *fullCache) close() {
+	var idle []*fullCall
+	c.mu.Lock()
+	c.closed = true
+	for k, e := range c.entries {
+		delete(c.entries, k)
+		e.evicted = true
+		if e.refs == 0 {
+			idle = append(idle, e)
+		}
+	}
+	c.mu.Unlock()
+	for _, e := range idle {
+		e.free()
+	}
+}
+
+// free releases the call's parameters and parks its scratch.
+func (e *fullCall) free() {
+	for _, l := range e.launches {
+		l.params.Free()
+	}
+	e.launches = nil
+	if e.mem != 0 {
+		if e.grave != nil {
+			e.grave.park(e.mem, e.memBytes)
+		} else {
+			e.dev.RelaxedCapture(func() error { return e.dev.Free(e.mem) })
+		}
+		e.mem = 0
+	}
+}
+
+// chunkPairs lists every sequence's 64-token chunks as int32 (begin, end)
+// flat token pairs.
+func chunkPairs(p Problem) []int32 {
+	var out []int32
+	for n := 0; n < p.N; n++ {
+		b, e := n*p.T, (n+1)*p.T
+		if p.Seqs != nil {
+			b, e = p.Seqs[n], p.Seqs[n+1]
+		}
+		for ; b < e; b += ChunkLen {
+			out = append(out, int32(b), int32(min(b+ChunkLen, e)))
+		}
+	}
+	return out
+}
+
+// ForwardFull runs the full forward on device buffers, enqueued on stream
+// s: the log-gate (from its raw inputs with GateInKernel) and its
+// chunk-local sum, the L2 normalisation of q and k (with L2Norm), A, then
+// the core forward (Forward: the same plans, sequence parallelism and graph
+// cache). Arguments are validated first (ValidateFull); nothing is written
+// when they are wrong. The first call with a set of arguments allocates the
+// scratch the steps need (g_cumsum and A in fp32: 260 bytes per token and
+// value head; with L2Norm a copy of q and k), kept for repeated calls, which
+// allocate nothing.
+func (rt *Runtime) ForwardFull(a *FullArgs, s Stream) error {
+	if err := rt.enter(); err != nil {
+		return err
+	}
+	defer rt.leave()
+	if a == nil {
+		return argErrorf("args", "nil *FullArgs")
+	}
+	args := *a
+	p, err := ValidateFull(&args)
+	if err != nil {
+		return err
+	}
+	key := fullKey{q: args.Q.Ptr, k: args.K.Ptr, v: args.V.Ptr, g: args.G.Ptr, beta: args.Beta.Ptr,
+		aLog: args.ALog.Ptr, dtBias: args.DtBias.Ptr, h0: args.H0.Ptr, ht: args.Ht.Ptr, o: args.O.Ptr,
+		b: p.B, t: p.T, hq: p.Hq, hv: p.Hv, n: p.N, dtype: p.Dtype, betaDtype: p.BetaDtype,
+		seqlensDtype: p.SeqlensDtype, scale: math.Float32bits(p.Scale), l2norm: args.L2Norm,
+		gate: args.GateInKernel, seqsHash: hashSeqs(p.Seqs)}
+	if p.Seqs != nil {
+		key.cuSeqlens = args.CuSeqlensDevice.Ptr
+	}
+	e := rt.full.get(key)
+	if e == nil {
+		if e, err = rt.newFullCall(&args, key, p); err != nil {
+			return err
+		}
+		if e, err = rt.full.put(e); err != nil {
+			return err
+		}
+	}
+	defer rt.full.release(e)
+
+	stream := rt.ctx.WrapStream(uintptr(s))
+	for i := range e.launches {
+		l := &e.launches[i]
+		fn := e.fns[l.kernel].Load()
+		if fn == nil {
+			k, err := rt.kernel(e.variants[l.kernel], l.shared)
+			if err != nil {
+				return err
+			}
+			fn = k.fn
+			e.fns[l.kernel].Store(fn)
+		}
+		err := rt.ctx.LaunchParams(fn, driver.Dim3{X: l.grid[0], Y: l.grid[1], Z: l.grid[2]},
+			driver.Dim3{X: l.block[0], Y: l.block[1], Z: l.block[2]}, l.shared, stream, l.params)
+		if err != nil {
+			return fmt.Errorf("gdn: launch %s: %w", e.variants[l.kernel].Name, err)
+		}
+	}
+	return rt.forward(&e.core, s)
+}
+
+// newFullCall allocates a full call's scratch and packs its prep launches.
+func (rt *Runtime) newFullCall(a *FullArgs, key fullKey, p Problem) (*fullCall, error) {
+	chunks := chunkPairs(p)
+	nch := len(chunks) / 2
+	tokens := p.Tokens()
+	if tokens > math.MaxInt32 {
+		return nil, argErrorf("q", "%d tokens: the full forward indexes tokens in 32 bits", tokens)
+	}
+	align := func(n int) int { return (n + 255) &^ 255 }
+	tableBytes := align(4 * len(chunks))
+	gBytes := align(tokens * p.Hv * 4)
+	aBytes := align(tokens * p.Hv * ChunkLen * 4)
+	qkBytes := 0
+	if a.L2Norm {
+		qkBytes = align(tokens * p.Hq * HeadDim * 2)
+	}
+	e := &fullCall{key: key, dev: rt.calls.dev, memBytes: tableBytes + gBytes + aBytes + 2*qkBytes}
+	dt := coreDtype(p.Dtype)
+	for i, k := range []string{kernsrc.PrepGatesKernel, kernsrc.PrepL2NormKernel, kernsrc.PrepSolveKernel} {
+		v, err := kernsrc.PrepVariant(k, dt)
+		if err != nil {
+			return nil, err
+		}
+		e.variants[i] = v
+	}
+	err := e.dev.RelaxedCapture(func() error {
+		var err error
+		if e.mem, err = e.dev.Alloc(e.memBytes); err != nil {
+			return err
+		}
+		return e.dev.Upload(e.mem, unsafe.Pointer(&chunks[0]), 4*len(chunks))
+	})
+	if err != nil {
+		e.free()
+		return nil, fmt.Errorf("gdn: scratch of a full forward (%d bytes): %w", e.memBytes, err)
+	}
+	table := e.mem
+	gcum := table.Offset(tableBytes)
+	A := gcum.Offset(gBytes)
+	q, k := a.Q, a.K
+	if a.L2Norm {
+		qn := A.Offset(aBytes)
+		kn := qn.Offset(qkBytes)
+		q = Tensor{Ptr: uintptr(qn), Bytes: qkBytes, Dtype: a.Q.Dtype, Shape: a.Q.Shape}
+		k = Tensor{Ptr: uintptr(kn), Bytes: qkBytes, Dtype: a.K.Dtype, Shape: a.K.Shape}
+	}
+	e.core = a.coreTemplate(q, k, uintptr(gcum), uintptr(A))
+	e.core.CuSeqlens = append([]int(nil), a.CuSeqlens...)
+
+	flags := int32(0)
+	if a.GateInKernel {
+		flags |= kernsrc.PrepFlagGateInKernel
+	}
+	if p.BetaDtype == FP32 {
+		flags |= kernsrc.PrepFlagBetaFP32
+	}
+	add := func(kernel int, grid [3]uint32, threads, shared int, args *driver.Args) error {
+		params, err := driver.NewKernelParams(args)
+		if err != nil {
+			return fmt.Errorf("gdn: kernel parameters: %w", err)
+		}
+		e.launches = append(e.launches, prepLaunch{kernel: kernel, grid: grid, block: [3]uint32{uint32(threads), 1, 1},
+			shared: shared, params: params})
+		return nil
+	}
+	blocks := func(n, per int) uint32 { return uint32((n + per - 1) / per) }
+	err = add(0, [3]uint32{blocks(nch*p.Hv, kernsrc.PrepThreads), 1, 1}, kernsrc.PrepThreads, 0,
+		new(driver.Args).Ptr(driver.DevicePtr(a.G.Ptr)).Ptr(driver.DevicePtr(a.ALog.Ptr)).
+			Ptr(driver.DevicePtr(a.DtBias.Ptr)).Ptr(gcum).Ptr(table).Int32(int32(nch)).Int32(int32(p.Hv)).Int32(flags))
+	if err == nil && a.L2Norm {
+		rows := tokens * p.Hq
+		for _, x := range [][2]uintptr{{a.Q.Ptr, q.Ptr}, {a.K.Ptr, k.Ptr}} {
+			if err = add(1, [3]uint32{blocks(rows, kernsrc.PrepThreads/32), 1, 1}, kernsrc.PrepThreads, 0,
+				new(driver.Args).Ptr(driver.DevicePtr(x[0])).Ptr(driver.DevicePtr(x[1])).Int64(int64(rows))); err != nil {
+				break
+			}
+		}
+	}
+	if err == nil {
+		err = add(2, [3]uint32{uint32(nch), uint32(p.Hv), 1}, kernsrc.PrepSolveThreads, kernsrc.PrepSolveSharedBytes,
+			new(driver.Args).Ptr(driver.DevicePtr(k.Ptr)).Ptr(driver.DevicePtr(a.Beta.Ptr)).Ptr(gcum).Ptr(A).
+				Ptr(table).Int32(int32(p.Hq)).Int32(int32(p.Hv)).Int32(flags))
+	}
+	if err != nil {
+		e.free()
+		return nil, err
+	}
+	e.grave = rt.calls.grave
+	return e, nil
+}

@@ -1,0 +1,239 @@
+//go:build cuda
+
+package gdn_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"testing"
+	"unsafe"
+
+	"github.com/gdnjit/gdn"
+	"github.com/gdnjit/gdn/dtype"
+	"github.com/gdnjit/gdn/ref"
+)
+
+// fullCase is one problem of the full-forward tests.
+type fullCase struct {
+	name   string
+	shape  ref.Shape
+	opts   ref.RecipeOptions
+	l2norm bool // q and k given at 4x their norm, normalised inside
+	gate   bool // g given as the gate's raw input, with A_log and dt_bias
+}
+
+func fullCases() []fullCase {
+	one := 1.0
+	return []fullCase{
+		{"plain", ref.Shape{B: 2, T: 300, Hq: 2, Hv: 4}, ref.RecipeOptions{WithH0: true}, false, false},
+		{"l2norm", ref.Shape{B: 1, T: 777, Hq: 2, Hv: 4}, ref.RecipeOptions{WithH0: true}, true, false},
+		{"gate", ref.Shape{B: 1, T: 520, Hq: 1, Hv: 3}, ref.RecipeOptions{}, false, true},
+		{"l2norm_gate_varlen_fp16", ref.Shape{B: 1, T: 700, Hq: 2, Hv: 4, CuSeqlens: []int{0, 0, 1, 200, 201, 600, 600, 700}},
+			ref.RecipeOptions{WithH0: true, Dtype: gdn.FP16}, true, true},
+		{"strong_decay_beta1", ref.Shape{B: 1, T: 449, Hq: 1, Hv: 2}, ref.RecipeOptions{WithH0: true, StrongDecay: true, BetaValue: &one}, false, false},
+		{"long_G8", ref.Shape{B: 1, T: 4096, Hq: 1, Hv: 8}, ref.RecipeOptions{WithH0: true}, true, true},
+	}
+}
+
+// runFullCase uploads a case, runs ForwardFull on poisoned outputs and
+// holds o and ht to ref.Full.
+func runFullCase(t *testing.T, r *gdn.Runtime, c fullCase, seed uint64) (o, ht ref.Errors) {
+	t.Helper()
+	s := c.shape
+	in, err := ref.Recipe(s, seed, c.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dt := gdn.BF16
+	if c.opts.Dtype == gdn.FP16 {
+		dt = gdn.FP16
+	}
+	var fo ref.FullOptions
+	if c.l2norm { // 4x is exact in bf16 and fp16: the device gets exactly these values
+		for i := range in.Q {
+			in.Q[i] *= 4
+		}
+		for i := range in.K {
+			in.K[i] *= 4
+		}
+		fo.L2Norm = true
+	}
+	if c.gate {
+		rng := rand.New(rand.NewPCG(seed, 77))
+		for i := range in.G {
+			in.G[i] = float64(float32(rng.NormFloat64()))
+		}
+		fo.ALog, fo.DtBias = make([]float64, s.Hv), make([]float64, s.Hv)
+		for h := range fo.ALog {
+			fo.ALog[h] = float64(float32(math.Log(0.3 + 0.4*float64(h))))
+			fo.DtBias[h] = float64(float32(0.25*float64(h) - 0.5))
+		}
+	}
+	A := make([]float32, s.Tokens()*s.Hv*64) // unused by the full forward
+	up, err := r.UploadCore(&gdn.HostCoreArgs{B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, CuSeqlens: s.CuSeqlens, Dtype: dt,
+		Q: f32(in.Q), K: f32(in.K), V: f32(in.V), G: f32(in.G), Beta: f32(in.Beta), A: A, H0: f32(in.H0), FinalState: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Free()
+	ca := up.Args
+	fa := &gdn.FullArgs{Q: ca.Q, K: ca.K, V: ca.V, G: ca.G, Beta: ca.Beta, H0: ca.H0, O: ca.O, Ht: ca.Ht,
+		CuSeqlens: ca.CuSeqlens, CuSeqlensDevice: ca.CuSeqlensDevice, L2Norm: c.l2norm, GateInKernel: c.gate}
+	if c.gate {
+		for _, x := range []struct {
+			dst  *gdn.Tensor
+			vals []float64
+		}{{&fa.ALog, fo.ALog}, {&fa.DtBias, fo.DtBias}} {
+			p, err := r.Malloc(4 * s.Hv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Free(p)
+			v := f32(x.vals)
+			if err := r.CopyToDevice(p, unsafe.Pointer(&v[0]), 4*len(v)); err != nil {
+				t.Fatal(err)
+			}
+			*x.dst = gdn.Tensor{Ptr: p, Bytes: 4 * s.Hv, Dtype: gdn.FP32, Shape: []int{s.Hv}}
+		}
+	}
+	// Twice: the first call prepares, the second runs the prepared call.
+	var gotO, gotHt []float32
+	for call := 0; call < 2; call++ {
+		ctx := r.Context()
+		if err := ctx.MemsetD16(driverPtr(ca.O.Ptr), 0x7fff, ca.O.Elems(), nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := ctx.MemsetD32(driverPtr(ca.Ht.Ptr), 0x7fc00000, ca.Ht.Elems(), nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.ForwardFull(fa, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := ctx.WrapStream(0).Synchronize(); err != nil {
+			t.Fatal(err)
+		}
+		ob := make([]uint16, ca.O.Elems())
+		if err := r.CopyToHost(unsafe.Pointer(&ob[0]), ca.O.Ptr, 2*len(ob)); err != nil {
+			t.Fatal(err)
+		}
+		gotO = make([]float32, len(ob))
+		for i, v := range ob {
+			if dt == gdn.FP16 {
+				gotO[i] = dtype.FP16ToFloat32(v)
+			} else {
+				gotO[i] = dtype.BF16ToFloat32(v)
+			}
+		}
+		gotHt = make([]float32, ca.Ht.Elems())
+		if err := r.CopyToHost(unsafe.Pointer(&gotHt[0]), ca.Ht.Ptr, 4*len(gotHt)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantO, wantHt, err := ref.Full(in, fo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, ht = ref.Compare32(gotO, wantO), ref.Compare32(gotHt, wantHt)
+	if err := o.Within(ref.PassO); err != nil {
+		t.Errorf("o: %v", err)
+	}
+	if err := ht.Within(ref.PassHt); err != nil {
+		t.Errorf("ht: %v", err)
+	}
+	return o, ht
+}
+
+// The full forward from raw gates against ref.Full: log-gates given or
+// computed from A_log, dt_bias and a; q and k normalised inside or not;
+// packed sequences with empty and one-token ones; fp16; strong decay and
+// beta = 1; a long sequence with G = 8; and the same through a split plan.
+func TestFullMatchesReference(t *testing.T) {
+	for _, seg := range []int{0, 2} {
+		r := splitRuntime(t, gdn.Options{SegmentChunks: seg})
+		for i, c := range fullCases() {
+			t.Run(fmt.Sprintf("seg%d/%s", seg, c.name), func(t *testing.T) {
+				o, ht := runFullCase(t, r, c, uint64(100+i))
+				t.Logf("METRIC full o %v ht %v", o, ht)
+			})
+		}
+	}
+}
+
+// Bad full-forward arguments are errors naming the argument.
+func TestFullBadInput(t *testing.T) {
+	r := testRuntime(t)
+	err := r.ForwardFull(&gdn.FullArgs{GateInKernel: true}, 0)
+	if err == nil {
+		t.Fatal("empty args accepted")
+	}
+	if err := r.ForwardFull(nil, 0); err == nil {
+		t.Fatal("nil args accepted")
+	}
+}
+
+// TestFullTiming (GDN_FULL_TIMING=1) logs the time of ForwardFull beside
+// Forward on the same buffers (A as the full forward computes it): what the
+// prep kernels cost on top of the core.
+func TestFullTiming(t *testing.T) {
+	if os.Getenv("GDN_FULL_TIMING") == "" {
+		t.Skip("set GDN_FULL_TIMING=1")
+	}
+	r := testRuntime(t)
+	for _, s := range []ref.Shape{{B: 1, T: 8192, Hq: 2, Hv: 8}, {B: 1, T: 32768, Hq: 2, Hv: 8}, {B: 8, T: 1024, Hq: 16, Hv: 32}} {
+		rng := rand.New(rand.NewPCG(1, 2))
+		fill := func(n int, scale float64) []float32 {
+			x := make([]float32, n)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64() * scale)
+			}
+			return x
+		}
+		tok := s.Tokens()
+		g := fill(tok*s.Hv, 0.02)
+		for i := range g {
+			g[i] = -float32(math.Abs(float64(g[i])))
+		}
+		beta := make([]float32, tok*s.Hv)
+		for i := range beta {
+			beta[i] = 0.5
+		}
+		up, err := r.UploadCore(&gdn.HostCoreArgs{B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, Dtype: gdn.BF16,
+			Q: fill(tok*s.Hq*128, 1/math.Sqrt(128)), K: fill(tok*s.Hq*128, 1/math.Sqrt(128)), V: fill(tok*s.Hv*128, 1),
+			G: g, Beta: beta, A: make([]float32, tok*s.Hv*64), FinalState: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ca := up.Args
+		fa := &gdn.FullArgs{Q: ca.Q, K: ca.K, V: ca.V, G: ca.G, Beta: ca.Beta, O: ca.O, Ht: ca.Ht, L2Norm: true}
+		stream, err := r.Context().NewStream()
+		if err != nil {
+			t.Fatal(err)
+		}
+		time := func(f func() error) float64 {
+			for i := 0; i < 3; i++ {
+				if err := f(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ms, err := r.TimeMs(gdn.Stream(stream.Handle()), func() error {
+				for i := 0; i < 10; i++ {
+					if err := f(); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ms / 10
+		}
+		full := time(func() error { return r.ForwardFull(fa, gdn.Stream(stream.Handle())) })
+		core := time(func() error { return r.Forward(ca, gdn.Stream(stream.Handle())) })
+		t.Logf("METRIC fulltiming B=%d T=%d Hq=%d Hv=%d full %.4f ms core %.4f ms", s.B, s.T, s.Hq, s.Hv, full, core)
+		stream.Destroy()
+		up.Free()
+	}
+}
