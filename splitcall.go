@@ -51,7 +51,13 @@ func (c contextScratch) Upload(dst driver.DevicePtr, src unsafe.Pointer, bytes i
 type scratchGraveyard struct {
 	dev   scratchDevice
 	mu    sync.Mutex
-	mem   []driver.DevicePtr
+	mem   []parkedScratch
+	bytes int
+}
+
+// parkedScratch is one evicted call's scratch.
+type parkedScratch struct {
+	p     driver.DevicePtr
 	bytes int
 }
 
@@ -62,7 +68,7 @@ const graveyardLimit = 256 << 20
 // the limit is passed.
 func (g *scratchGraveyard) park(p driver.DevicePtr, bytes int) {
 	g.mu.Lock()
-	g.mem = append(g.mem, p)
+	g.mem = append(g.mem, parkedScratch{p, bytes})
 	g.bytes += bytes
 	full := g.bytes >= graveyardLimit
 	g.mu.Unlock()
@@ -71,7 +77,9 @@ func (g *scratchGraveyard) park(p driver.DevicePtr, bytes int) {
 	}
 }
 
-// drain waits until no launch can read parked scratch and frees it.
+// drain waits until no launch can read parked scratch and frees it. When
+// the synchronisation fails (a stream of the context kept capturing), a
+// launch may still read the scratch: it stays parked for a later drain.
 func (g *scratchGraveyard) drain() {
 	g.mu.Lock()
 	mem := g.mem
@@ -80,10 +88,18 @@ func (g *scratchGraveyard) drain() {
 	if len(mem) == 0 {
 		return
 	}
-	g.dev.SynchronizeOrWait()
+	if err := g.dev.SynchronizeOrWait(); err != nil {
+		g.mu.Lock()
+		for _, m := range mem {
+			g.bytes += m.bytes
+		}
+		g.mem = append(mem, g.mem...)
+		g.mu.Unlock()
+		return
+	}
 	g.dev.RelaxedCapture(func() error {
-		for _, p := range mem {
-			g.dev.Free(p)
+		for _, m := range mem {
+			g.dev.Free(m.p)
 		}
 		return nil
 	})

@@ -2,6 +2,7 @@ package gdn
 
 import (
 	"encoding/binary"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -21,6 +22,7 @@ type fakeScratch struct {
 	uploads map[driver.DevicePtr][]byte
 	freed   int
 	syncs   int
+	syncErr error // what SynchronizeOrWait returns
 }
 
 func newFakeScratch() *fakeScratch {
@@ -57,7 +59,7 @@ func (f *fakeScratch) SynchronizeOrWait() error {
 	f.mu.Lock()
 	f.syncs++
 	f.mu.Unlock()
-	return nil
+	return f.syncErr
 }
 
 // splitHostPath is hostPath with a fake device, so that calls split.
@@ -198,5 +200,31 @@ func TestSplitCallPerBoundaries(t *testing.T) {
 	}
 	if c.len() != 2 || len(f.live) != 2 {
 		t.Fatalf("%d calls, %d scratch blocks; want 2 and 2", c.len(), len(f.live))
+	}
+}
+
+// Parked scratch is freed only after a synchronisation that succeeded: when
+// it fails (a stream of the context is capturing), a launched graph may
+// still be reading the memory, so it stays parked for the next drain.
+func TestGraveyardKeepsScratchWhenSyncFails(t *testing.T) {
+	f := newFakeScratch()
+	f.syncErr = errors.New("CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED")
+	g := &scratchGraveyard{dev: f}
+	var ps []driver.DevicePtr
+	for range 3 {
+		p, _ := f.Alloc(graveyardLimit / 2)
+		ps = append(ps, p)
+		g.park(p, graveyardLimit/2)
+	}
+	if f.syncs == 0 {
+		t.Fatal("no drain past the limit")
+	}
+	if f.freed != 0 || len(f.live) != 3 {
+		t.Fatalf("after failed synchronisations: %d freed, %d live; want 0 and 3", f.freed, len(f.live))
+	}
+	f.syncErr = nil
+	g.drain()
+	if f.freed != 3 || len(f.live) != 0 {
+		t.Fatalf("after a good synchronisation: %d freed, %d live; want 3 and 0", f.freed, len(f.live))
 	}
 }
