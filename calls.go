@@ -204,7 +204,7 @@ func (c *callCache) close() {
 		e.free()
 	}
 	if c.grave != nil {
-		c.grave.drain()
+		c.grave.close()
 	}
 }
 

@@ -228,3 +228,36 @@ func TestGraveyardKeepsScratchWhenSyncFails(t *testing.T) {
 		t.Fatalf("after a good synchronisation: %d freed, %d live; want 3 and 0", f.freed, len(f.live))
 	}
 }
+
+// A split call launched into the caller's own stream capture lives on in
+// the caller's graph, which may be replayed at any time until Close (its
+// kernel parameters point into the scratch): its scratch must survive the
+// call's eviction and every drain of the graveyard, and go at Close.
+func TestSplitScratchOfCapturedCallKeptUntilClose(t *testing.T) {
+	c, f := splitHostPath(1)
+	c.limit = 1
+	a := goodArgs(2, 200, 1, 2)
+	e, err := c.prepare(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.split.pinned.Store(true) // what launch does on a capturing stream
+	captured := e.split.mem
+	c.release(e)
+	// Evict it, then push enough evicted scratch through to drain.
+	for b := 3; f.syncs == 0; b++ {
+		if b > 5000 {
+			t.Fatal("no drain")
+		}
+		if err := hostPathCall(c, goodArgs(b, 200, 1, 2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok := f.live[captured]; !ok {
+		t.Fatal("the scratch of a call captured into the caller's graph was freed on eviction")
+	}
+	c.close()
+	if len(f.live) != 0 {
+		t.Fatalf("after close: %d live", len(f.live))
+	}
+}
