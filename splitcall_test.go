@@ -261,3 +261,37 @@ func TestSplitScratchOfCapturedCallKeptUntilClose(t *testing.T) {
 		t.Fatalf("after close: %d live", len(f.live))
 	}
 }
+
+// The call cache bounds the scratch its split calls hold, not only their
+// count: an argument set per call (packed sequences whose boundaries
+// change, shapes that vary) must not pile up device memory until the GPU
+// runs out. The newest call always stays.
+func TestSplitScratchBudget(t *testing.T) {
+	c, f := splitHostPath(1)
+	c.scratchLimit = 64 << 20
+	var biggest int
+	for b := 1; b <= 40; b++ {
+		if err := hostPathCall(c, goodArgs(b, 640, 1, 2)); err != nil {
+			t.Fatal(err)
+		}
+		live := 0
+		c.mu.Lock()
+		for _, e := range c.entries {
+			if e.split != nil {
+				live += e.split.memBytes
+				biggest = max(biggest, e.split.memBytes)
+			}
+		}
+		c.mu.Unlock()
+		if live > c.scratchLimit+biggest {
+			t.Fatalf("after %d calls the cache holds %d MB of scratch, over the %d MB limit", b, live>>20, c.scratchLimit>>20)
+		}
+	}
+	if c.len() == 0 {
+		t.Fatal("empty cache")
+	}
+	c.close()
+	if len(f.live) != 0 {
+		t.Fatalf("after close: %d live", len(f.live))
+	}
+}
