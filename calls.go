@@ -48,6 +48,12 @@ func (e *callEntry) free() {
 // 2 KB of host memory and at most one graph exec.
 const callCacheLimit = 256
 
+// splitScratchLimit bounds the device memory that the split calls in the
+// cache hold (about 192 KB per segment and head each): a caller whose every
+// call is a new argument set (packed sequences with other boundaries) must
+// not pile up 256 calls' scratch. The newest call is kept whatever its size.
+const splitScratchLimit = 2 << 30
+
 // callCache is Forward's host path: it validates arguments and maps them to
 // a prepared call, so that a call repeated with the same arguments (same
 // buffers, shapes, dtypes and scale) allocates nothing and encodes no tensor
@@ -63,17 +69,40 @@ type callCache struct {
 	limit int
 	// dev gives split plans their scratch memory; nil (CPU tests) never
 	// splits. segChunks is Options.SegmentChunks.
-	dev       scratchDevice
-	grave     *scratchGraveyard
-	segChunks int
+	dev          scratchDevice
+	grave        *scratchGraveyard
+	segChunks    int
+	scratchLimit int // splitScratchLimit
 
 	mu      sync.Mutex
 	entries map[hopperCall]*callEntry
+	scratch int // bytes of split scratch held by entries in the map
 	closed  bool
 }
 
 func newCallCache(plans *planCache, encode tiledEncoder, pack func([]byte) (*driver.KernelParams, error)) *callCache {
-	return &callCache{plans: plans, encode: encode, pack: pack, limit: callCacheLimit, entries: map[hopperCall]*callEntry{}}
+	return &callCache{plans: plans, encode: encode, pack: pack, limit: callCacheLimit, scratchLimit: splitScratchLimit,
+		entries: map[hopperCall]*callEntry{}}
+}
+
+// scratchBytes is the split scratch e holds (0 for an unsplit call).
+func (e *callEntry) scratchBytes() int {
+	if e.split == nil {
+		return 0
+	}
+	return e.split.memBytes
+}
+
+// evictLocked takes e out of the map (c.mu held); it returns e when no call
+// holds it, to be freed once c.mu is released.
+func (c *callCache) evictLocked(k hopperCall, e *callEntry) *callEntry {
+	delete(c.entries, k)
+	c.scratch -= e.scratchBytes()
+	e.evicted = true
+	if e.refs == 0 {
+		return e
+	}
+	return nil
 }
 
 // packParams packs a Hopper parameter block (64-byte aligned: it holds
@@ -159,18 +188,32 @@ func (c *callCache) create(key hopperCall, p Problem) (*callEntry, error) {
 		// Evict one entry, whichever the map's randomised iteration
 		// yields first: simple, and no entry is favoured over time.
 		for k, v := range c.entries {
-			delete(c.entries, k)
-			v.evicted = true
-			if v.refs == 0 {
-				victim = v
-			}
+			victim = c.evictLocked(k, v)
 			break
+		}
+	}
+	// Split calls beyond the scratch limit go too, in the same order.
+	var victims []*callEntry
+	if sb := e.scratchBytes(); sb > 0 {
+		for k, v := range c.entries {
+			if c.scratch+sb <= c.scratchLimit {
+				break
+			}
+			if v.split != nil {
+				if x := c.evictLocked(k, v); x != nil {
+					victims = append(victims, x)
+				}
+			}
 		}
 	}
 	e.refs = 1
 	c.entries[key] = e
+	c.scratch += e.scratchBytes()
 	c.mu.Unlock()
 	victim.free()
+	for _, v := range victims {
+		v.free()
+	}
 	return e, nil
 }
 
@@ -193,10 +236,8 @@ func (c *callCache) close() {
 	c.mu.Lock()
 	c.closed = true
 	for k, e := range c.entries {
-		delete(c.entries, k)
-		e.evicted = true
-		if e.refs == 0 {
-			idle = append(idle, e)
+		if x := c.evictLocked(k, e); x != nil {
+			idle = append(idle, x)
 		}
 	}
 	c.mu.Unlock()
@@ -204,7 +245,7 @@ func (c *callCache) close() {
 		e.free()
 	}
 	if c.grave != nil {
-		c.grave.drain()
+		c.grave.close()
 	}
 }
 

@@ -31,6 +31,13 @@ func (rt *Runtime) launch(e *callEntry, s Stream) error {
 		e.split.scanFn.Store(k.fn)
 	}
 	stream := rt.ctx.WrapStream(uintptr(s)) // inlined: stays on the stack
+	if e.split != nil && s != 0 && !e.split.pinned.Load() {
+		// Launched into the caller's capture, the call's scratch lives on
+		// in the caller's graph: keep it until Close (scratchGraveyard).
+		if capturing, err := stream.IsCapturing(); err != nil || capturing {
+			e.split.pinned.Store(true)
+		}
+	}
 	if rt.graphs != nil && s != 0 {
 		if done, err := rt.graphs.run(rt.ctx, e, stream); done || err != nil {
 			return err

@@ -30,7 +30,9 @@ type Options struct {
 	// long sequences into segments run on many SMs at once when its cost
 	// model says that is faster (see PlanCoreSplit); > 0 cuts every sequence
 	// longer than that many 64-token chunks into segments of it (tests,
-	// benchmarks); < 0 never cuts. Results are exact either way.
+	// benchmarks; not when that would make more than 65535 segments, the
+	// grid rows of the output pass); < 0 never cuts. Results are exact
+	// either way.
 	SegmentChunks int
 	// SMs, when positive, runs the Runtime on a slice of at least that many
 	// of the device's SMs, through a CUDA green context (driver.OpenGreen);

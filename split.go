@@ -94,7 +94,8 @@ func unsplitTime(p Problem, sms, consumers int) float64 {
 // w1 waves), the scan (its longest chain of segments), the output pass
 // (every segment as a packed sequence, w3 waves), and the fixed cost of
 // the waves beyond the one an unsplit run pays. ok is false when no
-// sequence is longer than ls.
+// sequence is longer than ls, or when the segments would not fit the output
+// pass's grid rows (grid.y, maxSeqs: one row per segment).
 func splitTime(p Problem, sms, consumers, ls int) (t float64, transfer int, ok bool) {
 	tiles := 2 / consumers
 	segs, longestSeg, maxChain, total := 0, 0, 0, 0
@@ -106,7 +107,7 @@ func splitTime(p Problem, sms, consumers, ls int) (t float64, transfer int, ok b
 		total += l
 	})
 	transfer = segs - p.N
-	if transfer == 0 {
+	if transfer == 0 || segs > maxSeqs {
 		return 0, 0, false
 	}
 	sms = max(sms, 1)
@@ -120,7 +121,8 @@ func splitTime(p Problem, sms, consumers, ls int) (t float64, transfer int, ok b
 
 // planSplit decides whether and how to split p's sequences on sms
 // multiprocessors. force > 0 cuts at that many chunks whenever a sequence
-// is longer (tests, benchmarks); force < 0 never splits. consumers > 0 fixes
+// is longer (tests, benchmarks), unless that makes more segments than the
+// output pass's grid holds (then it does not split); force < 0 never splits. consumers > 0 fixes
 // the tile (a forced variant).
 func planSplit(p Problem, sms, force, consumers int) splitPlan {
 	if force < 0 || p.N == 0 {

@@ -107,3 +107,29 @@ func TestHopperCallKeyHoldsBoundaries(t *testing.T) {
 		t.Fatalf("hashes %x %x", a, b)
 	}
 }
+
+// The output pass runs one grid row (grid.y, at most 65535) per segment, so
+// no split plan may cut more segments than that, forced or not: such a plan
+// would fail at launch although the unsplit call is valid.
+func TestPlanSplitGridRows(t *testing.T) {
+	long := Problem{B: 1, T: 65536 * ChunkLen, Hq: 1, Hv: 1, N: 1, Dtype: BF16}
+	for _, force := range []int{1, 2} {
+		sp := planSplit(long, 132, force, 0)
+		if sp.segChunks == 0 {
+			continue // not split: fine
+		}
+		if segs := sp.transfer + long.N; segs > maxSeqs {
+			t.Errorf("forced %d chunks: %d segments, over the %d grid rows", force, segs, maxSeqs)
+		}
+	}
+	// Many sequences, each cut once, pass the limit as well.
+	many := Problem{B: 40000, T: 2 * ChunkLen, Hq: 1, Hv: 1, N: 40000, Dtype: BF16}
+	if sp := planSplit(many, 132, 1, 0); sp.segChunks != 0 && sp.transfer+many.N > maxSeqs {
+		t.Errorf("40000 sequences of 2 chunks, forced 1: %d segments", sp.transfer+many.N)
+	}
+	// At the limit it still splits.
+	at := Problem{B: 1, T: maxSeqs * ChunkLen, Hq: 1, Hv: 1, N: 1, Dtype: BF16}
+	if sp := planSplit(at, 132, 1, 0); sp.segChunks != 1 || sp.transfer+1 != maxSeqs {
+		t.Errorf("%d chunks forced 1: %+v, want %d segments", maxSeqs, sp, maxSeqs)
+	}
+}

@@ -48,10 +48,23 @@ func (c contextScratch) Upload(dst driver.DevicePtr, src unsafe.Pointer, bytes i
 // capturing its own graph when a prepared call is evicted must not see
 // that. So evicted scratch is parked, and freed after one synchronisation
 // once graveyardLimit bytes have gathered, and at Close.
+//
+// Scratch of a call launched into a caller's own stream capture is another
+// matter: the caller's graph holds the call's kernel parameters, which point
+// into the scratch, and may be replayed at any time until the Runtime
+// closes (as it may for an unsplit call, whose parameters the graph copies).
+// Such scratch is kept until Close whatever the synchronisations.
 type scratchGraveyard struct {
 	dev   scratchDevice
 	mu    sync.Mutex
-	mem   []driver.DevicePtr
+	mem   []parkedScratch
+	bytes int
+	kept  []parkedScratch // of calls captured into callers' graphs: freed at Close
+}
+
+// parkedScratch is one evicted call's scratch.
+type parkedScratch struct {
+	p     driver.DevicePtr
 	bytes int
 }
 
@@ -62,7 +75,7 @@ const graveyardLimit = 256 << 20
 // the limit is passed.
 func (g *scratchGraveyard) park(p driver.DevicePtr, bytes int) {
 	g.mu.Lock()
-	g.mem = append(g.mem, p)
+	g.mem = append(g.mem, parkedScratch{p, bytes})
 	g.bytes += bytes
 	full := g.bytes >= graveyardLimit
 	g.mu.Unlock()
@@ -71,7 +84,26 @@ func (g *scratchGraveyard) park(p driver.DevicePtr, bytes int) {
 	}
 }
 
-// drain waits until no launch can read parked scratch and frees it.
+// keep takes an evicted call's scratch that a caller's graph may still use:
+// it is freed at Close only.
+func (g *scratchGraveyard) keep(p driver.DevicePtr, bytes int) {
+	g.mu.Lock()
+	g.kept = append(g.kept, parkedScratch{p, bytes})
+	g.mu.Unlock()
+}
+
+// close frees everything parked and kept (the Runtime is closing: no graph
+// of a caller may be launched any more).
+func (g *scratchGraveyard) close() {
+	g.mu.Lock()
+	g.mem, g.kept = append(g.mem, g.kept...), nil
+	g.mu.Unlock()
+	g.drain()
+}
+
+// drain waits until no launch can read parked scratch and frees it. When
+// the synchronisation fails (a stream of the context kept capturing), a
+// launch may still read the scratch: it stays parked for a later drain.
 func (g *scratchGraveyard) drain() {
 	g.mu.Lock()
 	mem := g.mem
@@ -80,10 +112,18 @@ func (g *scratchGraveyard) drain() {
 	if len(mem) == 0 {
 		return
 	}
-	g.dev.SynchronizeOrWait()
+	if err := g.dev.SynchronizeOrWait(); err != nil {
+		g.mu.Lock()
+		for _, m := range mem {
+			g.bytes += m.bytes
+		}
+		g.mem = append(mem, g.mem...)
+		g.mu.Unlock()
+		return
+	}
 	g.dev.RelaxedCapture(func() error {
-		for _, p := range mem {
-			g.dev.Free(p)
+		for _, m := range mem {
+			g.dev.Free(m.p)
 		}
 		return nil
 	})
@@ -117,6 +157,9 @@ type splitCall struct {
 	xferVariant kernsrc.Variant // the transfer pass's kernel
 	xferFn      atomic.Pointer[driver.Function]
 	scanFn      atomic.Pointer[driver.Function]
+	// pinned: launched on a stream that was capturing (the caller's
+	// graph), so the scratch is kept until Close (scratchGraveyard).
+	pinned atomic.Bool
 }
 
 // stateFloats is one 128 x 128 fp32 state.
@@ -210,14 +253,17 @@ func newSplitCall(dev scratchDevice, grave *scratchGraveyard, encode tiledEncode
 }
 
 // free releases the call's parameters and hands its scratch to the
-// graveyard (a launched graph may still read it); a call whose preparation
+// graveyard (a launched graph may still read it; a caller's graph that
+// captured the call may be replayed until Close); a call whose preparation
 // failed (no graveyard yet: it never launched) frees the scratch at once.
 func (sc *splitCall) free() {
 	if sc == nil {
 		return
 	}
 	if sc.mem != 0 {
-		if sc.grave != nil {
+		if sc.grave != nil && sc.pinned.Load() {
+			sc.grave.keep(sc.mem, sc.memBytes)
+		} else if sc.grave != nil {
 			sc.grave.park(sc.mem, sc.memBytes)
 		} else {
 			sc.dev.RelaxedCapture(func() error { return sc.dev.Free(sc.mem) })

@@ -2,6 +2,7 @@ package gdn
 
 import (
 	"encoding/binary"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -21,6 +22,7 @@ type fakeScratch struct {
 	uploads map[driver.DevicePtr][]byte
 	freed   int
 	syncs   int
+	syncErr error // what SynchronizeOrWait returns
 }
 
 func newFakeScratch() *fakeScratch {
@@ -57,7 +59,7 @@ func (f *fakeScratch) SynchronizeOrWait() error {
 	f.mu.Lock()
 	f.syncs++
 	f.mu.Unlock()
-	return nil
+	return f.syncErr
 }
 
 // splitHostPath is hostPath with a fake device, so that calls split.
@@ -198,5 +200,98 @@ func TestSplitCallPerBoundaries(t *testing.T) {
 	}
 	if c.len() != 2 || len(f.live) != 2 {
 		t.Fatalf("%d calls, %d scratch blocks; want 2 and 2", c.len(), len(f.live))
+	}
+}
+
+// Parked scratch is freed only after a synchronisation that succeeded: when
+// it fails (a stream of the context is capturing), a launched graph may
+// still be reading the memory, so it stays parked for the next drain.
+func TestGraveyardKeepsScratchWhenSyncFails(t *testing.T) {
+	f := newFakeScratch()
+	f.syncErr = errors.New("CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED")
+	g := &scratchGraveyard{dev: f}
+	var ps []driver.DevicePtr
+	for range 3 {
+		p, _ := f.Alloc(graveyardLimit / 2)
+		ps = append(ps, p)
+		g.park(p, graveyardLimit/2)
+	}
+	if f.syncs == 0 {
+		t.Fatal("no drain past the limit")
+	}
+	if f.freed != 0 || len(f.live) != 3 {
+		t.Fatalf("after failed synchronisations: %d freed, %d live; want 0 and 3", f.freed, len(f.live))
+	}
+	f.syncErr = nil
+	g.drain()
+	if f.freed != 3 || len(f.live) != 0 {
+		t.Fatalf("after a good synchronisation: %d freed, %d live; want 3 and 0", f.freed, len(f.live))
+	}
+}
+
+// A split call launched into the caller's own stream capture lives on in
+// the caller's graph, which may be replayed at any time until Close (its
+// kernel parameters point into the scratch): its scratch must survive the
+// call's eviction and every drain of the graveyard, and go at Close.
+func TestSplitScratchOfCapturedCallKeptUntilClose(t *testing.T) {
+	c, f := splitHostPath(1)
+	c.limit = 1
+	a := goodArgs(2, 200, 1, 2)
+	e, err := c.prepare(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.split.pinned.Store(true) // what launch does on a capturing stream
+	captured := e.split.mem
+	c.release(e)
+	// Evict it, then push enough evicted scratch through to drain.
+	for b := 3; f.syncs == 0; b++ {
+		if b > 5000 {
+			t.Fatal("no drain")
+		}
+		if err := hostPathCall(c, goodArgs(b, 200, 1, 2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok := f.live[captured]; !ok {
+		t.Fatal("the scratch of a call captured into the caller's graph was freed on eviction")
+	}
+	c.close()
+	if len(f.live) != 0 {
+		t.Fatalf("after close: %d live", len(f.live))
+	}
+}
+
+// The call cache bounds the scratch its split calls hold, not only their
+// count: an argument set per call (packed sequences whose boundaries
+// change, shapes that vary) must not pile up device memory until the GPU
+// runs out. The newest call always stays.
+func TestSplitScratchBudget(t *testing.T) {
+	c, f := splitHostPath(1)
+	c.scratchLimit = 64 << 20
+	var biggest int
+	for b := 1; b <= 40; b++ {
+		if err := hostPathCall(c, goodArgs(b, 640, 1, 2)); err != nil {
+			t.Fatal(err)
+		}
+		live := 0
+		c.mu.Lock()
+		for _, e := range c.entries {
+			if e.split != nil {
+				live += e.split.memBytes
+				biggest = max(biggest, e.split.memBytes)
+			}
+		}
+		c.mu.Unlock()
+		if live > c.scratchLimit+biggest {
+			t.Fatalf("after %d calls the cache holds %d MB of scratch, over the %d MB limit", b, live>>20, c.scratchLimit>>20)
+		}
+	}
+	if c.len() == 0 {
+		t.Fatal("empty cache")
+	}
+	c.close()
+	if len(f.live) != 0 {
+		t.Fatalf("after close: %d live", len(f.live))
 	}
 }
