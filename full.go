@@ -106,6 +106,9 @@ type fullCall struct {
 	variants [3]kernsrc.Variant // gates, l2norm, solve
 	fns      [3]atomic.Pointer[driver.Function]
 	launches []prepLaunch
+	// pinned: launched on a stream that was capturing (the caller's graph
+	// points into the scratch), so the scratch is kept until Close.
+	pinned atomic.Bool
 
 	refs    int // guarded by fullCache.mu
 	evicted bool
@@ -124,10 +127,17 @@ type prepLaunch struct {
 type fullCache struct {
 	mu      sync.Mutex
 	entries map[fullKey]*fullCall
+	scratch int // bytes of scratch held by the entries in the map
 	closed  bool
 }
 
-const fullCacheLimit = 64
+// The prepared full calls kept: at most fullCacheLimit, holding at most
+// fullScratchLimit bytes of scratch together (the newest is kept whatever
+// its size): a caller whose every call is new must not pile up scratch.
+const (
+	fullCacheLimit   = 64
+	fullScratchLimit = 2 << 30
+)
 
 func (c *fullCache) get(key fullKey) *fullCall {
 	c.mu.Lock()
@@ -142,7 +152,6 @@ func (c *fullCache) get(key fullKey) *fullCall {
 // put stores e (held once by the caller), or returns the entry another
 // goroutine stored first (held) and frees e.
 func (c *fullCache) put(e *fullCall) (*fullCall, error) {
-	var victim *fullCall
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -158,21 +167,24 @@ func (c *fullCache) put(e *fullCall) (*fullCall, error) {
 	if c.entries == nil {
 		c.entries = map[fullKey]*fullCall{}
 	}
-	if len(c.entries) >= fullCacheLimit {
-		for k, v := range c.entries {
-			delete(c.entries, k)
-			v.evicted = true
-			if v.refs == 0 {
-				victim = v
-			}
+	var victims []*fullCall
+	for k, v := range c.entries {
+		if len(c.entries) < fullCacheLimit && c.scratch+e.memBytes <= fullScratchLimit {
 			break
+		}
+		delete(c.entries, k)
+		c.scratch -= v.memBytes
+		v.evicted = true
+		if v.refs == 0 {
+			victims = append(victims, v)
 		}
 	}
 	e.refs = 1
 	c.entries[e.key] = e
+	c.scratch += e.memBytes
 	c.mu.Unlock()
-	if victim != nil {
-		victim.free()
+	for _, v := range victims {
+		v.free()
 	}
 	return e, nil
 }
@@ -193,6 +205,7 @@ func (c *fullCache) close() {
 	c.closed = true
 	for k, e := range c.entries {
 		delete(c.entries, k)
+		c.scratch -= e.memBytes
 		e.evicted = true
 		if e.refs == 0 {
 			idle = append(idle, e)
@@ -211,9 +224,12 @@ func (e *fullCall) free() {
 	}
 	e.launches = nil
 	if e.mem != 0 {
-		if e.grave != nil {
+		switch {
+		case e.grave != nil && e.pinned.Load():
+			e.grave.keep(e.mem, e.memBytes)
+		case e.grave != nil:
 			e.grave.park(e.mem, e.memBytes)
-		} else {
+		default:
 			e.dev.RelaxedCapture(func() error { return e.dev.Free(e.mem) })
 		}
 		e.mem = 0
@@ -278,6 +294,13 @@ func (rt *Runtime) ForwardFull(a *FullArgs, s Stream) error {
 	defer rt.full.release(e)
 
 	stream := rt.ctx.WrapStream(uintptr(s))
+	if s != 0 && !e.pinned.Load() {
+		// Launched into the caller's capture, the call's scratch lives on in
+		// the caller's graph: keep it until Close (scratchGraveyard).
+		if capturing, err := stream.IsCapturing(); err != nil || capturing {
+			e.pinned.Store(true)
+		}
+	}
 	for i := range e.launches {
 		l := &e.launches[i]
 		fn := e.fns[l.kernel].Load()

@@ -3,6 +3,8 @@ package gdn
 import (
 	"errors"
 	"testing"
+
+	"github.com/gdnjit/gdn/driver"
 )
 
 // fullArgs are valid full-forward arguments (A absent, g raw).
@@ -66,5 +68,54 @@ func TestChunkPairs(t *testing.T) {
 	}
 	if got := chunkPairs(Problem{B: 2, T: 64, N: 2}); len(got) != 4 || got[2] != 64 || got[3] != 128 {
 		t.Fatalf("batch: %v", got)
+	}
+}
+
+// The prepared full calls hold at most fullScratchLimit bytes of scratch
+// (the newest whatever its size); evicted scratch is parked in the
+// graveyard, or kept until Close when the call was captured into a caller's
+// graph; Close frees it all after one synchronisation.
+func TestFullCacheScratch(t *testing.T) {
+	f := newFakeScratch()
+	g := &scratchGraveyard{dev: f}
+	var c fullCache
+	mk := func(i int, bytes int, pinned bool) *fullCall {
+		p, _ := f.Alloc(bytes)
+		e := &fullCall{key: fullKey{b: i}, dev: f, grave: g, mem: p, memBytes: bytes}
+		e.pinned.Store(pinned)
+		return e
+	}
+	var pinnedMem driver.DevicePtr
+	for i, pinned := range []bool{true, false, false} {
+		e := mk(i, 900<<20, pinned)
+		if pinned {
+			pinnedMem = e.mem
+		}
+		e, err := c.put(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.release(e)
+	}
+	if len(c.entries) != 2 || c.scratch != 1800<<20 {
+		t.Fatalf("%d entries, %d bytes of scratch; want 2, 1800 MB", len(c.entries), c.scratch)
+	}
+	big, err := c.put(mk(9, 3<<30, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.release(big)
+	if len(c.entries) != 1 || c.entries[fullKey{b: 9}] != big {
+		t.Fatalf("a call over the limit must stay alone: %d entries", len(c.entries))
+	}
+	// Three calls were evicted; their scratch was freed after a
+	// synchronisation, except the captured one's, kept until Close.
+	if _, ok := f.live[pinnedMem]; !ok || len(f.live) != 2 || f.syncs == 0 {
+		t.Fatalf("captured call's scratch live %v; %d live, %d syncs", ok, len(f.live), f.syncs)
+	}
+	c.close()
+	g.close()
+	if len(f.live) != 0 {
+		t.Fatalf("after close: %d live", len(f.live))
 	}
 }
