@@ -2,6 +2,7 @@ package gdn
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -130,46 +131,44 @@ func (c *callCache) prepare(a *CoreArgs) (*callEntry, error) {
 		return nil, ErrClosed
 	}
 	if e, ok := c.entries[key]; ok {
-		e.refs++
+		if e.sameSeqs(p.Seqs) {
+			e.refs++
+			c.mu.Unlock()
+			return e, nil
+		}
+		// Two boundary sets with one hash (the key holds a 64-bit hash of
+		// them): this call gets an entry of its own, used once.
 		c.mu.Unlock()
-		return e, nil
+		return c.createAlone(key, p)
 	}
 	c.mu.Unlock()
 	return c.create(key, p)
+}
+
+// sameSeqs reports whether e was prepared for these sequence boundaries:
+// a split call's tables hold them, so a hash match is checked exactly.
+func (e *callEntry) sameSeqs(seqs []int) bool {
+	return e.split == nil || slices.Equal(e.split.seqs, seqs)
+}
+
+// createAlone prepares a call outside the cache: its entry is freed when
+// the call releases it.
+func (c *callCache) createAlone(key hopperCall, p Problem) (*callEntry, error) {
+	e, err := c.build(key, p)
+	if err != nil {
+		return nil, err
+	}
+	e.refs, e.evicted = 1, true
+	return e, nil
 }
 
 // create prepares a call not in the cache: plan, tensor maps, C copy. Two
 // goroutines preparing the same call at once both build it; the second to
 // finish uses the first's entry and frees its own.
 func (c *callCache) create(key hopperCall, p Problem) (*callEntry, error) {
-	plan, err := c.plans.plan(p)
+	e, err := c.build(key, p)
 	if err != nil {
 		return nil, err
-	}
-	e := &callEntry{key: key, plan: plan}
-	if err := key.params(c.encode, &e.block); err != nil {
-		return nil, err
-	}
-	if c.dev != nil {
-		forced := 0
-		if c.plans.variant != "" {
-			forced = plan.TileWidth / 64
-		}
-		if sp := planSplit(p, c.plans.sms, c.segChunks, forced); sp.segChunks > 0 {
-			if e.plan, err = planHopper(p, sp.consumers); err != nil {
-				return nil, err
-			}
-			e.plan.SegmentChunks, e.plan.Segments = sp.segChunks, sp.transfer
-			if e.split, err = newSplitCall(c.dev, c.grave, c.encode, c.pack, key, p, sp); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if c.pack != nil {
-		if e.params, err = c.pack(e.block[:]); err != nil {
-			e.free()
-			return nil, fmt.Errorf("gdn: kernel parameters: %w", err)
-		}
 	}
 	var victim *callEntry
 	c.mu.Lock()
@@ -179,6 +178,11 @@ func (c *callCache) create(key hopperCall, p Problem) (*callEntry, error) {
 		return nil, ErrClosed
 	}
 	if old, ok := c.entries[key]; ok {
+		if !old.sameSeqs(p.Seqs) { // a hash collision (see prepare): e serves this call alone
+			c.mu.Unlock()
+			e.refs, e.evicted = 1, true
+			return e, nil
+		}
 		old.refs++
 		c.mu.Unlock()
 		e.free()
@@ -213,6 +217,40 @@ func (c *callCache) create(key hopperCall, p Problem) (*callEntry, error) {
 	victim.free()
 	for _, v := range victims {
 		v.free()
+	}
+	return e, nil
+}
+
+// build prepares a call: plan (split or not), tensor maps, C copy, scratch.
+func (c *callCache) build(key hopperCall, p Problem) (*callEntry, error) {
+	plan, err := c.plans.plan(p)
+	if err != nil {
+		return nil, err
+	}
+	e := &callEntry{key: key, plan: plan}
+	if err := key.params(c.encode, &e.block); err != nil {
+		return nil, err
+	}
+	if c.dev != nil {
+		forced := 0
+		if c.plans.variant != "" {
+			forced = plan.TileWidth / 64
+		}
+		if sp := planSplit(p, c.plans.sms, c.segChunks, forced); sp.segChunks > 0 {
+			if e.plan, err = planHopper(p, sp.consumers); err != nil {
+				return nil, err
+			}
+			e.plan.SegmentChunks, e.plan.Segments = sp.segChunks, sp.transfer
+			if e.split, err = newSplitCall(c.dev, c.grave, c.encode, c.pack, key, p, sp); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if c.pack != nil {
+		if e.params, err = c.pack(e.block[:]); err != nil {
+			e.free()
+			return nil, fmt.Errorf("gdn: kernel parameters: %w", err)
+		}
 	}
 	return e, nil
 }

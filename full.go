@@ -3,6 +3,7 @@ package gdn
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -98,6 +99,7 @@ type fullKey struct {
 // and the core forward on the scratch.
 type fullCall struct {
 	key      fullKey
+	seqs     []int // the boundaries its chunk table was built from (the key holds their hash)
 	core     CoreArgs
 	dev      scratchDevice
 	grave    *scratchGraveyard
@@ -139,14 +141,20 @@ const (
 	fullScratchLimit = 2 << 30
 )
 
-func (c *fullCache) get(key fullKey) *fullCall {
+// get returns the prepared call of key (held), or nil; collided is true
+// when one is cached for other boundaries with the same hash (the call then
+// needs one of its own, outside the cache).
+func (c *fullCache) get(key fullKey, seqs []int) (e *fullCall, collided bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.entries[key]; ok {
+		if !slices.Equal(e.seqs, seqs) {
+			return nil, true
+		}
 		e.refs++
-		return e
+		return e, false
 	}
-	return nil
+	return nil, false
 }
 
 // put stores e (held once by the caller), or returns the entry another
@@ -159,6 +167,11 @@ func (c *fullCache) put(e *fullCall) (*fullCall, error) {
 		return nil, ErrClosed
 	}
 	if old, ok := c.entries[e.key]; ok {
+		if !slices.Equal(old.seqs, e.seqs) { // a hash collision: e serves its call alone
+			c.mu.Unlock()
+			e.refs, e.evicted = 1, true
+			return e, nil
+		}
 		old.refs++
 		c.mu.Unlock()
 		e.free()
@@ -282,12 +295,14 @@ func (rt *Runtime) ForwardFull(a *FullArgs, s Stream) error {
 	if p.Seqs != nil {
 		key.cuSeqlens = args.CuSeqlensDevice.Ptr
 	}
-	e := rt.full.get(key)
+	e, collided := rt.full.get(key, p.Seqs)
 	if e == nil {
 		if e, err = rt.newFullCall(&args, key, p); err != nil {
 			return err
 		}
-		if e, err = rt.full.put(e); err != nil {
+		if collided {
+			e.refs, e.evicted = 1, true // released (and freed) by this call alone
+		} else if e, err = rt.full.put(e); err != nil {
 			return err
 		}
 	}
@@ -337,7 +352,7 @@ func (rt *Runtime) newFullCall(a *FullArgs, key fullKey, p Problem) (*fullCall, 
 	if a.L2Norm {
 		qkBytes = align(tokens * p.Hq * HeadDim * 2)
 	}
-	e := &fullCall{key: key, dev: rt.calls.dev, memBytes: tableBytes + gBytes + aBytes + 2*qkBytes}
+	e := &fullCall{key: key, seqs: slices.Clone(p.Seqs), dev: rt.calls.dev, memBytes: tableBytes + gBytes + aBytes + 2*qkBytes}
 	dt := coreDtype(p.Dtype)
 	for i, k := range []string{kernsrc.PrepGatesKernel, kernsrc.PrepL2NormKernel, kernsrc.PrepSolveKernel} {
 		v, err := kernsrc.PrepVariant(k, dt)

@@ -2,6 +2,7 @@ package gdn
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -136,6 +137,7 @@ func (g *scratchGraveyard) drain() {
 // already race on o unless the caller orders them.
 type splitCall struct {
 	plan     splitPlan
+	seqs     []int // the boundaries its tables were built from (the call key holds only their hash)
 	dev      scratchDevice
 	grave    *scratchGraveyard
 	mem      driver.DevicePtr
@@ -183,7 +185,7 @@ func newSplitCall(dev scratchDevice, grave *scratchGraveyard, encode tiledEncode
 	tableBytes := (4*len(tables) + 255) &^ 255
 	bmBytes := 2 * P * p.Hv * stateFloats * 4
 	startBytes := nSeg * p.Hv * stateFloats * 4
-	sc := &splitCall{plan: sp, dev: dev} // grave set once prepared: until then free frees
+	sc := &splitCall{plan: sp, dev: dev, seqs: slices.Clone(p.Seqs)} // grave set once prepared: until then free frees
 	if sc.xferVariant, err = kernsrc.HopperTransferVariant(coreDtype(p.Dtype), sp.consumers); err != nil {
 		return nil, err
 	}

@@ -295,3 +295,35 @@ func TestSplitScratchBudget(t *testing.T) {
 		t.Fatalf("after close: %d live", len(f.live))
 	}
 }
+
+// The call key holds a hash of the sequence boundaries; a split call found
+// under a key whose boundaries differ (a hash collision, simulated here)
+// is not used: the call gets an entry of its own, freed when released.
+func TestSplitCallHashCollision(t *testing.T) {
+	c, f := splitHostPath(2)
+	a := varlenArgs()
+	e, err := c.prepare(a)
+	if err != nil || e.split == nil {
+		t.Fatalf("%v, split %v", err, e.split)
+	}
+	c.release(e)
+	e.split.seqs = []int{0, 7, 4096} // as if prepared for other boundaries with the same hash
+	alone, err := c.prepare(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if alone == e || !alone.evicted || !slices.Equal(alone.split.seqs, a.CuSeqlens) {
+		t.Fatalf("collision served the cached entry (%v) or an unowned one", alone == e)
+	}
+	c.release(alone)
+	c.grave.mu.Lock()
+	parked := len(c.grave.mem)
+	c.grave.mu.Unlock()
+	if c.len() != 1 || parked != 1 {
+		t.Fatalf("%d cached calls, %d parked scratch blocks; want 1 and 1 (the one-off's)", c.len(), parked)
+	}
+	c.close()
+	if len(f.live) != 0 {
+		t.Fatalf("%d scratch blocks live after close", len(f.live))
+	}
+}
