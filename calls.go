@@ -3,7 +3,6 @@ package gdn
 import (
 	"fmt"
 	"slices"
-	"sync"
 	"sync/atomic"
 
 	"github.com/gdnjit/gdn/driver"
@@ -25,9 +24,7 @@ type callEntry struct {
 	split *splitCall                      // a sequence-parallel plan's passes, or nil
 	graph callGraph
 
-	// Guarded by callCache.mu.
-	refs    int  // calls holding the entry
-	evicted bool // out of the map: freed when refs drops to 0
+	holdState // guarded by the cache's heldCache.mu
 
 	freed atomic.Bool
 }
@@ -66,24 +63,20 @@ type callCache struct {
 	encode tiledEncoder
 	// pack copies a block into C memory for the driver; nil (CPU tests)
 	// leaves callEntry.params nil.
-	pack  func(block []byte) (*driver.KernelParams, error)
-	limit int
+	pack func(block []byte) (*driver.KernelParams, error)
 	// dev gives split plans their scratch memory; nil (CPU tests) never
 	// splits. segChunks is Options.SegmentChunks.
-	dev          scratchDevice
-	grave        *scratchGraveyard
-	segChunks    int
-	scratchLimit int // splitScratchLimit
+	dev       scratchDevice
+	grave     *scratchGraveyard
+	segChunks int
 
-	mu      sync.Mutex
-	entries map[hopperCall]*callEntry
-	scratch int // bytes of split scratch held by entries in the map
-	closed  bool
+	held heldCache[hopperCall, *callEntry] // callCacheLimit calls, splitScratchLimit bytes of scratch
 }
 
 func newCallCache(plans *planCache, encode tiledEncoder, pack func([]byte) (*driver.KernelParams, error)) *callCache {
-	return &callCache{plans: plans, encode: encode, pack: pack, limit: callCacheLimit, scratchLimit: splitScratchLimit,
-		entries: map[hopperCall]*callEntry{}}
+	c := &callCache{plans: plans, encode: encode, pack: pack}
+	c.held.limit, c.held.scratchLimit = callCacheLimit, splitScratchLimit
+	return c
 }
 
 // scratchBytes is the split scratch e holds (0 for an unsplit call).
@@ -92,18 +85,6 @@ func (e *callEntry) scratchBytes() int {
 		return 0
 	}
 	return e.split.memBytes
-}
-
-// evictLocked takes e out of the map (c.mu held); it returns e when no call
-// holds it, to be freed once c.mu is released.
-func (c *callCache) evictLocked(k hopperCall, e *callEntry) *callEntry {
-	delete(c.entries, k)
-	c.scratch -= e.scratchBytes()
-	e.evicted = true
-	if e.refs == 0 {
-		return e
-	}
-	return nil
 }
 
 // packParams packs a Hopper parameter block (64-byte aligned: it holds
@@ -125,100 +106,31 @@ func (c *callCache) prepare(a *CoreArgs) (*callEntry, error) {
 		return nil, err
 	}
 	key := newHopperCall(&args, p)
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return nil, ErrClosed
+	e, found, collided, err := c.held.get(key, p.Seqs)
+	switch {
+	case err != nil:
+		return nil, err
+	case found:
+		return e, nil
 	}
-	if e, ok := c.entries[key]; ok {
-		if e.sameSeqs(p.Seqs) {
-			e.refs++
-			c.mu.Unlock()
-			return e, nil
-		}
+	if e, err = c.build(key, p); err != nil {
+		return nil, err
+	}
+	if collided {
 		// Two boundary sets with one hash (the key holds a 64-bit hash of
 		// them): this call gets an entry of its own, used once.
-		c.mu.Unlock()
-		return c.createAlone(key, p)
+		alone(&e.holdState)
+		return e, nil
 	}
-	c.mu.Unlock()
-	return c.create(key, p)
+	// Two goroutines preparing the same call at once both build it; the
+	// second to store it uses the first's entry and frees its own.
+	return c.held.put(key, e, p.Seqs)
 }
 
 // sameSeqs reports whether e was prepared for these sequence boundaries:
 // a split call's tables hold them, so a hash match is checked exactly.
 func (e *callEntry) sameSeqs(seqs []int) bool {
 	return e.split == nil || slices.Equal(e.split.seqs, seqs)
-}
-
-// createAlone prepares a call outside the cache: its entry is freed when
-// the call releases it.
-func (c *callCache) createAlone(key hopperCall, p Problem) (*callEntry, error) {
-	e, err := c.build(key, p)
-	if err != nil {
-		return nil, err
-	}
-	e.refs, e.evicted = 1, true
-	return e, nil
-}
-
-// create prepares a call not in the cache: plan, tensor maps, C copy. Two
-// goroutines preparing the same call at once both build it; the second to
-// finish uses the first's entry and frees its own.
-func (c *callCache) create(key hopperCall, p Problem) (*callEntry, error) {
-	e, err := c.build(key, p)
-	if err != nil {
-		return nil, err
-	}
-	var victim *callEntry
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		e.free()
-		return nil, ErrClosed
-	}
-	if old, ok := c.entries[key]; ok {
-		if !old.sameSeqs(p.Seqs) { // a hash collision (see prepare): e serves this call alone
-			c.mu.Unlock()
-			e.refs, e.evicted = 1, true
-			return e, nil
-		}
-		old.refs++
-		c.mu.Unlock()
-		e.free()
-		return old, nil
-	}
-	if len(c.entries) >= c.limit {
-		// Evict one entry, whichever the map's randomised iteration
-		// yields first: simple, and no entry is favoured over time.
-		for k, v := range c.entries {
-			victim = c.evictLocked(k, v)
-			break
-		}
-	}
-	// Split calls beyond the scratch limit go too, in the same order.
-	var victims []*callEntry
-	if sb := e.scratchBytes(); sb > 0 {
-		for k, v := range c.entries {
-			if c.scratch+sb <= c.scratchLimit {
-				break
-			}
-			if v.split != nil {
-				if x := c.evictLocked(k, v); x != nil {
-					victims = append(victims, x)
-				}
-			}
-		}
-	}
-	e.refs = 1
-	c.entries[key] = e
-	c.scratch += e.scratchBytes()
-	c.mu.Unlock()
-	victim.free()
-	for _, v := range victims {
-		v.free()
-	}
-	return e, nil
 }
 
 // build prepares a call: plan (split or not), tensor maps, C copy, scratch.
@@ -255,41 +167,17 @@ func (c *callCache) build(key hopperCall, p Problem) (*callEntry, error) {
 	return e, nil
 }
 
-// release drops a call's hold on e, freeing e if it was evicted meanwhile
-// and this was the last hold.
-func (c *callCache) release(e *callEntry) {
-	c.mu.Lock()
-	e.refs--
-	last := e.evicted && e.refs == 0
-	c.mu.Unlock()
-	if last {
-		e.free()
-	}
-}
+// release drops a call's hold on e (see heldCache.release).
+func (c *callCache) release(e *callEntry) { c.held.release(e) }
 
-// close frees every entry (those held by a call, when released) and makes
-// later prepares fail with ErrClosed.
+// close frees every entry (those held by a call, when released), then the
+// parked scratch, and makes later prepares fail with ErrClosed.
 func (c *callCache) close() {
-	var idle []*callEntry
-	c.mu.Lock()
-	c.closed = true
-	for k, e := range c.entries {
-		if x := c.evictLocked(k, e); x != nil {
-			idle = append(idle, x)
-		}
-	}
-	c.mu.Unlock()
-	for _, e := range idle {
-		e.free()
-	}
+	c.held.close()
 	if c.grave != nil {
 		c.grave.close()
 	}
 }
 
 // len returns the number of cached calls.
-func (c *callCache) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.entries)
-}
+func (c *callCache) len() int { return c.held.len() }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -112,8 +111,7 @@ type fullCall struct {
 	// points into the scratch), so the scratch is kept until Close.
 	pinned atomic.Bool
 
-	refs    int // guarded by fullCache.mu
-	evicted bool
+	holdState // guarded by the cache's heldCache.mu
 }
 
 // prepLaunch is one prep kernel launch of a full call.
@@ -124,13 +122,10 @@ type prepLaunch struct {
 	params      *driver.KernelParams
 }
 
-// fullCache holds a Runtime's prepared full calls, like callCache; evicted
+// fullCache holds a Runtime's prepared full calls (see heldCache); evicted
 // scratch goes to the call cache's graveyard.
 type fullCache struct {
-	mu      sync.Mutex
-	entries map[fullKey]*fullCall
-	scratch int // bytes of scratch held by the entries in the map
-	closed  bool
+	held heldCache[fullKey, *fullCall]
 }
 
 // The prepared full calls kept: at most fullCacheLimit, holding at most
@@ -141,94 +136,16 @@ const (
 	fullScratchLimit = 2 << 30
 )
 
-// get returns the prepared call of key (held), or nil; collided is true
-// when one is cached for other boundaries with the same hash (the call then
-// needs one of its own, outside the cache).
-func (c *fullCache) get(key fullKey, seqs []int) (e *fullCall, collided bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.entries[key]; ok {
-		if !slices.Equal(e.seqs, seqs) {
-			return nil, true
-		}
-		e.refs++
-		return e, false
-	}
-	return nil, false
+func newFullCache() *fullCache {
+	c := &fullCache{}
+	c.held.limit, c.held.scratchLimit = fullCacheLimit, fullScratchLimit
+	return c
 }
 
-// put stores e (held once by the caller), or returns the entry another
-// goroutine stored first (held) and frees e.
-func (c *fullCache) put(e *fullCall) (*fullCall, error) {
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		e.free()
-		return nil, ErrClosed
-	}
-	if old, ok := c.entries[e.key]; ok {
-		if !slices.Equal(old.seqs, e.seqs) { // a hash collision: e serves its call alone
-			c.mu.Unlock()
-			e.refs, e.evicted = 1, true
-			return e, nil
-		}
-		old.refs++
-		c.mu.Unlock()
-		e.free()
-		return old, nil
-	}
-	if c.entries == nil {
-		c.entries = map[fullKey]*fullCall{}
-	}
-	var victims []*fullCall
-	for k, v := range c.entries {
-		if len(c.entries) < fullCacheLimit && c.scratch+e.memBytes <= fullScratchLimit {
-			break
-		}
-		delete(c.entries, k)
-		c.scratch -= v.memBytes
-		v.evicted = true
-		if v.refs == 0 {
-			victims = append(victims, v)
-		}
-	}
-	e.refs = 1
-	c.entries[e.key] = e
-	c.scratch += e.memBytes
-	c.mu.Unlock()
-	for _, v := range victims {
-		v.free()
-	}
-	return e, nil
-}
+func (e *fullCall) scratchBytes() int { return e.memBytes }
 
-func (c *fullCache) release(e *fullCall) {
-	c.mu.Lock()
-	e.refs--
-	last := e.evicted && e.refs == 0
-	c.mu.Unlock()
-	if last {
-		e.free()
-	}
-}
-
-func (c *fullCache) close() {
-	var idle []*fullCall
-	c.mu.Lock()
-	c.closed = true
-	for k, e := range c.entries {
-		delete(c.entries, k)
-		c.scratch -= e.memBytes
-		e.evicted = true
-		if e.refs == 0 {
-			idle = append(idle, e)
-		}
-	}
-	c.mu.Unlock()
-	for _, e := range idle {
-		e.free()
-	}
-}
+// sameSeqs reports whether e's chunk table was built for these boundaries.
+func (e *fullCall) sameSeqs(seqs []int) bool { return slices.Equal(e.seqs, seqs) }
 
 // free releases the call's parameters and parks its scratch.
 func (e *fullCall) free() {
@@ -295,18 +212,21 @@ func (rt *Runtime) ForwardFull(a *FullArgs, s Stream) error {
 	if p.Seqs != nil {
 		key.cuSeqlens = args.CuSeqlensDevice.Ptr
 	}
-	e, collided := rt.full.get(key, p.Seqs)
-	if e == nil {
+	e, found, collided, err := rt.full.held.get(key, p.Seqs)
+	if err != nil {
+		return err
+	}
+	if !found {
 		if e, err = rt.newFullCall(&args, key, p); err != nil {
 			return err
 		}
 		if collided {
-			e.refs, e.evicted = 1, true // released (and freed) by this call alone
-		} else if e, err = rt.full.put(e); err != nil {
+			alone(&e.holdState) // released (and freed) by this call alone
+		} else if e, err = rt.full.held.put(key, e, p.Seqs); err != nil {
 			return err
 		}
 	}
-	defer rt.full.release(e)
+	defer rt.full.held.release(e)
 
 	stream := rt.ctx.WrapStream(uintptr(s))
 	if s != 0 && !e.pinned.Load() {

@@ -78,7 +78,7 @@ func TestChunkPairs(t *testing.T) {
 func TestFullCacheScratch(t *testing.T) {
 	f := newFakeScratch()
 	g := &scratchGraveyard{dev: f}
-	var c fullCache
+	c := newFullCache()
 	mk := func(i int, bytes int, pinned bool) *fullCall {
 		p, _ := f.Alloc(bytes)
 		e := &fullCall{key: fullKey{b: i}, dev: f, grave: g, mem: p, memBytes: bytes}
@@ -91,29 +91,30 @@ func TestFullCacheScratch(t *testing.T) {
 		if pinned {
 			pinnedMem = e.mem
 		}
-		e, err := c.put(e)
+		e, err := c.held.put(e.key, e, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.release(e)
+		c.held.release(e)
 	}
-	if len(c.entries) != 2 || c.scratch != 1800<<20 {
-		t.Fatalf("%d entries, %d bytes of scratch; want 2, 1800 MB", len(c.entries), c.scratch)
+	if len(c.held.entries) != 2 || c.held.scratch != 1800<<20 {
+		t.Fatalf("%d entries, %d bytes of scratch; want 2, 1800 MB", len(c.held.entries), c.held.scratch)
 	}
-	big, err := c.put(mk(9, 3<<30, false))
+	bigCall := mk(9, 3<<30, false)
+	big, err := c.held.put(bigCall.key, bigCall, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.release(big)
-	if len(c.entries) != 1 || c.entries[fullKey{b: 9}] != big {
-		t.Fatalf("a call over the limit must stay alone: %d entries", len(c.entries))
+	c.held.release(big)
+	if len(c.held.entries) != 1 || c.held.entries[fullKey{b: 9}] != big {
+		t.Fatalf("a call over the limit must stay alone: %d entries", len(c.held.entries))
 	}
 	// Three calls were evicted; their scratch was freed after a
 	// synchronisation, except the captured one's, kept until Close.
 	if _, ok := f.live[pinnedMem]; !ok || len(f.live) != 2 || f.syncs == 0 {
 		t.Fatalf("captured call's scratch live %v; %d live, %d syncs", ok, len(f.live), f.syncs)
 	}
-	c.close()
+	c.held.close()
 	g.close()
 	if len(f.live) != 0 {
 		t.Fatalf("after close: %d live", len(f.live))

@@ -190,7 +190,7 @@ func TestCallCacheErrors(t *testing.T) {
 // later calls.
 func TestCallCacheEviction(t *testing.T) {
 	c, _ := hostPath()
-	c.limit = 4
+	c.held.limit = 4
 	args := func(i int) *CoreArgs {
 		a := goodArgs(1, 64, 1, 1)
 		a.O.Ptr = uintptr(1+i) << 32
@@ -210,8 +210,8 @@ func TestCallCacheEviction(t *testing.T) {
 		}
 		c.release(e)
 		all = append(all, e)
-		if n := c.len(); n > c.limit {
-			t.Fatalf("%d entries, limit %d", n, c.limit)
+		if n := c.len(); n > c.held.limit {
+			t.Fatalf("%d entries, limit %d", n, c.held.limit)
 		}
 	}
 	if !held.evicted {
@@ -252,7 +252,7 @@ func TestCallCacheEviction(t *testing.T) {
 // -race), and all are freed after close.
 func TestCallCacheConcurrent(t *testing.T) {
 	c, f := hostPath()
-	c.limit = 3
+	c.held.limit = 3
 	const sets = 6
 	want := make([][kernsrc.HopperParamsBytes]byte, sets)
 	args := make([]*CoreArgs, sets)

@@ -67,7 +67,7 @@ type Runtime struct {
 	calls    *callCache    // Forward's prepared calls (plans, parameter blocks, graphs)
 	graphs   *graphCache   // nil with Options.NoGraphs
 	staging  hostStaging   // ForwardHost's buffers, kept between calls
-	full     fullCache     // ForwardFull's prepared calls (scratch, prep launches)
+	full     *fullCache    // ForwardFull's prepared calls (scratch, prep launches)
 
 	// kernels maps a variant name to its *loadedKernel once loaded: the hot
 	// path looks a kernel up by name, without hashing sources for its key.
@@ -148,6 +148,7 @@ func newRuntime(ctx *driver.Context, opts Options) (*Runtime, error) {
 		calls:    newCallCache(newPlanCache(info.SMs, opts.Variant), ctx.EncodeTiled, packParams),
 	}
 	rt.calls.dev, rt.calls.segChunks = contextScratch{ctx}, opts.SegmentChunks
+	rt.full = newFullCache()
 	rt.calls.grave = &scratchGraveyard{dev: rt.calls.dev}
 	if !opts.NoGraphs {
 		g, err := newGraphCache(ctx)
@@ -174,8 +175,8 @@ func (rt *Runtime) Close() error {
 	if rt.closed.Swap(true) {
 		return nil
 	}
-	rt.full.close()  // parks its scratch in the graveyard calls.close drains
-	rt.calls.close() // their graphs first: they launch the modules' kernels
+	rt.full.held.close() // parks its scratch in the graveyard calls.close drains
+	rt.calls.close()     // their graphs first: they launch the modules' kernels
 	if rt.graphs != nil {
 		rt.graphs.close()
 	}

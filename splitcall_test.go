@@ -156,7 +156,7 @@ func TestSplitCallPrepared(t *testing.T) {
 // frees it all. Calls that the planner does not split allocate nothing.
 func TestSplitScratchLifetime(t *testing.T) {
 	c, f := splitHostPath(1)
-	c.limit = 1
+	c.held.limit = 1
 	for _, b := range []int{2, 3, 4} {
 		if err := hostPathCall(c, goodArgs(b, 200, 1, 2)); err != nil {
 			t.Fatal(err)
@@ -235,7 +235,7 @@ func TestGraveyardKeepsScratchWhenSyncFails(t *testing.T) {
 // call's eviction and every drain of the graveyard, and go at Close.
 func TestSplitScratchOfCapturedCallKeptUntilClose(t *testing.T) {
 	c, f := splitHostPath(1)
-	c.limit = 1
+	c.held.limit = 1
 	a := goodArgs(2, 200, 1, 2)
 	e, err := c.prepare(a)
 	if err != nil {
@@ -268,23 +268,23 @@ func TestSplitScratchOfCapturedCallKeptUntilClose(t *testing.T) {
 // runs out. The newest call always stays.
 func TestSplitScratchBudget(t *testing.T) {
 	c, f := splitHostPath(1)
-	c.scratchLimit = 64 << 20
+	c.held.scratchLimit = 64 << 20
 	var biggest int
 	for b := 1; b <= 40; b++ {
 		if err := hostPathCall(c, goodArgs(b, 640, 1, 2)); err != nil {
 			t.Fatal(err)
 		}
 		live := 0
-		c.mu.Lock()
-		for _, e := range c.entries {
+		c.held.mu.Lock()
+		for _, e := range c.held.entries {
 			if e.split != nil {
 				live += e.split.memBytes
 				biggest = max(biggest, e.split.memBytes)
 			}
 		}
-		c.mu.Unlock()
-		if live > c.scratchLimit+biggest {
-			t.Fatalf("after %d calls the cache holds %d MB of scratch, over the %d MB limit", b, live>>20, c.scratchLimit>>20)
+		c.held.mu.Unlock()
+		if live > c.held.scratchLimit+biggest {
+			t.Fatalf("after %d calls the cache holds %d MB of scratch, over the %d MB limit", b, live>>20, c.held.scratchLimit>>20)
 		}
 	}
 	if c.len() == 0 {

@@ -125,14 +125,21 @@ func HopperTransferVariant(dt CoreDtype, consumers int) (Variant, error) {
 	return hopperVariant(dt, consumers, true)
 }
 
-func hopperVariant(dt CoreDtype, consumers int, transfer bool) (Variant, error) {
-	fp16 := 0
+// fp16Define is the GDN_FP16 value of an input dtype (0: bf16, 1: fp16).
+func fp16Define(dt CoreDtype, family string) (int, error) {
 	switch dt {
 	case CoreBF16:
+		return 0, nil
 	case CoreFP16:
-		fp16 = 1
-	default:
-		return Variant{}, fmt.Errorf("kernsrc: hopper dtype %q: want bf16 or fp16", dt)
+		return 1, nil
+	}
+	return 0, fmt.Errorf("kernsrc: %s dtype %q: want bf16 or fp16", family, dt)
+}
+
+func hopperVariant(dt CoreDtype, consumers int, transfer bool) (Variant, error) {
+	fp16, err := fp16Define(dt, "hopper")
+	if err != nil {
+		return Variant{}, err
 	}
 	if consumers != 1 && consumers != 2 {
 		return Variant{}, fmt.Errorf("kernsrc: hopper consumers %d: want 1 or 2", consumers)

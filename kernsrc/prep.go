@@ -35,13 +35,9 @@ func PrepVariant(kernel string, dt CoreDtype) (Variant, error) {
 	default:
 		return Variant{}, fmt.Errorf("kernsrc: no prep kernel %q", kernel)
 	}
-	fp16 := 0
-	switch dt {
-	case CoreBF16:
-	case CoreFP16:
-		fp16 = 1
-	default:
-		return Variant{}, fmt.Errorf("kernsrc: prep dtype %q: want bf16 or fp16", dt)
+	fp16, err := fp16Define(dt, "prep")
+	if err != nil {
+		return Variant{}, err
 	}
 	name := kernel + "_" + string(dt)
 	if kernel == PrepGatesKernel {
