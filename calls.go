@@ -144,15 +144,11 @@ func (c *callCache) build(key hopperCall, p Problem) (*callEntry, error) {
 		return nil, err
 	}
 	if c.dev != nil {
-		forced := 0
-		if c.plans.variant != "" {
-			forced = plan.TileWidth / 64
+		var sp splitPlan
+		if e.plan, sp, err = withSplit(p, plan, c.plans.sms, c.segChunks, c.plans.variant != ""); err != nil {
+			return nil, err
 		}
-		if sp := planSplit(p, c.plans.sms, c.segChunks, forced); sp.segChunks > 0 {
-			if e.plan, err = planHopper(p, sp.consumers); err != nil {
-				return nil, err
-			}
-			e.plan.SegmentChunks, e.plan.Segments = sp.segChunks, sp.transfer
+		if sp.segChunks > 0 {
 			if e.split, err = newSplitCall(c.dev, c.grave, c.encode, c.pack, key, p, sp); err != nil {
 				return nil, err
 			}

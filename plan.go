@@ -47,12 +47,44 @@ func PlanCore(p Problem, sms int) (Plan, error) {
 // decide whether to split long sequences across SMs (split.go), > 0 splits
 // every sequence longer than that many chunks, < 0 never splits.
 func PlanCoreSplit(p Problem, sms, segmentChunks int) (Plan, error) {
-	if sp := planSplit(p, sms, segmentChunks, 0); sp.segChunks > 0 {
-		pl, err := planHopper(p, sp.consumers)
-		pl.SegmentChunks, pl.Segments = sp.segChunks, sp.transfer
-		return pl, err
+	return PlanFor(p, sms, "", segmentChunks)
+}
+
+// PlanFor returns the plan a Runtime opened with Options{Variant: variant,
+// SegmentChunks: segmentChunks} on sms multiprocessors runs p with: the
+// forced variant's tile or the planner's, then the split decision (with a
+// forced variant, splits keep its tile). Runtime.PlanOf answers the same for
+// prepared arguments.
+func PlanFor(p Problem, sms int, variant string, segmentChunks int) (Plan, error) {
+	var pl Plan
+	var err error
+	if variant != "" {
+		pl, err = PlanCoreVariant(p, variant)
+	} else {
+		pl, err = planHopper(p, chooseConsumers(p, sms))
 	}
-	return planHopper(p, chooseConsumers(p, sms))
+	if err != nil {
+		return Plan{}, err
+	}
+	pl, _, err = withSplit(p, pl, sms, segmentChunks, variant != "")
+	return pl, err
+}
+
+// withSplit decides on a split plan for p given its unsplit plan pl (whose
+// tile it keeps when forced) and returns the plan to run, with the split's
+// details (zero when not split).
+func withSplit(p Problem, pl Plan, sms, segmentChunks int, forced bool) (Plan, splitPlan, error) {
+	consumers := 0
+	if forced {
+		consumers = pl.TileWidth / 64
+	}
+	sp := planSplit(p, sms, segmentChunks, consumers)
+	if sp.segChunks == 0 {
+		return pl, sp, nil
+	}
+	split, err := planHopper(p, sp.consumers)
+	split.SegmentChunks, split.Segments = sp.segChunks, sp.transfer
+	return split, sp, err
 }
 
 // Time one CTA spends per chunk with a 64- and a 128-wide value tile, on

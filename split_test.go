@@ -133,3 +133,31 @@ func TestPlanSplitGridRows(t *testing.T) {
 		t.Errorf("%d chunks forced 1: %+v, want %d segments", maxSeqs, sp, maxSeqs)
 	}
 }
+
+// PlanFor is what a Runtime with those options runs: a forced variant's
+// tile is kept when the planner splits, and the prepared call of a Runtime
+// gets exactly that plan.
+func TestPlanForForcedVariant(t *testing.T) {
+	p := Problem{B: 1, T: 32768, Hq: 2, Hv: 8, N: 1, Dtype: BF16}
+	for _, v := range []string{"gdn_hopper_bf16_bv64", "gdn_hopper_bf16_bv128"} {
+		pl, err := PlanFor(p, 132, v, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pl.Variant.Name != v || pl.SegmentChunks == 0 {
+			t.Errorf("forced %s: plan %v, want that variant, split", v, pl)
+		}
+	}
+	c, _ := splitHostPath(0)
+	c.plans = newPlanCache(132, "gdn_hopper_bf16_bv128")
+	a := goodArgs(1, 32768, 2, 8)
+	e, err := c.prepare(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.release(e)
+	want, _ := PlanFor(p, 132, "gdn_hopper_bf16_bv128", 0)
+	if e.plan.String() != want.String() {
+		t.Errorf("prepared call's plan %v, PlanFor's %v", e.plan, want)
+	}
+}
