@@ -334,20 +334,7 @@ func TestCoreGraphReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stream.Destroy()
-	for call := 0; call < 4; call++ {
-		d.poisonO(t)
-		if err := r.Forward(d.args, gdn.Stream(stream.Handle())); err != nil {
-			t.Fatalf("call %d: %v", call, err)
-		}
-		if err := stream.Synchronize(); err != nil {
-			t.Fatal(err)
-		}
-		e := ref.Compare32(d.readO(t), d.wantO)
-		if err := e.Within(ref.PassO); err != nil {
-			t.Fatalf("call %d: %v", call, err)
-		}
-		t.Logf("METRIC graph call=%d o %v", call, e)
-	}
+	repeatOnStream(t, r, d, stream, 4)
 	// A second case on other buffers after the first was cached.
 	d2 := newDeviceCase(t, r, ref.Shape{B: 1, T: 333, Hq: 2, Hv: 8}, 8)
 	defer d2.free()
@@ -360,6 +347,27 @@ func TestCoreGraphReplay(t *testing.T) {
 		if err := ref.Compare32(d2.readO(t), d2.wantO).Within(ref.PassO); err != nil {
 			t.Fatalf("other buffers, call %d: %v", call, err)
 		}
+	}
+}
+
+// repeatOnStream calls Forward on d calls times on one non-default stream
+// (the second call captures the Runtime's graph, later ones replay it), o
+// poisoned before each, and holds each result to the reference.
+func repeatOnStream(t *testing.T, r *gdn.Runtime, d *deviceCase, stream *driver.Stream, calls int) {
+	t.Helper()
+	for call := 0; call < calls; call++ {
+		d.poisonO(t)
+		if err := r.Forward(d.args, gdn.Stream(stream.Handle())); err != nil {
+			t.Fatalf("call %d: %v", call, err)
+		}
+		if err := stream.Synchronize(); err != nil {
+			t.Fatal(err)
+		}
+		e := ref.Compare32(d.readO(t), d.wantO)
+		if err := e.Within(ref.PassO); err != nil {
+			t.Fatalf("call %d: %v", call, err)
+		}
+		t.Logf("METRIC graph call=%d o %v", call, e)
 	}
 }
 

@@ -55,13 +55,12 @@ func newGraphCache(ctx *driver.Context) (*graphCache, error) {
 // close destroys the capture stream; the graphs go with their entries.
 func (g *graphCache) close() { g.capture.Destroy() }
 
-// run replays (capturing first if needed) the graph of call e on s. done
-// reports whether the launch was issued; when false the caller launches
-// directly. A replay allocates nothing.
+// run replays (capturing first if needed) the graph of call e on s, a
+// stream launch found not capturing (a call into the caller's own capture
+// goes straight into the caller's graph instead). done reports whether the
+// launch was issued; when false the caller launches directly. A replay
+// allocates nothing.
 func (g *graphCache) run(ctx *driver.Context, e *callEntry, s *driver.Stream) (done bool, err error) {
-	if capturing, err := s.IsCapturing(); err != nil || capturing {
-		return false, nil
-	}
 	if !e.graph.due() {
 		return false, nil
 	}

@@ -58,33 +58,10 @@ func forwardOnStream(r *gdn.Runtime, d *deviceCase, s *driver.Stream, calls int)
 	return nil
 }
 
-// forwardHost runs a small case through ForwardHost (the legacy default
-// stream of the Runtime's context) and checks o and ht.
-func forwardHost(r *gdn.Runtime, seed uint64) error {
-	s := ref.Shape{B: 1, T: 90 + int(seed%7)*11, Hq: 1, Hv: 2}
-	in, err := ref.Recipe(s, seed, ref.RecipeOptions{WithH0: true})
-	if err != nil {
-		return err
-	}
-	gcum, _ := ref.ChunkCumsum(s, in.G)
-	A, _ := ref.SolveA(s, in.K, in.Beta, gcum)
-	res, err := r.ForwardHost(&gdn.HostCoreArgs{B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, Dtype: gdn.BF16,
-		Q: f32(in.Q), K: f32(in.K), V: f32(in.V), G: f32(gcum), Beta: f32(in.Beta), A: f32(A),
-		H0: f32(in.H0), FinalState: true})
-	if err != nil {
-		return err
-	}
-	wantO, wantHt, err := ref.Recurrent(in)
-	if err != nil {
-		return err
-	}
-	if err := ref.Compare32(res.O, wantO).Within(ref.PassO); err != nil {
-		return fmt.Errorf("ForwardHost o: %w", err)
-	}
-	if err := ref.Compare32(res.Ht, wantHt).Within(ref.PassHt); err != nil {
-		return fmt.Errorf("ForwardHost ht: %w", err)
-	}
-	return nil
+// greenHostCall runs a small case through ForwardHost (the legacy default
+// stream of the Runtime's context) and checks o and ht (hostCall).
+func greenHostCall(r *gdn.Runtime, seed uint64) error {
+	return hostCall(r, ref.Shape{B: 1, T: 90 + int(seed%7)*11, Hq: 1, Hv: 2}, seed)
 }
 
 // Runtimes on slices of 8 to 132 SMs: Device().SMs is the count obtained
@@ -117,7 +94,7 @@ func TestGreenRuntimeSlices(t *testing.T) {
 			if err := forwardOnStream(r, d, s, 4); err != nil {
 				t.Fatal(err)
 			}
-			if err := forwardHost(r, uint64(800+i)); err != nil {
+			if err := greenHostCall(r, uint64(800+i)); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -169,7 +146,7 @@ func TestGreenRuntimeConcurrent(t *testing.T) {
 		}()
 		go func() {
 			defer wg.Done()
-			if err := forwardHost(r, uint64(1000+w)); err != nil {
+			if err := greenHostCall(r, uint64(1000+w)); err != nil {
 				errs <- fmt.Errorf("worker %d (%d SMs), ForwardHost: %w", w, r.Device().SMs, err)
 			}
 		}()

@@ -31,14 +31,18 @@ func (rt *Runtime) launch(e *callEntry, s Stream) error {
 		e.split.scanFn.Store(k.fn)
 	}
 	stream := rt.ctx.WrapStream(uintptr(s)) // inlined: stays on the stack
-	if e.split != nil && s != 0 && !e.split.pinned.Load() {
-		// Launched into the caller's capture, the call's scratch lives on
-		// in the caller's graph: keep it until Close (scratchGraveyard).
-		if capturing, err := stream.IsCapturing(); err != nil || capturing {
-			e.split.pinned.Store(true)
-		}
+	if s == 0 || (rt.graphs == nil && (e.split == nil || e.split.pinned.Load())) {
+		return e.enqueue(rt.ctx, stream) // neither question below needs the capture state
 	}
-	if rt.graphs != nil && s != 0 {
+	// One query serves both: a call launched into the caller's capture goes
+	// straight into the caller's graph, and a split call's scratch then
+	// lives on in that graph, so it is kept until Close (scratchGraveyard).
+	capturing, err := stream.IsCapturing()
+	capturing = capturing || err != nil
+	if capturing && e.split != nil {
+		e.split.pinned.Store(true)
+	}
+	if rt.graphs != nil && !capturing {
 		if done, err := rt.graphs.run(rt.ctx, e, stream); done || err != nil {
 			return err
 		}

@@ -122,18 +122,7 @@ func TestSplitGraphReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stream.Destroy()
-	for call := 0; call < 4; call++ {
-		d.poisonO(t)
-		if err := r.Forward(d.args, gdn.Stream(stream.Handle())); err != nil {
-			t.Fatalf("call %d: %v", call, err)
-		}
-		if err := stream.Synchronize(); err != nil {
-			t.Fatal(err)
-		}
-		if err := ref.Compare32(d.readO(t), d.wantO).Within(ref.PassO); err != nil {
-			t.Fatalf("call %d: %v", call, err)
-		}
-	}
+	repeatOnStream(t, r, d, stream, 4)
 }
 
 func splitRuntime(t *testing.T, o gdn.Options) *gdn.Runtime {

@@ -61,7 +61,7 @@ type Context struct {
 	once   sync.Once
 
 	// green is the green context (nil for a primary context); mu serialises
-	// calls on it (doGreen).
+	// calls on it (do).
 	green C.CUgreenCtx
 	mu    sync.Mutex
 }
@@ -136,33 +136,11 @@ func (c *Context) readInfo(ordinal int) error {
 // do allocates nothing: f does not escape (callers' closures stay on their
 // stacks) and no Go pointer reaches C here; keep it that way, the hot path
 // of gdn's Forward goes through it (TestDoAllocs in the cuda tests).
-func (c *Context) do(f func() error) error {
-	if c == nil || c.raw == nil {
-		return errNilContext
-	}
-	if c.green != nil {
-		return c.doGreen(f)
-	}
-	if c.closed.Load() {
-		return errClosedContext
-	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	e := C.gdn_ctx_enter(c.raw)
-	if err := check("cuCtxSetCurrent", e.r); err != nil {
-		return err
-	}
-	err := f()
-	if e.prev != nil && e.prev != c.raw {
-		C.cuCtxSetCurrent(e.prev)
-	}
-	return err
-}
-
-// doGreen is do for a green context. cuGreenCtxCreate's documentation
-// (cuda.h 12.4): "a green context can be current to only one thread at a
-// time. There is no internal synchronization to make API calls accessing
-// the same green context from multiple threads work." So calls are
+//
+// A green context: cuGreenCtxCreate's documentation (cuda.h 12.4) says "a
+// green context can be current to only one thread at a time. There is no
+// internal synchronization to make API calls accessing the same green
+// context from multiple threads work." So calls are
 // serialised on c.mu, and the context is never left current on the thread
 // afterwards (the previous context, or none, is restored), so that it is
 // current on at most one thread at any time.
@@ -180,9 +158,14 @@ func (c *Context) do(f func() error) error {
 // context current) goes to that stream, on the slice. A stream of another
 // context (the primary context's, a caller's own) does not become the
 // slice's by being passed here.
-func (c *Context) doGreen(f func() error) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (c *Context) do(f func() error) error {
+	if c == nil || c.raw == nil {
+		return errNilContext
+	}
+	if c.green != nil {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+	}
 	if c.closed.Load() {
 		return errClosedContext
 	}
@@ -193,8 +176,11 @@ func (c *Context) doGreen(f func() error) error {
 		return err
 	}
 	err := f()
-	if e.prev != c.raw {
-		C.cuCtxSetCurrent(e.prev) // NULL when none was current
+	// A primary context may stay current on the thread (the next call finds
+	// it there); a green one never does (see below), so the previous
+	// context, or none, comes back.
+	if e.prev != c.raw && (e.prev != nil || c.green != nil) {
+		C.cuCtxSetCurrent(e.prev)
 	}
 	return err
 }

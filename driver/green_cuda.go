@@ -196,7 +196,7 @@ func versionString(v int) string { return fmt.Sprintf("%d.%d", v/1000, v%1000/10
 // graphs and tensor maps all work unchanged. Kernels run on the slice when
 // launched on a stream created by NewStream on this Context, or on the
 // legacy default stream (nil *Stream / handle 0), which in a green context
-// is the green context's own default stream (see doGreen).
+// is the green context's own default stream (see Context.do).
 //
 // The driver rounds sms up to its granularity (a multiple of 8 on Hopper);
 // DeviceInfo.SMs is the count obtained, DeviceInfo.SMsAsked the count asked,
