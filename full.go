@@ -171,10 +171,7 @@ func (e *fullCall) free() {
 func chunkPairs(p Problem) []int32 {
 	var out []int32
 	for n := 0; n < p.N; n++ {
-		b, e := n*p.T, (n+1)*p.T
-		if p.Seqs != nil {
-			b, e = p.Seqs[n], p.Seqs[n+1]
-		}
+		b, e := p.seqBounds(n)
 		for ; b < e; b += ChunkLen {
 			out = append(out, int32(b), int32(min(b+ChunkLen, e)))
 		}

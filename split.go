@@ -173,10 +173,7 @@ func segmentTables(p Problem, segChunks int) (output, transfer, first []int32, e
 	var last []int32
 	first = make([]int32, 0, p.N+1)
 	for n := 0; n < p.N; n++ {
-		b, e := n*p.T, (n+1)*p.T
-		if p.Seqs != nil {
-			b, e = p.Seqs[n], p.Seqs[n+1]
-		}
+		b, e := p.seqBounds(n)
 		first = append(first, int32(len(transfer)/2))
 		for ; e-b > seg; b += seg {
 			transfer = append(transfer, int32(b), int32(b+seg))

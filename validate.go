@@ -63,6 +63,15 @@ type Problem struct {
 // Tokens is B*T.
 func (p Problem) Tokens() int { return p.B * p.T }
 
+// seqBounds returns sequence n's tokens [b, e) as flat indices into the
+// B*T tokens (without cu_seqlens, sequence n is batch row n).
+func (p Problem) seqBounds(n int) (b, e int) {
+	if p.Seqs != nil {
+		return p.Seqs[n], p.Seqs[n+1]
+	}
+	return n * p.T, (n + 1) * p.T
+}
+
 // G is the number of value heads per query/key head (Hv/Hq).
 func (p Problem) G() int { return p.Hv / p.Hq }
 
