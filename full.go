@@ -104,8 +104,8 @@ type fullCall struct {
 	grave    *scratchGraveyard
 	mem      driver.DevicePtr
 	memBytes int
-	variants [3]kernsrc.Variant // gates, l2norm, solve
-	fns      [3]atomic.Pointer[driver.Function]
+	variants [2]kernsrc.Variant // l2norm, chunk
+	fns      [2]atomic.Pointer[driver.Function]
 	launches []prepLaunch
 	// pinned: launched on a stream that was capturing (the caller's graph
 	// points into the scratch), so the scratch is kept until Close.
@@ -271,7 +271,7 @@ func (rt *Runtime) newFullCall(a *FullArgs, key fullKey, p Problem) (*fullCall, 
 	}
 	e := &fullCall{key: key, seqs: slices.Clone(p.Seqs), dev: rt.calls.dev, memBytes: tableBytes + gBytes + aBytes + 2*qkBytes}
 	dt := coreDtype(p.Dtype)
-	for i, k := range []string{kernsrc.PrepGatesKernel, kernsrc.PrepL2NormKernel, kernsrc.PrepSolveKernel} {
+	for i, k := range []string{kernsrc.PrepL2NormKernel, kernsrc.PrepChunkKernel} {
 		v, err := kernsrc.PrepVariant(k, dt)
 		if err != nil {
 			return nil, err
@@ -319,22 +319,21 @@ func (rt *Runtime) newFullCall(a *FullArgs, key fullKey, p Problem) (*fullCall, 
 		return nil
 	}
 	blocks := func(n, per int) uint32 { return uint32((n + per - 1) / per) }
-	err = add(0, [3]uint32{blocks(nch*p.Hv, kernsrc.PrepThreads), 1, 1}, kernsrc.PrepThreads, 0,
-		new(driver.Args).Ptr(driver.DevicePtr(a.G.Ptr)).Ptr(driver.DevicePtr(a.ALog.Ptr)).
-			Ptr(driver.DevicePtr(a.DtBias.Ptr)).Ptr(gcum).Ptr(table).Int32(int32(nch)).Int32(int32(p.Hv)).Int32(flags))
-	if err == nil && a.L2Norm {
+	// l2norm (q, then k) before chunk: chunk reads the normalised k.
+	if a.L2Norm {
 		rows := tokens * p.Hq
 		for _, x := range [][2]uintptr{{a.Q.Ptr, q.Ptr}, {a.K.Ptr, k.Ptr}} {
-			if err = add(1, [3]uint32{blocks(rows, kernsrc.PrepThreads/32), 1, 1}, kernsrc.PrepThreads, 0,
+			if err = add(0, [3]uint32{blocks(rows, kernsrc.PrepL2NormRowsPerBlock), 1, 1}, kernsrc.PrepThreads, 0,
 				new(driver.Args).Ptr(driver.DevicePtr(x[0])).Ptr(driver.DevicePtr(x[1])).Int64(int64(rows))); err != nil {
 				break
 			}
 		}
 	}
 	if err == nil {
-		err = add(2, [3]uint32{uint32(nch), uint32(p.Hv), 1}, kernsrc.PrepSolveThreads, kernsrc.PrepSolveSharedBytes,
-			new(driver.Args).Ptr(driver.DevicePtr(k.Ptr)).Ptr(driver.DevicePtr(a.Beta.Ptr)).Ptr(gcum).Ptr(A).
-				Ptr(table).Int32(int32(p.Hq)).Int32(int32(p.Hv)).Int32(flags))
+		err = add(1, [3]uint32{uint32(nch), uint32(p.Hv), 1}, kernsrc.PrepThreads, kernsrc.PrepChunkSharedBytes,
+			new(driver.Args).Ptr(driver.DevicePtr(k.Ptr)).Ptr(driver.DevicePtr(a.Beta.Ptr)).
+				Ptr(driver.DevicePtr(a.G.Ptr)).Ptr(driver.DevicePtr(a.ALog.Ptr)).Ptr(driver.DevicePtr(a.DtBias.Ptr)).
+				Ptr(gcum).Ptr(A).Ptr(table).Int32(int32(p.Hq)).Int32(int32(p.Hv)).Int32(flags))
 	}
 	if err != nil {
 		e.free()

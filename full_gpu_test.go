@@ -231,8 +231,12 @@ func TestFullTiming(t *testing.T) {
 			return ms / 10
 		}
 		full := time(func() error { return r.ForwardFull(fa, gdn.Stream(stream.Handle())) })
+		plain := *fa
+		plain.L2Norm = false
+		noNorm := time(func() error { return r.ForwardFull(&plain, gdn.Stream(stream.Handle())) })
 		core := time(func() error { return r.Forward(ca, gdn.Stream(stream.Handle())) })
-		t.Logf("METRIC fulltiming B=%d T=%d Hq=%d Hv=%d full %.4f ms core %.4f ms", s.B, s.T, s.Hq, s.Hv, full, core)
+		t.Logf("METRIC fulltiming B=%d T=%d Hq=%d Hv=%d full %.4f ms (without L2 norm %.4f) core %.4f ms",
+			s.B, s.T, s.Hq, s.Hv, full, noNorm, core)
 		stream.Destroy()
 		up.Free()
 	}

@@ -1,9 +1,9 @@
 // gdn_prep.cu: the steps of the full forward (FLA's chunk_gated_delta_rule)
-// that come before the core forward: the per-token log-gate (from the raw
-// gate inputs, when asked) and its chunk-local cumulative sum, the L2
-// normalisation of q and k (when asked), and A, the inverse of the gated,
-// beta-scaled K K^T of each chunk. Everything here is fp32 and plain CUDA
-// cores: this is a correctness-first pass ahead of the tensor-core kernel.
+// that come before the core forward: the L2 normalisation of q and k (when
+// asked; gdn_prep_l2norm), then per chunk and value head (gdn_prep_chunk)
+// the per-token log-gate (from the raw gate inputs, when asked), its
+// chunk-local cumulative sum, and A, the inverse of the gated, beta-scaled
+// K K^T of the chunk (K K^T on the tensor cores, everything after it fp32).
 //
 // Chunks are listed by the host as int32 (begin, end) token pairs (flat
 // indices into the B*T tokens): every sequence's 64-token chunks, the last
@@ -32,133 +32,242 @@ static_assert(GDN_PREP_FLAG_GATE == kGateInKernel && GDN_PREP_FLAG_BETA_FP32 == 
 __device__ __forceinline__ float softplus(float x) { return x > 20.f ? x : log1pf(__expf(x)); }
 }  // namespace
 
-// gdn_prep_gates: one thread per (chunk, value head) writes the chunk-local
-// cumulative sum of the log-gate, in token order. Grid ceil(chunks * Hv /
-// 128) x 128 threads.
-extern "C" __global__ void __launch_bounds__(128) gdn_prep_gates(const float* __restrict__ g,
-                                                                  const float* __restrict__ a_log,
-                                                                  const float* __restrict__ dt_bias,
-                                                                  float* __restrict__ gcum,
-                                                                  const int* __restrict__ chunks, int nchunks,
-                                                                  int Hv, int flags) {
-  const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  if (idx >= (long long)nchunks * Hv) return;
-  const int c = (int)(idx / Hv), h = (int)(idx % Hv);
-  const int b = chunks[2 * c], e = chunks[2 * c + 1];
-  const bool gate = flags & kGateInKernel;
-  const float decay = gate ? -__expf(a_log[h]) : 0.f, bias = gate ? dt_bias[h] : 0.f;
-  float s = 0.f;
-  for (int t = b; t < e; ++t) {
-    const float x = g[(long long)t * Hv + h];
-    s += gate ? decay * softplus(x + bias) : x;
-    gcum[(long long)t * Hv + h] = s;
+// gdn_prep_l2norm: y = x / sqrt(sum(x^2) + 1e-6) for each 128-vector (a
+// token of a head) of x, rounded to the input dtype. A half-warp holds a
+// row (16 bytes a lane) and each thread takes kL2Rows rows whose loads all
+// go out before any sum: one row at a time per warp left the kernel waiting
+// on memory latency. Grid ceil(rows / (8 kL2Rows)) x 128 threads.
+namespace {
+constexpr int kL2Rows = 4;
+}  // namespace
+#ifdef GDN_PREP_L2_ROWS
+static_assert(GDN_PREP_L2_ROWS == kL2Rows, "kernsrc.PrepL2NormRowsPerBlock");
+#endif
+
+extern "C" __global__ void __launch_bounds__(128) gdn_prep_l2norm(const uint16_t* __restrict__ x,
+                                                                   uint16_t* __restrict__ y, long long rows) {
+  const int half = threadIdx.x >> 4, lane = threadIdx.x & 15;
+  const long long first = (long long)blockIdx.x * 8 * kL2Rows + half;
+  uint4 in[kL2Rows];
+#pragma unroll
+  for (int u = 0; u < kL2Rows; ++u) {
+    const long long row = first + 8 * u;
+    in[u] = row < rows ? reinterpret_cast<const uint4*>(x + row * 128)[lane] : make_uint4(0, 0, 0, 0);
+  }
+#pragma unroll
+  for (int u = 0; u < kL2Rows; ++u) {
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(&in[u]);
+    float v[8];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      v[2 * e] = E::to_float((uint16_t)(w[e] & 0xffff));
+      v[2 * e + 1] = E::to_float((uint16_t)(w[e] >> 16));
+    }
+    float ss = 0.f;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) ss = fmaf(v[e], v[e], ss);
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    const float inv = 1.f / sqrtf(ss + 1e-6f);
+    uint4 out;
+    out.x = E::pack2(v[0] * inv, v[1] * inv);
+    out.y = E::pack2(v[2] * inv, v[3] * inv);
+    out.z = E::pack2(v[4] * inv, v[5] * inv);
+    out.w = E::pack2(v[6] * inv, v[7] * inv);
+    const long long row = first + 8 * u;
+    if (row < rows) reinterpret_cast<uint4*>(y + row * 128)[lane] = out;
   }
 }
 
-// gdn_prep_l2norm: one warp per 128-vector (a token of a head) of x, written
-// to y as x / sqrt(sum(x^2) + 1e-6), rounded to the input dtype. Grid
-// ceil(rows / 4) x 128 threads.
-extern "C" __global__ void __launch_bounds__(128) gdn_prep_l2norm(const uint16_t* __restrict__ x,
-                                                                   uint16_t* __restrict__ y, long long rows) {
-  const long long row = (long long)blockIdx.x * 4 + (threadIdx.x >> 5);
-  if (row >= rows) return;
-  const int lane = threadIdx.x & 31;
-  const uint2 in = reinterpret_cast<const uint2*>(x + row * 128)[lane];
-  float v[4] = {E::to_float((uint16_t)(in.x & 0xffff)), E::to_float((uint16_t)(in.x >> 16)),
-                E::to_float((uint16_t)(in.y & 0xffff)), E::to_float((uint16_t)(in.y >> 16))};
-  float ss = v[0] * v[0] + v[1] * v[1] + v[2] * v[2] + v[3] * v[3];
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-  const float inv = 1.f / sqrtf(ss + 1e-6f);
-  uint2 out;
-  out.x = E::pack2(v[0] * inv, v[1] * inv);
-  out.y = E::pack2(v[2] * inv, v[3] * inv);
-  reinterpret_cast<uint2*>(y + row * 128)[lane] = out;
-}
-
-// gdn_prep_solve: one CTA of 256 threads per (chunk, value head) writes the
-// chunk's rows of A = (I + StrictLower(diag(beta) K K^T * Gamma))^-1, Gamma_ij
-// = exp(g_i - g_j) (one exponential of the difference: exp(-g_j) alone
-// overflows under strong decay), zero past the chunk's end. K K^T in fp32
-// from the 16-bit k; the unit lower triangular inverse by forward
-// substitution, one column per thread. Dynamic shared memory:
-// kPrepSolveSmem bytes.
+// gdn_prep_chunk: one CTA of 128 threads per (chunk, value head) does all
+// of that chunk's preparation:
+//   1. the log-gate of each token (from the raw input when asked) and its
+//      chunk-local cumulative sum, by a warp scan, written to gcum;
+//   2. K K^T of the chunk's k rows on the tensor cores (m16n8k16, exact
+//      16-bit products, fp32 sums; warp w takes rows 16w..16w+15 and only
+//      the column tiles that reach the diagonal);
+//   3. L = StrictLower(diag(beta) K K^T * Gamma), Gamma_ij = exp(g_i - g_j)
+//      (one exponential of the difference: exp(-g_j) alone overflows under
+//      strong decay), zero from row len on;
+//   4. X = (I + L)^-1 by 16 x 16 blocks: the four diagonal blocks D_r^-1 by
+//      forward substitution (a column per thread, rows of L in registers),
+//      then block row r = 1..3 as X_r = -D_r^-1 (L_r,<r X_<r): two
+//      parallel steps per block row instead of a 64-step dependent chain;
+//   5. the chunk's rows of A = X, fp32, with float4 stores.
+// One 64 x 64 fp32 buffer M holds in turn the k rows, L, and X: X's blocks
+// overwrite the blocks of L that are no longer needed (the diagonal ones
+// after step 4a has read them, block row r once its product T is taken),
+// so that the CTA needs about 21 KB and nine fit an SM.
+// Dynamic shared memory: kernsrc.PrepChunkSharedBytes.
 namespace {
-constexpr int kKs = 136;  // k row stride (16-bit values): 272 bytes, rows 8 words apart in banks
-constexpr int kLs = 65;   // L and X row stride (floats)
+constexpr int kKs = 136;  // k row stride (16-bit values): ldmatrix rows land in distinct banks
+constexpr int kLs = 68;   // M row stride (floats): 16-byte rows for float4 loads and stores
+constexpr int kTs = 52;   // T row stride (floats): 16-byte rows for float4
+constexpr int kPrepChunkSmem = 64 * kLs * 4 + 16 * kTs * 4 + 2 * 64 * 4 + 16;
+static_assert(64 * kKs * 2 <= 64 * kLs * 4, "the k rows fit M");
 }  // namespace
+#ifdef GDN_PREP_CHUNK_SMEM
+static_assert(GDN_PREP_CHUNK_SMEM == kPrepChunkSmem, "kernsrc.PrepChunkSharedBytes");
+#endif
 
-extern "C" __global__ void __launch_bounds__(256) gdn_prep_solve(const uint16_t* __restrict__ k,
-                                                                  const void* __restrict__ beta,
-                                                                  const float* __restrict__ gcum,
-                                                                  float* __restrict__ A,
-                                                                  const int* __restrict__ chunks, int Hq, int Hv,
-                                                                  int flags) {
+extern "C" __global__ void __launch_bounds__(128) gdn_prep_chunk(
+    const uint16_t* __restrict__ k, const void* __restrict__ beta, const float* __restrict__ g,
+    const float* __restrict__ a_log, const float* __restrict__ dt_bias, float* __restrict__ gcum,
+    float* __restrict__ A, const int* __restrict__ chunks, int Hq, int Hv, int flags) {
   extern __shared__ float4 smem_raw[];
-  uint16_t* Ks = reinterpret_cast<uint16_t*>(smem_raw);                  // [64][kKs]
-  float* L = reinterpret_cast<float*>(Ks + 64 * kKs);                    // [64][kLs]
-  float* X = L + 64 * kLs;                                               // [64][kLs]
-  float* gv = X + 64 * kLs;                                              // [64]
-  float* bv = gv + 64;                                                   // [64]
+  float* M = reinterpret_cast<float*>(smem_raw);  // [64][kLs]: k rows, then L, then X
+  uint16_t* Ks = reinterpret_cast<uint16_t*>(M);  // [64][kKs]
+  float* T = M + 64 * kLs;                        // [16][kTs]
+  float* gv = T + 16 * kTs;                       // [64]
+  float* bv = gv + 64;                            // [64]
+  float* wsum = bv + 64;                          // [1]
   const int c = blockIdx.x, h = blockIdx.y, hk = h / (Hv / Hq), t = threadIdx.x;
+  const int warp = t >> 5, lane = t & 31, gq = lane >> 2, tq = lane & 3;
   const int b = chunks[2 * c], len = chunks[2 * c + 1] - b;
 
-  // k rows of the chunk (zero past its end), g and beta.
-  for (int q = t; q < 64 * 16; q += 256) {
-    const int i = q >> 4, part = q & 15;
+  // The chunk's k rows (zero past its end).
+#pragma unroll
+  for (int u = 0; u < 8; ++u) {
+    const int q = t + 128 * u, i = q >> 4, part = q & 15;
     uint4 w = make_uint4(0, 0, 0, 0);
     if (i < len) w = reinterpret_cast<const uint4*>(k + ((long long)(b + i) * Hq + hk) * 128)[part];
     *reinterpret_cast<uint4*>(Ks + i * kKs + part * 8) = w;
   }
+
+  // 1. Gates: token t of the chunk in thread t (two warps), an inclusive
+  // warp scan, then warp 1 adds warp 0's total.
+  float x = 0.f;
+  const long long at = (long long)(b + t) * Hv + h;
   if (t < 64) {
-    float gg = 0.f, bb = 0.f;
+    float bb = 0.f;
     if (t < len) {
-      const long long at = (long long)(b + t) * Hv + h;
-      gg = gcum[at];
+      x = g[at];
+      if (flags & kGateInKernel) x = -__expf(a_log[h]) * softplus(x + dt_bias[h]);
       bb = (flags & kBetaFP32) ? static_cast<const float*>(beta)[at] : E::to_float(static_cast<const uint16_t*>(beta)[at]);
     }
-    gv[t] = gg, bv[t] = bb;
-  }
-  __syncthreads();
-
-  // L = strictly lower beta_i (k_i . k_j) exp(g_i - g_j): 16 entries a thread.
-  for (int q = t; q < 64 * 64; q += 256) {
-    const int i = q >> 6, j = q & 63;
-    float v = 0.f;
-    if (j < i && i < len) {
-      float s = 0.f;
-#pragma unroll 8
-      for (int d = 0; d < 128; d += 2) {
-        const uint32_t ki = *reinterpret_cast<const uint32_t*>(Ks + i * kKs + d);
-        const uint32_t kj = *reinterpret_cast<const uint32_t*>(Ks + j * kKs + d);
-        s = fmaf(E::to_float((uint16_t)(ki & 0xffff)), E::to_float((uint16_t)(kj & 0xffff)), s);
-        s = fmaf(E::to_float((uint16_t)(ki >> 16)), E::to_float((uint16_t)(kj >> 16)), s);
-      }
-      v = bv[i] * s * __expf(gv[i] - gv[j]);
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const float y = __shfl_up_sync(0xffffffffu, x, o);
+      if (lane >= o) x += y;
     }
-    L[i * kLs + j] = v;
+    if (t == 31) *wsum = x;
+    bv[t] = bb;
   }
   __syncthreads();
-
-  // X = (I + L)^-1, column j by thread j: X_jj = 1, and for i > j
-  // X_ij = -(L_ij + sum_{j < m < i} L_im X_mj).
   if (t < 64) {
-    const int j = t;
-    for (int i = 0; i < 64; ++i) {
-      float x = i == j ? 1.f : 0.f;
-      if (i > j) {
-        float s = L[i * kLs + j];
-        for (int m = j + 1; m < i; ++m) s = fmaf(L[i * kLs + m], X[m * kLs + j], s);
-        x = -s;
-      }
-      X[i * kLs + j] = x;
+    if (t >= 32) x += *wsum;
+    gv[t] = x;
+    if (t < len) gcum[at] = x;
+  }
+
+  // 2. K K^T, rows 16 warp.., column tiles up to the diagonal block.
+  float acc[8][4];
+#pragma unroll
+  for (int n = 0; n < 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+#pragma unroll
+  for (int ks = 0; ks < 8; ++ks) {
+    uint32_t a[4];
+    load_a(a, Ks, kKs, 16 * warp, 16 * ks, lane);
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      if (np > warp) break;
+      uint32_t bt[4];
+      load_bt_pair(bt, Ks, kKs, 16 * ks, 16 * np, lane);
+      mma_16816<GDN_FP16 != 0>(acc[2 * np], a, bt[0], bt[1]);
+      mma_16816<GDN_FP16 != 0>(acc[2 * np + 1], a, bt[2], bt[3]);
+    }
+  }
+  __syncthreads();  // gv complete; every warp done with the k rows (L replaces them)
+
+  // 3. L into M, every entry (zeros above the diagonal and past len).
+#pragma unroll
+  for (int n = 0; n < 8; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = 16 * warp + gq + 8 * (e >> 1), j = 8 * n + 2 * tq + (e & 1);
+      M[i * kLs + j] = (j < i && i < len) ? bv[i] * acc[n][e] * __expf(gv[i] - gv[j]) : 0.f;
+    }
+  __syncthreads();
+
+  // 4a. Diagonal blocks (threads 0..63: block t/16, column t%16): x_i = 1 at
+  // the diagonal, else -sum_{m<i} L_im x_m (x_m = 0 above the column), each
+  // row of the block's L read into registers before its dependent sums.
+  // Written over L's diagonal blocks once all are read; the other threads
+  // clear the blocks above the diagonal.
+  float xs[16];
+  const int d0 = 16 * (t >> 4), col = t & 15;
+  if (t < 64) {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      float l[16];
+#pragma unroll
+      for (int m = 0; m < 16; m += 4) *reinterpret_cast<float4*>(l + m) = *reinterpret_cast<const float4*>(M + (d0 + i) * kLs + d0 + m);
+      float s = 0.f;
+#pragma unroll
+      for (int m = 0; m < i; ++m) s = fmaf(l[m], xs[m], s);
+      xs[i] = i == col ? 1.f : -s;
+    }
+  }
+  __syncthreads();
+  if (t < 64) {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) M[(d0 + i) * kLs + d0 + col] = xs[i];
+  } else {
+    // Blocks above the diagonal: float4 q of row q / 16 lies in column
+    // block (q % 16) / 4.
+    for (int q = t - 64; q < 64 * 16; q += 64) {
+      const int i = q >> 4, part = q & 15;
+      if ((part >> 2) > (i >> 4)) *reinterpret_cast<float4*>(M + i * kLs + 4 * part) = make_float4(0.f, 0.f, 0.f, 0.f);
     }
   }
   __syncthreads();
 
-  // The chunk's rows of A: row i of the matrix for token b + i.
-  for (int q = t; q < len * 64; q += 256) {
-    const int i = q >> 6, j = q & 63;
-    A[((long long)(b + i) * Hv + h) * 64 + j] = X[i * kLs + j];
+  // 4b. Block rows r = 1..3: T = L[r block, 0:16r] X[0:16r, 0:16r] (the
+  // rows above are X by now), then X[r block, 0:16r] = -D_r^-1 T over the
+  // block row's L, with D_r^-1 its diagonal block. Each of the first 32r
+  // threads computes a 2 x 4 tile (rows 2 ti, +1; columns 4 tj..+3): a
+  // float4 and two scalars feed eight products.
+#pragma unroll 1
+  for (int r = 1; r < 4; ++r) {
+    const int r0 = 16 * r, ti = t / (4 * r), tj = t % (4 * r);
+    const int i0 = 2 * ti, j0 = 4 * tj;
+    const bool mine = t < 32 * r;
+    float4 s0 = make_float4(0.f, 0.f, 0.f, 0.f), s1 = s0;
+    if (mine) {
+      const float* l0 = M + (r0 + i0) * kLs;
+      const float* l1 = l0 + kLs;
+#pragma unroll 4
+      for (int m = j0 & ~15; m < r0; ++m) {
+        const float4 xm = *reinterpret_cast<const float4*>(M + m * kLs + j0);
+        const float a0 = l0[m], a1 = l1[m];
+        s0.x = fmaf(a0, xm.x, s0.x), s0.y = fmaf(a0, xm.y, s0.y), s0.z = fmaf(a0, xm.z, s0.z), s0.w = fmaf(a0, xm.w, s0.w);
+        s1.x = fmaf(a1, xm.x, s1.x), s1.y = fmaf(a1, xm.y, s1.y), s1.z = fmaf(a1, xm.z, s1.z), s1.w = fmaf(a1, xm.w, s1.w);
+      }
+      *reinterpret_cast<float4*>(T + i0 * kTs + j0) = s0;
+      *reinterpret_cast<float4*>(T + (i0 + 1) * kTs + j0) = s1;
+    }
+    __syncthreads();
+    if (mine) {
+      const float* d0r = M + (r0 + i0) * kLs + r0;
+      const float* d1r = d0r + kLs;
+      s0 = s1 = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 4
+      for (int m = 0; m <= i0 + 1; ++m) {
+        const float4 tm = *reinterpret_cast<const float4*>(T + m * kTs + j0);
+        const float a0 = d0r[m], a1 = d1r[m];  // D_r^-1 is lower triangular: a0 = 0 at m = i0 + 1
+        s0.x = fmaf(a0, tm.x, s0.x), s0.y = fmaf(a0, tm.y, s0.y), s0.z = fmaf(a0, tm.z, s0.z), s0.w = fmaf(a0, tm.w, s0.w);
+        s1.x = fmaf(a1, tm.x, s1.x), s1.y = fmaf(a1, tm.y, s1.y), s1.z = fmaf(a1, tm.z, s1.z), s1.w = fmaf(a1, tm.w, s1.w);
+      }
+      *reinterpret_cast<float4*>(M + (r0 + i0) * kLs + j0) = make_float4(-s0.x, -s0.y, -s0.z, -s0.w);
+      *reinterpret_cast<float4*>(M + (r0 + i0 + 1) * kLs + j0) = make_float4(-s1.x, -s1.y, -s1.z, -s1.w);
+    }
+    __syncthreads();
+  }
+
+  // 5. The chunk's rows of A: row i of the matrix for token b + i.
+  for (int q = t; q < len * 16; q += 128) {
+    const int i = q >> 4, part = q & 15;
+    reinterpret_cast<float4*>(A + ((long long)(b + i) * Hv + h) * 64)[part] =
+        *reinterpret_cast<const float4*>(M + i * kLs + 4 * part);
   }
 }
