@@ -17,10 +17,11 @@
 //
 // Warpgroups of one CTA (one CTA per sequence, value head and 64*NC-wide
 // value tile):
-//   aux (warpgroup 0) prepares each chunk as soon as its tiles land: fp16
-//     operands (bf16 inputs are converted in place: fp16 keeps 3 more
-//     mantissa bits for every derived operand), the gate vectors, A2 and P,
-//     and marks the stage ready; it also keeps A's own two-slot ring full.
+//   aux (warpgroups 0..kAux-1, each taking every kAux-th chunk) prepares a
+//     chunk as soon as its tiles land: fp16 operands (bf16 inputs are
+//     converted in place: fp16 keeps 3 more mantissa bits for every derived
+//     operand), the gate vectors, A2 (written over the chunk's A, which TMA
+//     puts where A2 and P go) and P, and marks the stage ready.
 //   consumers (warpgroups 1..NC) run the chain above, write o through a
 //     swizzled staging tile by TMA store (rows past a sequence's end by
 //     plain stores), release the stage and refill it with the chunk
@@ -133,18 +134,19 @@ constexpr int kBarAux = 7;
 
 // One stage of the ring: the chunk's operands (TMA destinations and what
 // the aux group derives), every tile 1024-byte aligned. Offsets in bytes.
-// Three stages when they fit (one consumer), so that the copies of a chunk
-// are in flight for two chunks' time.
-constexpr int kStages = kNC == 1 ? 3 : 2;
+// Three stages at either tile width: A lands in the two tiles that A2 and P
+// then overwrite (A fp32 is two tiles, bf16 one) instead of a ring of its
+// own, which is what lets three fit at BV 128. (Measured: no faster than two
+// stages there, docs/PERF.md v11; the copies were not what bounded a chunk.)
+constexpr int kStages = 3;
 constexpr int kTile = 8192;                   // 64 rows x 128 bytes
 constexpr int kOffBQ = 0;                     // 2 half tiles (d blocks) of 128 rows: K rows j, then Q rows i
 constexpr int kOffV = kOffBQ + 4 * kTile;     // kNC blocks [64 j][64 v]
-constexpr int kOffA2 = kOffV + kNC * kTile;   // fp16 [64 i][64 j]
+constexpr int kOffA2 = kOffV + kNC * kTile;   // fp16 [64 i][64 j]; first A: fp32 [64 i][32 j] x 2 or bf16 [64 i][64 j]
 constexpr int kOffP = kOffA2 + kTile;         // fp16 [64 i][64 j]
 constexpr int kOffVec = kOffP + kTile;        // floats: g, beta, eg, f [64 each], gamma
 constexpr int kStageBytes = kOffVec + 2048;
-constexpr int kOffA = kStages * kStageBytes;  // A's ring: 2 slots; fp32 2 x [64 i][32 j], bf16 [64 i][64 j]
-constexpr int kOffOut = kOffA + 2 * 2 * kTile;     // kNC staging tiles [64 i][64 v]
+constexpr int kOffOut = kStages * kStageBytes;     // kNC staging tiles [64 i][64 v]
 constexpr int kOffBars = kOffOut + kNC * kTile;    // mbarriers
 constexpr int kSmemBytes = kOffBars + 1024 + 1024;  // + alignment slack of the dynamic base
 
@@ -154,9 +156,9 @@ static_assert(kThreads == GDN_THREADS, "kernsrc.HopperThreads disagrees with the
 #endif
 
 // mbarriers, at kOffBars: per stage full (TMA bytes), ready (aux done),
-// empty (consumers done); per A slot full.
+// empty (consumers done).
 struct Bars {
-  uint64_t full[kStages], ready[kStages], empty[kStages], a_full[2];
+  uint64_t full[kStages], ready[kStages], empty[kStages];
 };
 
 struct Vec {  // at kOffVec of a stage
@@ -181,10 +183,13 @@ GDN_DEVICE float read_beta(const GdnHopperParams& p, int64_t idx) {
   return E::to_float(static_cast<const uint16_t*>(p.ptr.beta)[idx]);
 }
 
-// TMA loads of chunk c's q, k and value tiles into a stage; one thread.
+// TMA loads of chunk c's q, k, value tiles and A into a stage; one thread.
 GDN_DEVICE void issue_loads(unsigned char* st, uint64_t* full, const GdnHopperParams& p, const Work& w, int c) {
-  mbar_arrive_expect_tx(full, ((kXfer ? 2 : 4) + (w.zero_v ? 0 : kNC)) * kTile);
+  const bool a32 = p.sc.flags & kAFP32;
+  mbar_arrive_expect_tx(full, ((kXfer ? 2 : 4) + (w.zero_v ? 0 : kNC) + (a32 ? 2 : 1)) * kTile);
   const int t = w.t0 + 64 * c;
+  tma_load_4d(st + kOffA2, &p.tm_a, full, 0, w.h, t, w.b);
+  if (a32) tma_load_4d(st + kOffA2 + kTile, &p.tm_a, full, 32, w.h, t, w.b);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     tma_load_4d(st + kOffBQ + 2 * h * kTile, &p.tm_k, full, 64 * h, w.hk, t, w.b);
@@ -193,15 +198,6 @@ GDN_DEVICE void issue_loads(unsigned char* st, uint64_t* full, const GdnHopperPa
   if (w.zero_v) return;  // the value tiles stay zero (cleared at the start)
 #pragma unroll
   for (int x = 0; x < kNC; ++x) tma_load_4d(st + kOffV + x * kTile, &p.tm_v, full, w.v0 + 64 * x, w.h, t, w.b);
-}
-
-// TMA load of chunk c's rows of A into one of its two slots; one thread.
-GDN_DEVICE void issue_load_a(unsigned char* slot, uint64_t* full, const GdnHopperParams& p, const Work& w, int c) {
-  const bool a32 = p.sc.flags & kAFP32;
-  mbar_arrive_expect_tx(full, (a32 ? 2 : 1) * kTile);
-  const int t = w.t0 + 64 * c;
-  tma_load_4d(slot, &p.tm_a, full, 0, w.h, t, w.b);
-  if (a32) tma_load_4d(slot + kTile, &p.tm_a, full, 32, w.h, t, w.b);
 }
 
 // bf16 -> fp16 of 8 values (16 bytes).
@@ -219,8 +215,8 @@ GDN_DEVICE float2 read_a2(const unsigned char* a, bool a32, int i, int j) {
   return make_float2(bf16_to_float((uint16_t)(x & 0xffff)), bf16_to_float((uint16_t)(x >> 16)));
 }
 
-// ---- The aux warpgroup: everything about a chunk that does not need the
-// state, and A's ring.
+// ---- An aux warpgroup: everything about a chunk that does not need the
+// state.
 GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& p, const Work& w, int aw) {
   const int t = threadIdx.x & 127, warp = t >> 5, lane = t & 31;
   const int bar = kBarAux + aw;
@@ -234,7 +230,6 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
     tma_prefetch_desc(&p.tm_a);
     tma_prefetch_desc(&p.tm_o);
     for (int c = 0; c < min(kStages, w.nch); ++c) issue_loads(smem + c * kStageBytes, &bars.full[c], p, w, c);
-    for (int c = 0; c < min(2, w.nch); ++c) issue_load_a(smem + kOffA + c * 2 * kTile, &bars.a_full[c], p, w, c);
   }
 
   // g and beta of a chunk (one token per thread) are plain loads, strided
@@ -254,7 +249,6 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
   for (int c = aw; c < w.nch; c += kAux) {
     const int s = c % kStages, use = c / kStages;
     unsigned char* st = smem + s * kStageBytes;
-    unsigned char* as = smem + kOffA + (c & 1) * 2 * kTile;
     Vec& vec = *reinterpret_cast<Vec*>(st + kOffVec);
     const int len = chunk_len(w, c);
     const float gv = g_next, bv = b_next;
@@ -302,8 +296,13 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
 
     // A2 = A diag(beta), masked to j <= i < len (columns past the chunk may
     // hold anything, SPEC, and 0 * NaN would poison the products), fp16,
-    // rows 16 warp + gq (+8), columns 16 ks + 2 tq (+1, +8, +9).
-    mbar_wait(&bars.a_full[c & 1], (c >> 1) & 1);
+    // rows 16 warp + gq (+8), columns 16 ks + 2 tq (+1, +8, +9). A2 and P
+    // are written over A, in place and without a barrier of the group:
+    // each warp reads and writes only its own 16 rows (a row keeps its 128
+    // bytes in every tile), and A2's k-step ks covers bytes of A that only
+    // k-steps up to ks read (fp32: its 16-byte chunks 2ks, 2ks+1 of the
+    // first tile hold A's columns 8ks..8ks+7; bf16: the same columns), so a
+    // warp barrier between the reads and the store of each k-step suffices.
     {
       const int r0 = 16 * warp + gq, r1 = r0 + 8;
       const int m = lane >> 3, srow = 16 * warp + 8 * (m & 1) + (lane & 7);
@@ -314,18 +313,16 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
         for (int q = 0; q < 4; ++q) {
           const int i = (q & 1) ? r1 : r0;
           const int j = 16 * ks + 2 * tq + 8 * (q >> 1);
-          float2 x = read_a2(as, a32, i, j);
+          float2 x = read_a2(st + kOffA2, a32, i, j);
           const bool in = i < len;
           x.x = (in && j <= i) ? x.x * vec.beta[j] : 0.f;
           x.y = (in && j + 1 <= i) ? x.y * vec.beta[j + 1] : 0.f;
           a2[q] = pack_fp16x2(x.x, x.y);
         }
+        __syncwarp();
         stmatrix_x4(smem_addr(st + kOffA2) + swz128(srow, 16 * (2 * ks + (m >> 1))), a2[0], a2[1], a2[2], a2[3]);
       }
     }
-    // A's slot is read: refill it with chunk c+2.
-    named_sync(bar, 128);
-    if (t == 0 && c + 2 < w.nch) issue_load_a(as, &bars.a_full[c & 1], p, w, c + 2);
 
     if (kXfer) {
       fence_async_smem();
@@ -594,7 +591,6 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_hopper_fwd(const _
       mbar_init(&bars.ready[s], 128);          // the aux group
       mbar_init(&bars.empty[s], 128 * kNC);    // the consumer groups
     }
-    for (int s = 0; s < 2; ++s) mbar_init(&bars.a_full[s], 1);
     mbar_fence_init();
   }
   if (w.zero_v) {

@@ -41,25 +41,19 @@ func HopperThreads(consumers int) int { return 128 * (HopperAux(consumers) + con
 // HopperTileWidth is the value-tile width of a CTA with that many consumers.
 func HopperTileWidth(consumers int) int { return 64 * consumers }
 
-// HopperStages is the depth of the kernel's ring of chunk stages: three
-// when they fit in shared memory (one consumer), else two.
-func HopperStages(consumers int) int {
-	if consumers == 1 {
-		return 3
-	}
-	return 2
-}
+// HopperStages is the depth of the kernel's ring of chunk stages.
+const HopperStages = 3
 
 // HopperSharedBytes mirrors the shared-memory layout of gdn_hopper.cu (the
 // kernel static_asserts the same number, define GDN_SMEM_BYTES): the stages,
-// each of 8 KB tiles (K and Q: 4, V: one per consumer, A2: 1, P: 1) plus
-// 2 KB of gate vectors; A's ring of two 16 KB slots; one output staging
-// tile per consumer; 1 KB of mbarriers; 1 KB of slack to align the dynamic
-// base to the 1024 bytes the swizzled tiles need.
+// each of 8 KB tiles (K and Q: 4, V: one per consumer, A2: 1, P: 1; A
+// arrives in the A2 and P tiles) plus 2 KB of gate vectors; one output
+// staging tile per consumer; 1 KB of mbarriers; 1 KB of slack to align the
+// dynamic base to the 1024 bytes the swizzled tiles need.
 func HopperSharedBytes(consumers int) int {
 	const tile = 8192
 	stage := (4+consumers+1+1)*tile + 2048
-	return HopperStages(consumers)*stage + 4*tile + consumers*tile + 1024 + 1024
+	return HopperStages*stage + consumers*tile + 1024 + 1024
 }
 
 // The contract between Go and gdn_hopper.cu's GdnHopperParams, its only
