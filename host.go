@@ -47,8 +47,12 @@ type HostCoreResult struct {
 // result slices. For data that stays on the GPU, use UploadCore once and
 // Forward.
 func (rt *Runtime) ForwardHost(h *HostCoreArgs) (*HostCoreResult, error) {
+	l, err := newHostLayout(h)
+	if err != nil {
+		return nil, err
+	}
 	res := &HostCoreResult{}
-	if err := rt.forwardHostInto(h, res, true); err != nil {
+	if err := rt.forwardHostInto(l, res, true); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -64,14 +68,6 @@ func (rt *Runtime) ForwardHost(h *HostCoreArgs) (*HostCoreResult, error) {
 // page faults over every output byte. res's slices must not overlap the
 // inputs. On an error the contents of res are unspecified.
 func (rt *Runtime) ForwardHostInto(h *HostCoreArgs, res *HostCoreResult) error {
-	return rt.forwardHostInto(h, res, false)
-}
-
-// forwardHostInto is ForwardHostInto; fresh (ForwardHost's empty result)
-// allocates the result slices on a goroutine of their own while the inputs
-// convert and copy: zeroing a new result (over 100 MB for a long prompt) is
-// a single-threaded pass that would otherwise come after the kernel.
-func (rt *Runtime) forwardHostInto(h *HostCoreArgs, res *HostCoreResult, fresh bool) error {
 	if res == nil {
 		return argErrorf("res", "nil *HostCoreResult")
 	}
@@ -79,6 +75,15 @@ func (rt *Runtime) forwardHostInto(h *HostCoreArgs, res *HostCoreResult, fresh b
 	if err != nil {
 		return err
 	}
+	return rt.forwardHostInto(l, res, false)
+}
+
+// forwardHostInto runs the host call laid out by l into res; fresh
+// (ForwardHost's empty result) allocates the result slices on a goroutine
+// of their own while the inputs convert and copy: zeroing a new result
+// (over 100 MB for a long prompt) is a single-threaded pass that would
+// otherwise come after the kernel.
+func (rt *Runtime) forwardHostInto(l *hostLayout, res *HostCoreResult, fresh bool) error {
 	if err := rt.enter(); err != nil {
 		return err
 	}
@@ -148,11 +153,15 @@ func (rt *Runtime) forwardHost(l *hostLayout, set *stagingSet, results func() []
 		return fmt.Errorf("gdn: upload: %w", upErr)
 	}
 
-	a := l.bind(set.dev)
-	if err := poisonOutputs(ctx, a); err != nil {
+	if err := l.poisonOutputs(ctx, set.dev); err != nil {
 		return err
 	}
-	if err := rt.forward(a, 0); err != nil {
+	if l.full {
+		err = rt.forwardFull(l.fullArgs(set.dev), 0)
+	} else {
+		err = rt.forward(l.coreArgs(set.dev), 0)
+	}
+	if err != nil {
 		return err
 	}
 
