@@ -196,6 +196,28 @@ func (rt *Runtime) ForwardFull(a *FullArgs, s Stream) error {
 	return rt.forwardFull(a, s)
 }
 
+// PlanOfFull returns the plan of the core forward that ForwardFull runs a
+// with, after its preparation (see PlanOf). The call is prepared (and kept)
+// as ForwardFull would: the first call with a set of arguments allocates
+// its scratch.
+func (rt *Runtime) PlanOfFull(a *FullArgs) (Plan, error) {
+	if err := rt.enter(); err != nil {
+		return Plan{}, err
+	}
+	defer rt.leave()
+	e, err := rt.preparedFull(a)
+	if err != nil {
+		return Plan{}, err
+	}
+	defer rt.full.held.release(e)
+	c, err := rt.calls.prepare(&e.core)
+	if err != nil {
+		return Plan{}, err
+	}
+	defer rt.calls.release(c)
+	return c.plan, nil
+}
+
 // preparedFull validates a and returns its prepared call, made on the
 // first call with these arguments; the caller releases it
 // (rt.full.held.release).

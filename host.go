@@ -28,7 +28,8 @@ type HostCoreArgs struct {
 	FinalState bool    // return ht
 }
 
-// HostCoreResult holds the outputs of ForwardHost and ForwardHostInto.
+// HostCoreResult holds the outputs of a host call: ForwardHost,
+// ForwardHostInto, ForwardFullHost and ForwardFullHostInto.
 type HostCoreResult struct {
 	O  []float32 // [B,T,Hv,128], values of the device dtype widened to float32
 	Ht []float32 // [N,Hv,128,128]; empty (nil from ForwardHost) unless FinalState
@@ -72,6 +73,67 @@ func (rt *Runtime) ForwardHostInto(h *HostCoreArgs, res *HostCoreResult) error {
 		return argErrorf("res", "nil *HostCoreResult")
 	}
 	l, err := newHostLayout(h)
+	if err != nil {
+		return err
+	}
+	return rt.forwardHostInto(l, res, false)
+}
+
+// HostFullArgs are the operands of the full forward (ForwardFull, FullArgs)
+// in host memory, as float32 slices in the layouts of FullArgs; the fields
+// shared with HostCoreArgs mean the same. ForwardFullHost rounds q, k and v
+// (and beta when asked) to the device dtype, round to nearest even; g,
+// A_log, dt_bias and h0 travel in fp32.
+type HostFullArgs struct {
+	B, T, Hq, Hv int
+	CuSeqlens    []int // packed sequences (B = 1), or nil
+	SeqlensDtype Dtype // Int32 (default) or Int64: how cu_seqlens travels
+
+	Dtype   Dtype     // BF16 or FP16: q, k, v and o
+	Q, K, V []float32 // [B,T,Hq,128], [B,T,Hq,128], [B,T,Hv,128]
+	// G is the per-token log-gate [B,T,Hv] (natural log, <= 0 in real
+	// models; not its cumulative sum), or with GateInKernel the gate's raw
+	// input a.
+	G    []float32
+	Beta []float32 // [B,T,Hv]
+	// ALog and DtBias [Hv] are the gate's per-head parameters, given with
+	// GateInKernel and only then: g = -exp(ALog) softplus(a + DtBias).
+	ALog, DtBias []float32
+	H0           []float32 // [N,Hv,128,128], or nil for a zero initial state
+
+	BetaDtype  Dtype   // FP32 (default) or Dtype
+	Scale      float32 // 0 means 1/sqrt(128)
+	FinalState bool    // return ht
+	// L2Norm normalises every 128-vector of q and k inside
+	// (FullArgs.L2Norm); GateInKernel computes g from G, ALog and DtBias.
+	L2Norm, GateInKernel bool
+}
+
+// ForwardFullHost is ForwardHost for the full forward: it runs ForwardFull
+// on host slices and waits for it, through the same kept device and pinned
+// buffers, conversions on all cores and overlapped copies (see ForwardHost).
+// Errors name the argument (wrapping ErrInvalidArgument) as ForwardHost's
+// do, and A_log or dt_bias for the gate's parameters. The scratch memory of
+// the full forward is kept with its prepared call, as ForwardFull keeps it.
+func (rt *Runtime) ForwardFullHost(h *HostFullArgs) (*HostCoreResult, error) {
+	l, err := newFullHostLayout(h)
+	if err != nil {
+		return nil, err
+	}
+	res := &HostCoreResult{}
+	if err := rt.forwardHostInto(l, res, true); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// ForwardFullHostInto is ForwardFullHost writing the outputs into res,
+// reused as ForwardHostInto reuses it: the path for repeated calls.
+func (rt *Runtime) ForwardFullHostInto(h *HostFullArgs, res *HostCoreResult) error {
+	if res == nil {
+		return argErrorf("res", "nil *HostCoreResult")
+	}
+	l, err := newFullHostLayout(h)
 	if err != nil {
 		return err
 	}

@@ -193,6 +193,46 @@ func newHostLayout(h *HostCoreArgs) (*hostLayout, error) {
 	return s.layout(hostInput{"A", tensorA, aDt, s.bt(s.hv, ChunkLen), h.A})
 }
 
+// newFullHostLayout checks h (errors name the argument, as ForwardFull's
+// do) and lays its tensors out; the gate's parameters A_log and dt_bias are
+// inputs when GateInKernel is on, and refused when it is off (given
+// without it, they would be silently ignored).
+func newFullHostLayout(h *HostFullArgs) (*hostLayout, error) {
+	if h == nil {
+		return nil, argErrorf("args", "nil *HostFullArgs")
+	}
+	s := hostSpec{b: h.B, t: h.T, hq: h.Hq, hv: h.Hv, cuSeqlens: h.CuSeqlens, dtype: h.Dtype,
+		betaDt: orDefault(h.BetaDtype, FP32), seqlensDt: orDefault(h.SeqlensDtype, Int32),
+		q: h.Q, k: h.K, v: h.V, g: h.G, beta: h.Beta, h0: h.H0, finalState: h.FinalState, scale: h.Scale}
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	var extra []hostInput
+	switch {
+	case h.GateInKernel:
+		for _, x := range []struct {
+			name string
+			id   tensorID
+			src  []float32
+		}{{"a_log", tensorALog, h.ALog}, {"dt_bias", tensorDtBias, h.DtBias}} {
+			if x.src == nil {
+				return nil, argErrorf(x.name, "GateInKernel needs it: %d values, one per value head", h.Hv)
+			}
+			extra = append(extra, hostInput{x.name, x.id, FP32, []int{s.hv}, x.src})
+		}
+	case h.ALog != nil:
+		return nil, argErrorf("a_log", "given but GateInKernel is off (g would be taken as the log-gate itself)")
+	case h.DtBias != nil:
+		return nil, argErrorf("dt_bias", "given but GateInKernel is off (g would be taken as the log-gate itself)")
+	}
+	l, err := s.layout(extra...)
+	if err != nil {
+		return nil, err
+	}
+	l.full, l.l2norm, l.gateInKernel = true, h.L2Norm, h.GateInKernel
+	return l, nil
+}
+
 // encodeInputs writes every input in its device encoding into buf, which
 // holds at least inBytes bytes, on all cores.
 func (l *hostLayout) encodeInputs(buf []byte) {
@@ -421,6 +461,43 @@ func (d *DeviceCoreArgs) Download() (*HostCoreResult, error) { return d.blk.down
 // Free releases the device memory; Args must not be used afterwards. A
 // second Free does nothing.
 func (d *DeviceCoreArgs) Free() error {
+	if d == nil {
+		return nil
+	}
+	d.Args = nil
+	return d.blk.free()
+}
+
+// DeviceFullArgs are device copies of a HostFullArgs call, from UploadFull:
+// Args is ready for ForwardFull (outputs allocated and filled with NaN),
+// and Free releases the memory behind it.
+type DeviceFullArgs struct {
+	Args *FullArgs
+	blk  deviceBlock
+}
+
+// UploadFull is UploadCore for the full forward: one allocation for every
+// tensor of h, inputs converted and copied, outputs filled with NaN, the
+// data on the device when it returns. Free the result when done.
+func (rt *Runtime) UploadFull(h *HostFullArgs) (*DeviceFullArgs, error) {
+	l, err := newFullHostLayout(h)
+	if err != nil {
+		return nil, err
+	}
+	blk, err := rt.upload(l)
+	if err != nil {
+		return nil, err
+	}
+	return &DeviceFullArgs{Args: l.fullArgs(blk.base), blk: blk}, nil
+}
+
+// Download copies the outputs (o, and ht when the call asked for it) back
+// and widens them to float32. Synchronise the stream that wrote them first.
+func (d *DeviceFullArgs) Download() (*HostCoreResult, error) { return d.blk.download() }
+
+// Free releases the device memory; Args must not be used afterwards. A
+// second Free does nothing.
+func (d *DeviceFullArgs) Free() error {
 	if d == nil {
 		return nil
 	}
