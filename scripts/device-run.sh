@@ -25,7 +25,7 @@
 # layer     one Qwen3.5 layer's prefill through the full forward
 #           (examples/qwen35_layer)                          -> layer.log
 # python    examples/python/check_run.py: gdn run and gdn run --full
-#           from NumPy, against a NumPy reference         -> python.log
+#           from NumPy, against a NumPy reference            -> python.log
 set -uo pipefail
 out="${OUT:-device-out}"
 mkdir -p "$out"
