@@ -348,15 +348,13 @@ func (b *bencher) uploadSets(s ref.Shape, n int) ([]benchSet, error) {
 	for i := range n {
 		start := time.Now()
 		seed := b.opts.seed + uint64(i)
-		var h *hostInputs
-		if b.opts.full {
-			h = genRecipe(s, b.opts.dtype, seed, !b.opts.l2norm)
-		} else {
-			h = genInputs(s, b.opts.dtype, seed)
+		drawn := func(h *hostInputs) {
+			fmt.Fprintf(stderr, "  input set %d: %d tokens, %.1f MB, drawn in %.2f s\n",
+				i+1, s.Tokens(), float64(h.Bytes())/1e6, time.Since(start).Seconds())
 		}
-		fmt.Fprintf(stderr, "  input set %d: %d tokens, %.1f MB, drawn in %.2f s\n",
-			i+1, s.Tokens(), float64(h.Bytes())/1e6, time.Since(start).Seconds())
 		if b.opts.full {
+			h := genRecipe(s, b.opts.dtype, seed, !b.opts.l2norm)
+			drawn(h)
 			d, err := b.rt.UploadFull(h.hostFullArgs(b.opts.l2norm))
 			if err != nil {
 				return sets, err
@@ -364,6 +362,8 @@ func (b *bencher) uploadSets(s ref.Shape, n int) ([]benchSet, error) {
 			sets = append(sets, fullSet{d})
 			continue
 		}
+		h := genInputs(s, b.opts.dtype, seed)
+		drawn(h)
 		d, err := b.rt.UploadCore(h.hostArgs())
 		if err != nil {
 			return sets, err
@@ -373,9 +373,9 @@ func (b *bencher) uploadSets(s ref.Shape, n int) ([]benchSet, error) {
 	return sets, nil
 }
 
-// measure times one call: a first call that compiles (or loads) the
-// kernels (and, for the full forward, allocates its scratch), warm-up calls
-// timed together to size the graph, then the median over replays of a
+// measure times one call (Forward, or ForwardFull with its preparation
+// kernels): a first call that compiles (or loads) the kernels, warm-up
+// calls timed together to size the graph, then the median over replays of a
 // graph of res.Calls calls, divided by res.Calls. Calls cycle through the
 // input sets.
 func (b *bencher) measure(sets []benchSet, res *benchResult) error {
