@@ -193,13 +193,42 @@ func (rt *Runtime) ForwardFull(a *FullArgs, s Stream) error {
 		return err
 	}
 	defer rt.leave()
+	return rt.forwardFull(a, s)
+}
+
+// PlanOfFull returns the plan of the core forward that ForwardFull runs a
+// with, after its preparation (see PlanOf). The call is prepared (and kept)
+// as ForwardFull would: the first call with a set of arguments allocates
+// its scratch.
+func (rt *Runtime) PlanOfFull(a *FullArgs) (Plan, error) {
+	if err := rt.enter(); err != nil {
+		return Plan{}, err
+	}
+	defer rt.leave()
+	e, err := rt.preparedFull(a)
+	if err != nil {
+		return Plan{}, err
+	}
+	defer rt.full.held.release(e)
+	c, err := rt.calls.prepare(&e.core)
+	if err != nil {
+		return Plan{}, err
+	}
+	defer rt.calls.release(c)
+	return c.plan, nil
+}
+
+// preparedFull validates a and returns its prepared call, made on the
+// first call with these arguments; the caller releases it
+// (rt.full.held.release).
+func (rt *Runtime) preparedFull(a *FullArgs) (*fullCall, error) {
 	if a == nil {
-		return argErrorf("args", "nil *FullArgs")
+		return nil, argErrorf("args", "nil *FullArgs")
 	}
 	args := *a
 	p, err := ValidateFull(&args)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	key := fullKey{q: args.Q.Ptr, k: args.K.Ptr, v: args.V.Ptr, g: args.G.Ptr, beta: args.Beta.Ptr,
 		aLog: args.ALog.Ptr, dtBias: args.DtBias.Ptr, h0: args.H0.Ptr, ht: args.Ht.Ptr, o: args.O.Ptr,
@@ -211,17 +240,27 @@ func (rt *Runtime) ForwardFull(a *FullArgs, s Stream) error {
 	}
 	e, found, collided, err := rt.full.held.get(key, p.Seqs)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !found {
 		if e, err = rt.newFullCall(&args, key, p); err != nil {
-			return err
+			return nil, err
 		}
 		if collided {
 			alone(&e.holdState) // released (and freed) by this call alone
 		} else if e, err = rt.full.held.put(key, e, p.Seqs); err != nil {
-			return err
+			return nil, err
 		}
+	}
+	return e, nil
+}
+
+// forwardFull is ForwardFull without the Close guard, for callers that
+// hold it (the host path, forwardHost).
+func (rt *Runtime) forwardFull(a *FullArgs, s Stream) error {
+	e, err := rt.preparedFull(a)
+	if err != nil {
+		return err
 	}
 	defer rt.full.held.release(e)
 

@@ -3,15 +3,15 @@
 package gdn_test
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"testing"
-	"unsafe"
 
 	"github.com/gdnjit/gdn"
-	"github.com/gdnjit/gdn/dtype"
 	"github.com/gdnjit/gdn/ref"
 )
 
@@ -37,9 +37,12 @@ func fullCases() []fullCase {
 	}
 }
 
-// runFullCase uploads a case, runs ForwardFull on poisoned outputs and
-// holds o and ht to ref.Full.
-func runFullCase(t *testing.T, r *gdn.Runtime, c fullCase, seed uint64) (o, ht ref.Errors) {
+// fullCaseInputs draws a case's inputs: the recipe, with q and k at 4x
+// their norm for L2Norm (4x is exact in bf16 and fp16: the device gets
+// exactly these values) and, for the in-kernel gate, g replaced by the
+// gate's raw input a ~ N(0, 1) with per-head A_log and dt_bias. It returns
+// the reference's inputs and options and the same call for the host.
+func fullCaseInputs(t *testing.T, c fullCase, seed uint64) (ref.Inputs, ref.FullOptions, *gdn.HostFullArgs) {
 	t.Helper()
 	s := c.shape
 	in, err := ref.Recipe(s, seed, c.opts)
@@ -51,7 +54,7 @@ func runFullCase(t *testing.T, r *gdn.Runtime, c fullCase, seed uint64) (o, ht r
 		dt = gdn.FP16
 	}
 	var fo ref.FullOptions
-	if c.l2norm { // 4x is exact in bf16 and fp16: the device gets exactly these values
+	if c.l2norm {
 		for i := range in.Q {
 			in.Q[i] *= 4
 		}
@@ -71,66 +74,15 @@ func runFullCase(t *testing.T, r *gdn.Runtime, c fullCase, seed uint64) (o, ht r
 			fo.DtBias[h] = float64(float32(0.25*float64(h) - 0.5))
 		}
 	}
-	A := make([]float32, s.Tokens()*s.Hv*64) // unused by the full forward
-	up, err := r.UploadCore(&gdn.HostCoreArgs{B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, CuSeqlens: s.CuSeqlens, Dtype: dt,
-		Q: f32(in.Q), K: f32(in.K), V: f32(in.V), G: f32(in.G), Beta: f32(in.Beta), A: A, H0: f32(in.H0), FinalState: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer up.Free()
-	ca := up.Args
-	fa := &gdn.FullArgs{Q: ca.Q, K: ca.K, V: ca.V, G: ca.G, Beta: ca.Beta, H0: ca.H0, O: ca.O, Ht: ca.Ht,
-		CuSeqlens: ca.CuSeqlens, CuSeqlensDevice: ca.CuSeqlensDevice, L2Norm: c.l2norm, GateInKernel: c.gate}
-	if c.gate {
-		for _, x := range []struct {
-			dst  *gdn.Tensor
-			vals []float64
-		}{{&fa.ALog, fo.ALog}, {&fa.DtBias, fo.DtBias}} {
-			p, err := r.Malloc(4 * s.Hv)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer r.Free(p)
-			v := f32(x.vals)
-			if err := r.CopyToDevice(p, unsafe.Pointer(&v[0]), 4*len(v)); err != nil {
-				t.Fatal(err)
-			}
-			*x.dst = gdn.Tensor{Ptr: p, Bytes: 4 * s.Hv, Dtype: gdn.FP32, Shape: []int{s.Hv}}
-		}
-	}
-	// Twice: the first call prepares, the second runs the prepared call.
-	var gotO, gotHt []float32
-	for call := 0; call < 2; call++ {
-		ctx := r.Context()
-		if err := ctx.MemsetD16(driverPtr(ca.O.Ptr), 0x7fff, ca.O.Elems(), nil); err != nil {
-			t.Fatal(err)
-		}
-		if err := ctx.MemsetD32(driverPtr(ca.Ht.Ptr), 0x7fc00000, ca.Ht.Elems(), nil); err != nil {
-			t.Fatal(err)
-		}
-		if err := r.ForwardFull(fa, 0); err != nil {
-			t.Fatal(err)
-		}
-		if err := ctx.WrapStream(0).Synchronize(); err != nil {
-			t.Fatal(err)
-		}
-		ob := make([]uint16, ca.O.Elems())
-		if err := r.CopyToHost(unsafe.Pointer(&ob[0]), ca.O.Ptr, 2*len(ob)); err != nil {
-			t.Fatal(err)
-		}
-		gotO = make([]float32, len(ob))
-		for i, v := range ob {
-			if dt == gdn.FP16 {
-				gotO[i] = dtype.FP16ToFloat32(v)
-			} else {
-				gotO[i] = dtype.BF16ToFloat32(v)
-			}
-		}
-		gotHt = make([]float32, ca.Ht.Elems())
-		if err := r.CopyToHost(unsafe.Pointer(&gotHt[0]), ca.Ht.Ptr, 4*len(gotHt)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	h := &gdn.HostFullArgs{B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, CuSeqlens: s.CuSeqlens, Dtype: dt,
+		Q: f32(in.Q), K: f32(in.K), V: f32(in.V), G: f32(in.G), Beta: f32(in.Beta), ALog: f32(fo.ALog), DtBias: f32(fo.DtBias),
+		H0: f32(in.H0), FinalState: true, L2Norm: c.l2norm, GateInKernel: c.gate}
+	return in, fo, h
+}
+
+// checkFull holds o and ht to ref.Full at the pass lines of docs/SPEC.md.
+func checkFull(t *testing.T, in ref.Inputs, fo ref.FullOptions, gotO, gotHt []float32) (o, ht ref.Errors) {
+	t.Helper()
 	wantO, wantHt, err := ref.Full(in, fo)
 	if err != nil {
 		t.Fatal(err)
@@ -143,6 +95,40 @@ func runFullCase(t *testing.T, r *gdn.Runtime, c fullCase, seed uint64) (o, ht r
 		t.Errorf("ht: %v", err)
 	}
 	return o, ht
+}
+
+// runFullCase uploads a case (UploadFull), runs ForwardFull on poisoned
+// outputs and holds o and ht to ref.Full.
+func runFullCase(t *testing.T, r *gdn.Runtime, c fullCase, seed uint64) (o, ht ref.Errors) {
+	t.Helper()
+	in, fo, h := fullCaseInputs(t, c, seed)
+	up, err := r.UploadFull(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Free()
+	fa := up.Args
+	// Twice: the first call prepares, the second runs the prepared call.
+	var res *gdn.HostCoreResult
+	for call := 0; call < 2; call++ {
+		ctx := r.Context()
+		if err := ctx.MemsetD16(driverPtr(fa.O.Ptr), 0x7fff, fa.O.Elems(), nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := ctx.MemsetD32(driverPtr(fa.Ht.Ptr), 0x7fc00000, fa.Ht.Elems(), nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.ForwardFull(fa, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := ctx.WrapStream(0).Synchronize(); err != nil {
+			t.Fatal(err)
+		}
+		if res, err = up.Download(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return checkFull(t, in, fo, res.O, res.Ht)
 }
 
 // The full forward from raw gates against ref.Full: log-gates given or
@@ -158,6 +144,80 @@ func TestFullMatchesReference(t *testing.T) {
 				t.Logf("METRIC full o %v ht %v", o, ht)
 			})
 		}
+	}
+}
+
+// ForwardFullHost, the host twin of ForwardFull, against ref.Full on every
+// full case, unsplit and through a split plan; ForwardFullHostInto gives
+// the same bits in the caller's arrays, call after call; PlanOfFull tells
+// the plan the call ran.
+func TestFullHostMatchesReference(t *testing.T) {
+	for _, seg := range []int{0, 2} {
+		r := splitRuntime(t, gdn.Options{SegmentChunks: seg})
+		for i, c := range fullCases() {
+			t.Run(fmt.Sprintf("seg%d/%s", seg, c.name), func(t *testing.T) {
+				in, fo, h := fullCaseInputs(t, c, uint64(200+i))
+				res, err := r.ForwardFullHost(h)
+				if err != nil {
+					t.Fatal(err)
+				}
+				o, ht := checkFull(t, in, fo, res.O, res.Ht)
+				t.Logf("METRIC fullhost o %v ht %v", o, ht)
+				into := &gdn.HostCoreResult{O: make([]float32, len(res.O)+3), Ht: make([]float32, len(res.Ht))}
+				o0 := &into.O[0]
+				for call := range 2 {
+					if err := r.ForwardFullHostInto(h, into); err != nil {
+						t.Fatal(err)
+					}
+					if &into.O[0] != o0 {
+						t.Fatalf("call %d: o was reallocated", call)
+					}
+					for name, x := range map[string][2][]float32{"o": {into.O, res.O}, "ht": {into.Ht, res.Ht}} {
+						if len(x[0]) != len(x[1]) {
+							t.Fatalf("%s: %d values, ForwardFullHost gave %d", name, len(x[0]), len(x[1]))
+						}
+						for j := range x[1] {
+							if math.Float32bits(x[0][j]) != math.Float32bits(x[1][j]) {
+								t.Fatalf("call %d: %s[%d] = %v, ForwardFullHost gave %v", call, name, j, x[0][j], x[1][j])
+							}
+						}
+					}
+				}
+			})
+		}
+	}
+	// The plan of a split call says so.
+	r := splitRuntime(t, gdn.Options{SegmentChunks: 2})
+	_, _, h := fullCaseInputs(t, fullCases()[len(fullCases())-1], 1)
+	up, err := r.UploadFull(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Free()
+	pl, err := r.PlanOfFull(up.Args)
+	if err != nil || !strings.Contains(pl.String(), "split=") {
+		t.Errorf("PlanOfFull of a forced split: %v, %v", pl, err)
+	}
+}
+
+// ForwardFullHost refuses bad arguments with an error naming them, and the
+// Runtime works afterwards.
+func TestFullHostBadInput(t *testing.T) {
+	r := testRuntime(t)
+	_, _, h := fullCaseInputs(t, fullCases()[2], 3) // the in-kernel gate
+	bad := *h
+	bad.DtBias = nil
+	var ae *gdn.ArgError
+	if _, err := r.ForwardFullHost(&bad); !errors.As(err, &ae) || ae.Arg != "dt_bias" {
+		t.Errorf("GateInKernel without dt_bias: %v", err)
+	}
+	bad = *h
+	bad.GateInKernel = false
+	if _, err := r.ForwardFullHost(&bad); !errors.As(err, &ae) || ae.Arg != "a_log" {
+		t.Errorf("A_log without GateInKernel: %v", err)
+	}
+	if _, err := r.ForwardFullHost(h); err != nil {
+		t.Errorf("a good call after bad ones: %v", err)
 	}
 }
 

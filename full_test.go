@@ -120,3 +120,141 @@ func TestFullCacheScratch(t *testing.T) {
 		t.Fatalf("after close: %d live", len(f.live))
 	}
 }
+
+// fullHostArgs is a small packed full call with every optional input: the
+// gate's raw input with A_log and dt_bias, h0, the final state.
+func fullHostArgs() *HostFullArgs {
+	const T, Hq, Hv = 5, 1, 2
+	fill := func(n int, v float32) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = v + float32(i)/1024
+		}
+		return x
+	}
+	return &HostFullArgs{B: 1, T: T, Hq: Hq, Hv: Hv, CuSeqlens: []int{0, 2, 5}, Dtype: BF16,
+		Q: fill(T*Hq*128, 0.1), K: fill(T*Hq*128, 0.2), V: fill(T*Hv*128, 1), G: fill(T*Hv, -0.5),
+		Beta: fill(T*Hv, 0.25), ALog: []float32{-1.5, 0.25}, DtBias: []float32{0.5, -2}, H0: fill(2*Hv*128*128, 3),
+		FinalState: true, L2Norm: true, GateInKernel: true}
+}
+
+// The FullArgs of a full host call, bound to an address, pass ValidateFull:
+// the gate's parameters are there exactly when GateInKernel is on, the
+// switches travel, no A is laid out, and the tensors do not overlap.
+func TestFullHostLayoutValidates(t *testing.T) {
+	for _, edit := range []func(h *HostFullArgs){
+		func(h *HostFullArgs) {},
+		func(h *HostFullArgs) { h.Dtype, h.BetaDtype, h.SeqlensDtype, h.L2Norm = FP16, FP16, Int64, false },
+		func(h *HostFullArgs) {
+			h.ALog, h.DtBias, h.GateInKernel, h.H0, h.FinalState, h.CuSeqlens = nil, nil, false, nil, false, nil
+		},
+	} {
+		h := fullHostArgs()
+		edit(h)
+		l, err := newFullHostLayout(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const base = 0x7f0000000000
+		a := l.fullArgs(base)
+		p, err := ValidateFull(a)
+		if err != nil {
+			t.Fatalf("%+v: %v", h, err)
+		}
+		if a.L2Norm != h.L2Norm || a.GateInKernel != h.GateInKernel || a.ALog.Present() != h.GateInKernel ||
+			a.DtBias.Present() != h.GateInKernel || p.HasH0 != (h.H0 != nil) || p.HasHt != h.FinalState || p.Dtype != h.Dtype {
+			t.Errorf("args %+v (problem %+v) from %+v", a, p, h)
+		}
+		if l.tensors[tensorA].Shape != nil {
+			t.Error("a full call lays out an A")
+		}
+		end := uintptr(base)
+		bound := l.bind(base)
+		for _, s := range append(append([]layoutSlot{}, l.in...), l.out...) {
+			tn := bound[s.id]
+			if tn.Ptr != base+uintptr(s.off) || tn.Ptr < end {
+				t.Errorf("tensor %d at %#x overlaps or is misplaced", s.id, tn.Ptr)
+			}
+			end = tn.Ptr + uintptr(tn.Bytes)
+		}
+		if end > base+uintptr(l.total) {
+			t.Errorf("tensors end at %#x, block %d bytes", end-base, l.total)
+		}
+	}
+}
+
+// A_log and dt_bias are copied as they are (fp32), beside the rest.
+func TestFullHostLayoutEncodes(t *testing.T) {
+	h := fullHostArgs()
+	l, err := newFullHostLayout(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, l.total)
+	l.encodeInputs(buf)
+	a := l.fullArgs(0)
+	for _, x := range []struct {
+		t    Tensor
+		want []float32
+	}{{a.ALog, h.ALog}, {a.DtBias, h.DtBias}, {a.G, h.G}} {
+		got := asFloat32(buf[x.t.Ptr:], len(x.want))
+		for i := range x.want {
+			if got[i] != x.want[i] {
+				t.Fatalf("value %d = %v, want %v", i, got[i], x.want[i])
+			}
+		}
+	}
+}
+
+// Bad full host calls are errors naming the argument, before anything is
+// allocated; the gate's parameters are refused without GateInKernel (they
+// would be ignored, and g taken as the log-gate) and required with it.
+func TestFullHostLayoutErrors(t *testing.T) {
+	for _, c := range []struct {
+		arg  string
+		edit func(h *HostFullArgs)
+	}{
+		{"a_log", func(h *HostFullArgs) { h.ALog = nil }},
+		{"dt_bias", func(h *HostFullArgs) { h.DtBias = nil }},
+		{"a_log", func(h *HostFullArgs) { h.ALog = append(h.ALog, 1) }},
+		{"dt_bias", func(h *HostFullArgs) { h.DtBias = h.DtBias[:1] }},
+		{"a_log", func(h *HostFullArgs) { h.GateInKernel, h.DtBias = false, nil }},
+		{"dt_bias", func(h *HostFullArgs) { h.GateInKernel, h.ALog = false, nil }},
+		{"g", func(h *HostFullArgs) { h.G = h.G[1:] }},
+		{"q", func(h *HostFullArgs) { h.Q = nil }},
+		{"beta", func(h *HostFullArgs) { h.Beta = append(h.Beta, 0) }},
+		{"h0", func(h *HostFullArgs) { h.H0 = h.H0[:7] }},
+		{"cu_seqlens", func(h *HostFullArgs) { h.CuSeqlens = []int{0, 3, 2, 5} }},
+		{"Dtype", func(h *HostFullArgs) { h.Dtype = FP32 }},
+		{"BetaDtype", func(h *HostFullArgs) { h.BetaDtype = FP16 }},
+		{"SeqlensDtype", func(h *HostFullArgs) { h.SeqlensDtype = BF16 }},
+		{"Hv", func(h *HostFullArgs) { h.Hq, h.Hv = 2, 3 }},
+		{"T", func(h *HostFullArgs) { h.T = 0 }},
+	} {
+		h := fullHostArgs()
+		c.edit(h)
+		_, err := newFullHostLayout(h)
+		var ae *ArgError
+		if !errors.As(err, &ae) || ae.Arg != c.arg || !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("%s: %v", c.arg, err)
+		}
+	}
+	var ae *ArgError
+	if _, err := newFullHostLayout(nil); !errors.As(err, &ae) || ae.Arg != "args" {
+		t.Errorf("nil args: %v", err)
+	}
+	// The public entry points check before they touch the device (a
+	// Runtime without one here): the error is the argument's.
+	rt := &Runtime{}
+	bad := fullHostArgs()
+	bad.ALog = nil
+	if _, err := rt.ForwardFullHost(bad); !errors.As(err, &ae) || ae.Arg != "a_log" {
+		t.Errorf("ForwardFullHost: %v", err)
+	}
+	if err := rt.ForwardFullHostInto(fullHostArgs(), nil); !errors.As(err, &ae) || ae.Arg != "res" {
+		t.Errorf("ForwardFullHostInto with a nil result: %v", err)
+	}
+	if _, err := rt.UploadFull(bad); !errors.As(err, &ae) || ae.Arg != "a_log" {
+		t.Errorf("UploadFull: %v", err)
+	}
+}

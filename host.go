@@ -28,7 +28,8 @@ type HostCoreArgs struct {
 	FinalState bool    // return ht
 }
 
-// HostCoreResult holds the outputs of ForwardHost and ForwardHostInto.
+// HostCoreResult holds the outputs of a host call: ForwardHost,
+// ForwardHostInto, ForwardFullHost and ForwardFullHostInto.
 type HostCoreResult struct {
 	O  []float32 // [B,T,Hv,128], values of the device dtype widened to float32
 	Ht []float32 // [N,Hv,128,128]; empty (nil from ForwardHost) unless FinalState
@@ -47,8 +48,12 @@ type HostCoreResult struct {
 // result slices. For data that stays on the GPU, use UploadCore once and
 // Forward.
 func (rt *Runtime) ForwardHost(h *HostCoreArgs) (*HostCoreResult, error) {
+	l, err := newHostLayout(h)
+	if err != nil {
+		return nil, err
+	}
 	res := &HostCoreResult{}
-	if err := rt.forwardHostInto(h, res, true); err != nil {
+	if err := rt.forwardHostInto(l, res, true); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -64,14 +69,6 @@ func (rt *Runtime) ForwardHost(h *HostCoreArgs) (*HostCoreResult, error) {
 // page faults over every output byte. res's slices must not overlap the
 // inputs. On an error the contents of res are unspecified.
 func (rt *Runtime) ForwardHostInto(h *HostCoreArgs, res *HostCoreResult) error {
-	return rt.forwardHostInto(h, res, false)
-}
-
-// forwardHostInto is ForwardHostInto; fresh (ForwardHost's empty result)
-// allocates the result slices on a goroutine of their own while the inputs
-// convert and copy: zeroing a new result (over 100 MB for a long prompt) is
-// a single-threaded pass that would otherwise come after the kernel.
-func (rt *Runtime) forwardHostInto(h *HostCoreArgs, res *HostCoreResult, fresh bool) error {
 	if res == nil {
 		return argErrorf("res", "nil *HostCoreResult")
 	}
@@ -79,6 +76,76 @@ func (rt *Runtime) forwardHostInto(h *HostCoreArgs, res *HostCoreResult, fresh b
 	if err != nil {
 		return err
 	}
+	return rt.forwardHostInto(l, res, false)
+}
+
+// HostFullArgs are the operands of the full forward (ForwardFull, FullArgs)
+// in host memory, as float32 slices in the layouts of FullArgs; the fields
+// shared with HostCoreArgs mean the same. ForwardFullHost rounds q, k and v
+// (and beta when asked) to the device dtype, round to nearest even; g,
+// A_log, dt_bias and h0 travel in fp32.
+type HostFullArgs struct {
+	B, T, Hq, Hv int
+	CuSeqlens    []int // packed sequences (B = 1), or nil
+	SeqlensDtype Dtype // Int32 (default) or Int64: how cu_seqlens travels
+
+	Dtype   Dtype     // BF16 or FP16: q, k, v and o
+	Q, K, V []float32 // [B,T,Hq,128], [B,T,Hq,128], [B,T,Hv,128]
+	// G is the per-token log-gate [B,T,Hv] (natural log, <= 0 in real
+	// models; not its cumulative sum), or with GateInKernel the gate's raw
+	// input a.
+	G    []float32
+	Beta []float32 // [B,T,Hv]
+	// ALog and DtBias [Hv] are the gate's per-head parameters, given with
+	// GateInKernel and only then: g = -exp(ALog) softplus(a + DtBias).
+	ALog, DtBias []float32
+	H0           []float32 // [N,Hv,128,128], or nil for a zero initial state
+
+	BetaDtype  Dtype   // FP32 (default) or Dtype
+	Scale      float32 // 0 means 1/sqrt(128)
+	FinalState bool    // return ht
+	// L2Norm normalises every 128-vector of q and k inside
+	// (FullArgs.L2Norm); GateInKernel computes g from G, ALog and DtBias.
+	L2Norm, GateInKernel bool
+}
+
+// ForwardFullHost is ForwardHost for the full forward: it runs ForwardFull
+// on host slices and waits for it, through the same kept device and pinned
+// buffers, conversions on all cores and overlapped copies (see ForwardHost).
+// Errors name the argument (wrapping ErrInvalidArgument) as ForwardHost's
+// do, and A_log or dt_bias for the gate's parameters. The scratch memory of
+// the full forward is kept with its prepared call, as ForwardFull keeps it.
+func (rt *Runtime) ForwardFullHost(h *HostFullArgs) (*HostCoreResult, error) {
+	l, err := newFullHostLayout(h)
+	if err != nil {
+		return nil, err
+	}
+	res := &HostCoreResult{}
+	if err := rt.forwardHostInto(l, res, true); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// ForwardFullHostInto is ForwardFullHost writing the outputs into res,
+// reused as ForwardHostInto reuses it: the path for repeated calls.
+func (rt *Runtime) ForwardFullHostInto(h *HostFullArgs, res *HostCoreResult) error {
+	if res == nil {
+		return argErrorf("res", "nil *HostCoreResult")
+	}
+	l, err := newFullHostLayout(h)
+	if err != nil {
+		return err
+	}
+	return rt.forwardHostInto(l, res, false)
+}
+
+// forwardHostInto runs the host call laid out by l into res; fresh
+// (ForwardHost's empty result) allocates the result slices on a goroutine
+// of their own while the inputs convert and copy: zeroing a new result
+// (over 100 MB for a long prompt) is a single-threaded pass that would
+// otherwise come after the kernel.
+func (rt *Runtime) forwardHostInto(l *hostLayout, res *HostCoreResult, fresh bool) error {
 	if err := rt.enter(); err != nil {
 		return err
 	}
@@ -148,11 +215,15 @@ func (rt *Runtime) forwardHost(l *hostLayout, set *stagingSet, results func() []
 		return fmt.Errorf("gdn: upload: %w", upErr)
 	}
 
-	a := l.bind(set.dev)
-	if err := poisonOutputs(ctx, a); err != nil {
+	if err := l.poisonOutputs(ctx, set.dev); err != nil {
 		return err
 	}
-	if err := rt.forward(a, 0); err != nil {
+	if l.full {
+		err = rt.forwardFull(l.fullArgs(set.dev), 0)
+	} else {
+		err = rt.forward(l.coreArgs(set.dev), 0)
+	}
+	if err != nil {
 		return err
 	}
 

@@ -2,6 +2,7 @@ package gdn
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"unsafe"
@@ -19,120 +20,144 @@ import (
 // more than any tensor needs (16 bytes).
 const layoutAlign = 256
 
-// layoutSlot is one tensor of a layout.
-type layoutSlot struct {
-	field func(*CoreArgs) *Tensor // which tensor of CoreArgs it is
-	t     *Tensor                 // that field of hostLayout.args
-	off   int                     // byte offset in the block
-	src   []float32               // host values of a floating-point input
-	ints  []int                   // host values of cu_seqlens
-}
+// tensorID names one tensor of a host call, of the core or the full
+// forward: both go through the same layout, staging and conversion; only
+// the set of inputs differs (A for the core; A_log and dt_bias for the full
+// forward's in-kernel gate).
+type tensorID uint8
 
-// The tensors of CoreArgs, for layoutSlot.field.
-var (
-	fieldQ    = func(a *CoreArgs) *Tensor { return &a.Q }
-	fieldK    = func(a *CoreArgs) *Tensor { return &a.K }
-	fieldV    = func(a *CoreArgs) *Tensor { return &a.V }
-	fieldG    = func(a *CoreArgs) *Tensor { return &a.G }
-	fieldBeta = func(a *CoreArgs) *Tensor { return &a.Beta }
-	fieldA    = func(a *CoreArgs) *Tensor { return &a.A }
-	fieldH0   = func(a *CoreArgs) *Tensor { return &a.H0 }
-	fieldCu   = func(a *CoreArgs) *Tensor { return &a.CuSeqlensDevice }
-	fieldO    = func(a *CoreArgs) *Tensor { return &a.O }
-	fieldHt   = func(a *CoreArgs) *Tensor { return &a.Ht }
+const (
+	tensorQ tensorID = iota
+	tensorK
+	tensorV
+	tensorG
+	tensorBeta
+	tensorA      // core forward only
+	tensorALog   // full forward with GateInKernel only
+	tensorDtBias // full forward with GateInKernel only
+	tensorH0
+	tensorCu // cu_seqlens, the device copy
+	tensorO
+	tensorHt
+	numTensors
 )
 
-// hostLayout places the tensors of one HostCoreArgs call in a block.
-type hostLayout struct {
-	args    CoreArgs // Dtype, Shape and Bytes set; Ptr set by bind
-	in, out []layoutSlot
-	inBytes int // inputs occupy [0, inBytes)
-	total   int // outputs occupy [inBytes, total)
+// callTensors are the tensors of one host call by id; absent ones are zero.
+type callTensors [numTensors]Tensor
+
+// layoutSlot is one tensor of a layout.
+type layoutSlot struct {
+	id   tensorID
+	t    *Tensor   // &hostLayout.tensors[id]
+	off  int       // byte offset in the block
+	src  []float32 // host values of a floating-point input
+	ints []int     // host values of cu_seqlens
 }
 
-// newHostLayout checks h (errors name the argument, as Forward's do) and
-// lays its tensors out.
-func newHostLayout(h *HostCoreArgs) (*hostLayout, error) {
-	if h == nil {
-		return nil, argErrorf("args", "nil *HostCoreArgs")
-	}
-	if dim, msg := checkSizes(h.B, h.T, h.Hq, h.Hv); msg != "" {
-		return nil, argErrorf(dim, "%s", msg)
-	}
-	if h.Dtype != BF16 && h.Dtype != FP16 {
-		return nil, argErrorf("Dtype", "%v, want bf16 or fp16", h.Dtype)
-	}
-	betaDt, aDt, seqDt := orDefault(h.BetaDtype, FP32), orDefault(h.ADtype, FP32), orDefault(h.SeqlensDtype, Int32)
-	if betaDt != FP32 && betaDt != h.Dtype {
-		return nil, argErrorf("BetaDtype", "%v, want fp32 or the input dtype %v", betaDt, h.Dtype)
-	}
-	if aDt != FP32 && aDt != BF16 {
-		return nil, argErrorf("ADtype", "%v, want fp32 or bf16", aDt)
-	}
-	if seqDt != Int32 && seqDt != Int64 {
-		return nil, argErrorf("SeqlensDtype", "%v, want int32 or int64", seqDt)
-	}
-	n := h.B
-	if h.CuSeqlens != nil {
-		if err := checkCuSeqlens(h.CuSeqlens, h.B, h.T); err != nil {
-			return nil, err
-		}
-		n = len(h.CuSeqlens) - 1
-		if seqDt == Int32 && h.CuSeqlens[n] > math.MaxInt32 {
-			return nil, argErrorf("cu_seqlens", "offset %d does not fit int32", h.CuSeqlens[n])
-		}
-	}
-	bt := func(last ...int) []int { return append([]int{h.B, h.T}, last...) }
-	state := []int{n, h.Hv, HeadDim, HeadDim}
+// hostLayout places the tensors of one host call (HostCoreArgs or
+// HostFullArgs) in a block.
+type hostLayout struct {
+	tensors   callTensors // Dtype, Shape and Bytes set; bind sets Ptr in a copy
+	cuSeqlens []int
+	scale     float32
+	// full marks a full-forward call (HostFullArgs), with its two switches.
+	full, l2norm, gateInKernel bool
+	in, out                    []layoutSlot
+	inBytes                    int // inputs occupy [0, inBytes)
+	total                      int // outputs occupy [inBytes, total)
+}
 
-	l := &hostLayout{args: CoreArgs{Scale: h.Scale, CuSeqlens: h.CuSeqlens}}
-	// slot describes one tensor of l.args and returns its layout slot.
-	slot := func(field func(*CoreArgs) *Tensor, dt Dtype, shape []int) layoutSlot {
-		t := field(&l.args)
+// hostSpec is what HostCoreArgs and HostFullArgs have in common: sizes,
+// sequences, dtypes and the inputs both forwards take. The inputs of one
+// forward alone come to layout as extra hostInputs.
+type hostSpec struct {
+	b, t, hq, hv             int
+	n                        int // sequences, set by check
+	cuSeqlens                []int
+	dtype, betaDt, seqlensDt Dtype // defaults applied
+	q, k, v, g, beta, h0     []float32
+	finalState               bool
+	scale                    float32
+}
+
+// hostInput is one floating-point input of a host call.
+type hostInput struct {
+	name  string // as errors name it
+	id    tensorID
+	dt    Dtype
+	shape []int
+	src   []float32
+}
+
+// check applies the rules both forwards share (errors name the argument,
+// as Forward's do) and sets s.n.
+func (s *hostSpec) check() error {
+	if dim, msg := checkSizes(s.b, s.t, s.hq, s.hv); msg != "" {
+		return argErrorf(dim, "%s", msg)
+	}
+	if s.dtype != BF16 && s.dtype != FP16 {
+		return argErrorf("Dtype", "%v, want bf16 or fp16", s.dtype)
+	}
+	if s.betaDt != FP32 && s.betaDt != s.dtype {
+		return argErrorf("BetaDtype", "%v, want fp32 or the input dtype %v", s.betaDt, s.dtype)
+	}
+	if s.seqlensDt != Int32 && s.seqlensDt != Int64 {
+		return argErrorf("SeqlensDtype", "%v, want int32 or int64", s.seqlensDt)
+	}
+	s.n = s.b
+	if s.cuSeqlens != nil {
+		if err := checkCuSeqlens(s.cuSeqlens, s.b, s.t); err != nil {
+			return err
+		}
+		s.n = len(s.cuSeqlens) - 1
+		if s.seqlensDt == Int32 && s.cuSeqlens[s.n] > math.MaxInt32 {
+			return argErrorf("cu_seqlens", "offset %d does not fit int32", s.cuSeqlens[s.n])
+		}
+	}
+	return nil
+}
+
+// bt is the shape [B, T, last...].
+func (s *hostSpec) bt(last ...int) []int { return append([]int{s.b, s.t}, last...) }
+
+// layout lays out the tensors of a checked spec: q, k, v, g, beta, extra
+// (in order), h0, cu_seqlens; then the outputs o and ht.
+func (s *hostSpec) layout(extra ...hostInput) (*hostLayout, error) {
+	state := []int{s.n, s.hv, HeadDim, HeadDim}
+	l := &hostLayout{cuSeqlens: s.cuSeqlens, scale: s.scale}
+	// slot describes one tensor of l.tensors and returns its layout slot.
+	slot := func(id tensorID, dt Dtype, shape []int) layoutSlot {
+		t := &l.tensors[id]
 		*t = Tensor{Dtype: dt, Shape: shape}
 		t.Bytes = t.Elems() * dt.Size()
-		return layoutSlot{field: field, t: t}
+		return layoutSlot{id: id, t: t}
 	}
-	input := func(name string, field func(*CoreArgs) *Tensor, dt Dtype, shape []int, src []float32) error {
-		s := slot(field, dt, shape)
-		if len(src) != s.t.Elems() {
-			return argErrorf(name, "%d values, want %d for B=%d T=%d Hq=%d Hv=%d", len(src), s.t.Elems(), h.B, h.T, h.Hq, h.Hv)
+	inputs := append([]hostInput{
+		{"q", tensorQ, s.dtype, s.bt(s.hq, HeadDim), s.q},
+		{"k", tensorK, s.dtype, s.bt(s.hq, HeadDim), s.k},
+		{"v", tensorV, s.dtype, s.bt(s.hv, HeadDim), s.v},
+		{"g", tensorG, FP32, s.bt(s.hv), s.g},
+		{"beta", tensorBeta, s.betaDt, s.bt(s.hv), s.beta},
+	}, extra...)
+	if s.h0 != nil {
+		inputs = append(inputs, hostInput{"h0", tensorH0, FP32, state, s.h0})
+	}
+	for _, in := range inputs {
+		sl := slot(in.id, in.dt, in.shape)
+		if len(in.src) != sl.t.Elems() {
+			return nil, argErrorf(in.name, "%d values, want %d for B=%d T=%d Hq=%d Hv=%d", len(in.src), sl.t.Elems(), s.b, s.t, s.hq, s.hv)
 		}
-		s.src = src
-		l.in = append(l.in, s)
-		return nil
+		sl.src = in.src
+		l.in = append(l.in, sl)
 	}
-	for _, in := range []struct {
-		name  string
-		field func(*CoreArgs) *Tensor
-		dt    Dtype
-		shape []int
-		src   []float32
-	}{
-		{"q", fieldQ, h.Dtype, bt(h.Hq, HeadDim), h.Q},
-		{"k", fieldK, h.Dtype, bt(h.Hq, HeadDim), h.K},
-		{"v", fieldV, h.Dtype, bt(h.Hv, HeadDim), h.V},
-		{"g", fieldG, FP32, bt(h.Hv), h.G},
-		{"beta", fieldBeta, betaDt, bt(h.Hv), h.Beta},
-		{"A", fieldA, aDt, bt(h.Hv, ChunkLen), h.A},
-	} {
-		if err := input(in.name, in.field, in.dt, in.shape, in.src); err != nil {
-			return nil, err
-		}
+	if s.cuSeqlens != nil {
+		sl := slot(tensorCu, s.seqlensDt, []int{len(s.cuSeqlens)})
+		sl.ints = s.cuSeqlens
+		l.in = append(l.in, sl)
 	}
-	if h.H0 != nil {
-		if err := input("h0", fieldH0, FP32, state, h.H0); err != nil {
-			return nil, err
-		}
-	}
-	if h.CuSeqlens != nil {
-		s := slot(fieldCu, seqDt, []int{len(h.CuSeqlens)})
-		s.ints = h.CuSeqlens
-		l.in = append(l.in, s)
-	}
-	l.out = append(l.out, slot(fieldO, h.Dtype, bt(h.Hv, HeadDim)))
-	if h.FinalState {
-		l.out = append(l.out, slot(fieldHt, FP32, state))
+	l.out = append(l.out, slot(tensorO, s.dtype, s.bt(s.hv, HeadDim)))
+	if s.finalState {
+		l.out = append(l.out, slot(tensorHt, FP32, state))
 	}
 
 	off := 0
@@ -146,6 +171,65 @@ func newHostLayout(h *HostCoreArgs) (*hostLayout, error) {
 	l.inBytes = off
 	place(l.out)
 	l.total = off
+	return l, nil
+}
+
+// newHostLayout checks h (errors name the argument, as Forward's do) and
+// lays its tensors out.
+func newHostLayout(h *HostCoreArgs) (*hostLayout, error) {
+	if h == nil {
+		return nil, argErrorf("args", "nil *HostCoreArgs")
+	}
+	s := hostSpec{b: h.B, t: h.T, hq: h.Hq, hv: h.Hv, cuSeqlens: h.CuSeqlens, dtype: h.Dtype,
+		betaDt: orDefault(h.BetaDtype, FP32), seqlensDt: orDefault(h.SeqlensDtype, Int32),
+		q: h.Q, k: h.K, v: h.V, g: h.G, beta: h.Beta, h0: h.H0, finalState: h.FinalState, scale: h.Scale}
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	aDt := orDefault(h.ADtype, FP32)
+	if aDt != FP32 && aDt != BF16 {
+		return nil, argErrorf("ADtype", "%v, want fp32 or bf16", aDt)
+	}
+	return s.layout(hostInput{"A", tensorA, aDt, s.bt(s.hv, ChunkLen), h.A})
+}
+
+// newFullHostLayout checks h (errors name the argument, as ForwardFull's
+// do) and lays its tensors out; the gate's parameters A_log and dt_bias are
+// inputs when GateInKernel is on, and refused when it is off (given
+// without it, they would be silently ignored).
+func newFullHostLayout(h *HostFullArgs) (*hostLayout, error) {
+	if h == nil {
+		return nil, argErrorf("args", "nil *HostFullArgs")
+	}
+	s := hostSpec{b: h.B, t: h.T, hq: h.Hq, hv: h.Hv, cuSeqlens: h.CuSeqlens, dtype: h.Dtype,
+		betaDt: orDefault(h.BetaDtype, FP32), seqlensDt: orDefault(h.SeqlensDtype, Int32),
+		q: h.Q, k: h.K, v: h.V, g: h.G, beta: h.Beta, h0: h.H0, finalState: h.FinalState, scale: h.Scale}
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	var extra []hostInput
+	switch {
+	case h.GateInKernel:
+		for _, x := range []struct {
+			name string
+			id   tensorID
+			src  []float32
+		}{{"a_log", tensorALog, h.ALog}, {"dt_bias", tensorDtBias, h.DtBias}} {
+			if x.src == nil {
+				return nil, argErrorf(x.name, "GateInKernel needs it: %d values, one per value head", h.Hv)
+			}
+			extra = append(extra, hostInput{x.name, x.id, FP32, []int{s.hv}, x.src})
+		}
+	case h.ALog != nil:
+		return nil, argErrorf("a_log", "given but GateInKernel is off (g would be taken as the log-gate itself)")
+	case h.DtBias != nil:
+		return nil, argErrorf("dt_bias", "given but GateInKernel is off (g would be taken as the log-gate itself)")
+	}
+	l, err := s.layout(extra...)
+	if err != nil {
+		return nil, err
+	}
+	l.full, l.l2norm, l.gateInKernel = true, h.L2Norm, h.GateInKernel
 	return l, nil
 }
 
@@ -182,15 +266,30 @@ func (l *hostLayout) encodeRun(buf []byte, pieces []convPiece) *convRun {
 	}}
 }
 
-// bind returns the call's CoreArgs for a block at device address base.
-func (l *hostLayout) bind(base driver.DevicePtr) *CoreArgs {
-	a := l.args
+// bind returns the call's tensors for a block at device address base.
+func (l *hostLayout) bind(base driver.DevicePtr) *callTensors {
+	t := l.tensors
 	for _, slots := range [][]layoutSlot{l.in, l.out} {
 		for _, s := range slots {
-			s.field(&a).Ptr = uintptr(base.Offset(s.off))
+			t[s.id].Ptr = uintptr(base.Offset(s.off))
 		}
 	}
-	return &a
+	return &t
+}
+
+// coreArgs returns the CoreArgs of a core call bound at base.
+func (l *hostLayout) coreArgs(base driver.DevicePtr) *CoreArgs {
+	t := l.bind(base)
+	return &CoreArgs{Q: t[tensorQ], K: t[tensorK], V: t[tensorV], G: t[tensorG], Beta: t[tensorBeta], A: t[tensorA],
+		H0: t[tensorH0], O: t[tensorO], Ht: t[tensorHt], CuSeqlens: l.cuSeqlens, CuSeqlensDevice: t[tensorCu], Scale: l.scale}
+}
+
+// fullArgs returns the FullArgs of a full call bound at base.
+func (l *hostLayout) fullArgs(base driver.DevicePtr) *FullArgs {
+	t := l.bind(base)
+	return &FullArgs{Q: t[tensorQ], K: t[tensorK], V: t[tensorV], G: t[tensorG], Beta: t[tensorBeta],
+		ALog: t[tensorALog], DtBias: t[tensorDtBias], H0: t[tensorH0], O: t[tensorO], Ht: t[tensorHt],
+		CuSeqlens: l.cuSeqlens, CuSeqlensDevice: t[tensorCu], Scale: l.scale, L2Norm: l.l2norm, GateInKernel: l.gateInKernel}
 }
 
 // results points res.O (and res.Ht when the call returns the final state)
@@ -207,7 +306,7 @@ func (l *hostLayout) results(res *HostCoreResult) [][]float32 {
 	res.Ht = res.Ht[:0]
 	dsts := make([][]float32, len(l.out))
 	for i, s := range l.out {
-		if s.t == fieldO(&l.args) {
+		if s.id == tensorO {
 			res.O = fit(res.O, s.t.Elems())
 			dsts[i] = res.O
 		} else {
@@ -233,18 +332,17 @@ func (l *hostLayout) decodeOutputs(buf []byte, res *HostCoreResult) {
 	l.decodeRun(buf, l.results(res), cutPieces(l.out, pieceBytes)).run()
 }
 
-// poisonOutputs fills every output with NaN on the legacy default stream,
-// so that an element the kernel does not write cannot pass for a result.
-func poisonOutputs(ctx *driver.Context, a *CoreArgs) error {
-	for _, t := range []Tensor{a.O, a.Ht} {
-		if !t.Present() {
-			continue
-		}
+// poisonOutputs fills the outputs of a call bound at base with NaN on the
+// legacy default stream, so that an element the kernel does not write
+// cannot pass for a result.
+func (l *hostLayout) poisonOutputs(ctx *driver.Context, base driver.DevicePtr) error {
+	for _, s := range l.out {
+		t, p := s.t, base.Offset(s.off)
 		var err error
 		if t.Dtype.Size() == 2 {
-			err = ctx.MemsetD16(driver.DevicePtr(t.Ptr), 0x7fff, t.Elems(), nil)
+			err = ctx.MemsetD16(p, 0x7fff, t.Elems(), nil)
 		} else {
-			err = ctx.MemsetD32(driver.DevicePtr(t.Ptr), 0x7fffffff, t.Elems(), nil)
+			err = ctx.MemsetD32(p, 0x7fffffff, t.Elems(), nil)
 		}
 		if err != nil {
 			return fmt.Errorf("gdn: fill outputs with NaN: %w", err)
@@ -253,43 +351,34 @@ func poisonOutputs(ctx *driver.Context, a *CoreArgs) error {
 	return nil
 }
 
-// DeviceCoreArgs are device copies of a HostCoreArgs call, from UploadCore:
-// Args is ready for Forward (outputs allocated and filled with NaN), and
-// Free releases the memory behind it.
-type DeviceCoreArgs struct {
-	Args   *CoreArgs
+// deviceBlock is the device copy of one host call, from upload: what
+// DeviceCoreArgs and DeviceFullArgs hold.
+type deviceBlock struct {
 	rt     *Runtime
 	layout *hostLayout
 	base   driver.DevicePtr
 }
 
-// UploadCore allocates device memory for a call described by h (one
+// upload allocates device memory for the call laid out by l (one
 // allocation for every tensor), converts the inputs to their device dtypes
-// on all cores, copies them, and fills the outputs with NaN. The data is on
-// the device when it returns, so Args may be used on any stream. It is how
-// tests, benchmarks and examples that call Forward themselves set up; Free
-// the result when done.
-func (rt *Runtime) UploadCore(h *HostCoreArgs) (*DeviceCoreArgs, error) {
-	l, err := newHostLayout(h)
-	if err != nil {
-		return nil, err
-	}
+// on all cores, copies them, and fills the outputs with NaN; the data is on
+// the device when it returns.
+func (rt *Runtime) upload(l *hostLayout) (deviceBlock, error) {
 	if err := rt.enter(); err != nil {
-		return nil, err
+		return deviceBlock{}, err
 	}
 	defer rt.leave()
 	base, err := rt.ctx.Alloc(l.total)
 	if err != nil {
-		return nil, fmt.Errorf("gdn: allocate %d bytes: %w", l.total, err)
+		return deviceBlock{}, fmt.Errorf("gdn: allocate %d bytes: %w", l.total, err)
 	}
-	d := &DeviceCoreArgs{rt: rt, layout: l, base: base, Args: l.bind(base)}
 	// Ordinary Go memory: a one-off upload would spend longer pinning a
 	// buffer than the pinning saves on the copy.
 	staging := make([]byte, l.inBytes)
 	l.encodeInputs(staging)
 	err = rt.ctx.CopyToDevice(base, unsafe.Pointer(&staging[0]), l.inBytes)
 	if err == nil {
-		err = poisonOutputs(rt.ctx, d.Args)
+		err = l.poisonOutputs(rt.ctx, base)
 	}
 	if err == nil {
 		// A copy from pageable memory may return before its data lands, and
@@ -301,14 +390,16 @@ func (rt *Runtime) UploadCore(h *HostCoreArgs) (*DeviceCoreArgs, error) {
 	}
 	if err != nil {
 		rt.ctx.Free(base)
-		return nil, fmt.Errorf("gdn: upload: %w", err)
+		return deviceBlock{}, fmt.Errorf("gdn: upload: %w", err)
 	}
-	return d, nil
+	return deviceBlock{rt: rt, layout: l, base: base}, nil
 }
 
-// Download copies the outputs (o, and ht when the call asked for it) back
-// and widens them to float32. Synchronise the stream that wrote them first.
-func (d *DeviceCoreArgs) Download() (*HostCoreResult, error) {
+// download copies the outputs back and widens them to float32.
+func (d *deviceBlock) download() (*HostCoreResult, error) {
+	if d.base == 0 {
+		return nil, errors.New("gdn: download after Free")
+	}
 	if err := d.rt.enter(); err != nil {
 		return nil, err
 	}
@@ -323,10 +414,9 @@ func (d *DeviceCoreArgs) Download() (*HostCoreResult, error) {
 	return res, nil
 }
 
-// Free releases the device memory; Args must not be used afterwards. A
-// second Free does nothing.
-func (d *DeviceCoreArgs) Free() error {
-	if d == nil || d.base == 0 {
+// free releases the device memory; a second free does nothing.
+func (d *deviceBlock) free() error {
+	if d.base == 0 {
 		return nil
 	}
 	if err := d.rt.enter(); err != nil {
@@ -334,6 +424,83 @@ func (d *DeviceCoreArgs) Free() error {
 	}
 	defer d.rt.leave()
 	base := d.base
-	d.base, d.Args = 0, nil
+	d.base = 0
 	return d.rt.ctx.Free(base)
+}
+
+// DeviceCoreArgs are device copies of a HostCoreArgs call, from UploadCore:
+// Args is ready for Forward (outputs allocated and filled with NaN), and
+// Free releases the memory behind it.
+type DeviceCoreArgs struct {
+	Args *CoreArgs
+	blk  deviceBlock
+}
+
+// UploadCore allocates device memory for a call described by h (one
+// allocation for every tensor), converts the inputs to their device dtypes
+// on all cores, copies them, and fills the outputs with NaN. The data is on
+// the device when it returns, so Args may be used on any stream. It is how
+// tests, benchmarks and examples that call Forward themselves set up; Free
+// the result when done.
+func (rt *Runtime) UploadCore(h *HostCoreArgs) (*DeviceCoreArgs, error) {
+	l, err := newHostLayout(h)
+	if err != nil {
+		return nil, err
+	}
+	blk, err := rt.upload(l)
+	if err != nil {
+		return nil, err
+	}
+	return &DeviceCoreArgs{Args: l.coreArgs(blk.base), blk: blk}, nil
+}
+
+// Download copies the outputs (o, and ht when the call asked for it) back
+// and widens them to float32. Synchronise the stream that wrote them first.
+func (d *DeviceCoreArgs) Download() (*HostCoreResult, error) { return d.blk.download() }
+
+// Free releases the device memory; Args must not be used afterwards. A
+// second Free does nothing.
+func (d *DeviceCoreArgs) Free() error {
+	if d == nil {
+		return nil
+	}
+	d.Args = nil
+	return d.blk.free()
+}
+
+// DeviceFullArgs are device copies of a HostFullArgs call, from UploadFull:
+// Args is ready for ForwardFull (outputs allocated and filled with NaN),
+// and Free releases the memory behind it.
+type DeviceFullArgs struct {
+	Args *FullArgs
+	blk  deviceBlock
+}
+
+// UploadFull is UploadCore for the full forward: one allocation for every
+// tensor of h, inputs converted and copied, outputs filled with NaN, the
+// data on the device when it returns. Free the result when done.
+func (rt *Runtime) UploadFull(h *HostFullArgs) (*DeviceFullArgs, error) {
+	l, err := newFullHostLayout(h)
+	if err != nil {
+		return nil, err
+	}
+	blk, err := rt.upload(l)
+	if err != nil {
+		return nil, err
+	}
+	return &DeviceFullArgs{Args: l.fullArgs(blk.base), blk: blk}, nil
+}
+
+// Download copies the outputs (o, and ht when the call asked for it) back
+// and widens them to float32. Synchronise the stream that wrote them first.
+func (d *DeviceFullArgs) Download() (*HostCoreResult, error) { return d.blk.download() }
+
+// Free releases the device memory; Args must not be used afterwards. A
+// second Free does nothing.
+func (d *DeviceFullArgs) Free() error {
+	if d == nil {
+		return nil
+	}
+	d.Args = nil
+	return d.blk.free()
 }

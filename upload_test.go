@@ -40,7 +40,7 @@ func TestHostLayoutValidates(t *testing.T) {
 			t.Fatal(err)
 		}
 		const base = 0x7f0000000000
-		a := l.bind(base)
+		a := l.coreArgs(base)
 		p, err := ValidateCore(a)
 		if err != nil {
 			t.Fatalf("%+v: %v", h, err)
@@ -49,8 +49,9 @@ func TestHostLayoutValidates(t *testing.T) {
 			t.Errorf("problem %+v from %+v", p, h)
 		}
 		end := uintptr(base)
+		bound := l.bind(base)
 		for _, s := range append(append([]layoutSlot{}, l.in...), l.out...) {
-			tn := s.field(a)
+			tn := bound[s.id]
 			if tn.Ptr != base+uintptr(s.off) || s.off%layoutAlign != 0 || tn.Ptr < end {
 				t.Errorf("tensor at %#x (offset %d) overlaps or is misaligned", tn.Ptr, s.off)
 			}
@@ -59,8 +60,8 @@ func TestHostLayoutValidates(t *testing.T) {
 		if end > base+uintptr(l.total) || l.inBytes > l.total {
 			t.Errorf("tensors end at %#x, block %d bytes (inputs %d)", end-base, l.total, l.inBytes)
 		}
-		if l.args.Q.Ptr != 0 {
-			t.Error("bind changed the layout's own CoreArgs")
+		if l.tensors[tensorQ].Ptr != 0 {
+			t.Error("bind changed the layout's own tensors")
 		}
 	}
 }
@@ -74,7 +75,7 @@ func TestHostLayoutEncodeDecode(t *testing.T) {
 	}
 	buf := make([]byte, l.total)
 	l.encodeInputs(buf)
-	a := l.bind(0x1000)
+	a := l.coreArgs(0x1000)
 	at := func(tn Tensor) []byte { off := int(tn.Ptr - 0x1000); return buf[off : off+tn.Bytes] }
 	q := at(a.Q)
 	for i, v := range h.Q {
@@ -177,7 +178,7 @@ func TestDecodeOutputsReusesResult(t *testing.T) {
 		t.Fatal(err)
 	}
 	buf := make([]byte, l.total)
-	a := l.bind(0)
+	a := l.coreArgs(0)
 	o := asUint16(buf[a.O.Ptr:], a.O.Elems())
 	for i := range o {
 		o[i] = dtype.RoundBF16(float32(i%9) - 4)

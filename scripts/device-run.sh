@@ -3,7 +3,7 @@
 # scripts/device-build.sh filled .bin/. Logs go to $OUT (or ./device-out),
 # at most one file per step (the device tool brings back 8 files).
 #
-#   .bin/device-run.sh [tests] [sanitize[:TOOLS]] [soak[:MINUTES]] [bench] [bench:CASES] [hostbench] [example] [python]
+#   .bin/device-run.sh [tests] [sanitize[:TOOLS]] [soak[:MINUTES]] [bench] [bench:CASES] [benchfull] [benchfull:CASES] [hostbench] [example] [layer] [python]
 #
 # tests     the GPU tests of every package (-test.v)         -> tests.log
 # sanitize  compute-sanitizer memcheck, racecheck, synccheck
@@ -16,10 +16,16 @@
 #           "N passed, M failed"                             -> soak.log
 # bench     gdn bench over the whole suite (bench:a,b for
 #           named cases), with its chart        -> bench.txt, bench.csv, bench.svg
+# benchfull gdn bench --full: the full forward from raw gates
+#           (benchfull:a,b for named cases), beside issue 8's
+#           targets              -> benchfull.txt, benchfull.csv, benchfull.svg
 # hostbench the host-side benchmarks: ForwardHost against the PCIe
 #           time of its bytes, and launch overhead           -> hostbench.log
 # example   the main example (examples/prefill)              -> example.log
-# python    examples/python/check_run.py: gdn run from NumPy -> python.log
+# layer     one Qwen3.5 layer's prefill through the full forward
+#           (examples/qwen35_layer)                          -> layer.log
+# python    examples/python/check_run.py: gdn run and gdn run --full
+#           from NumPy, against a NumPy reference            -> python.log
 set -uo pipefail
 out="${OUT:-device-out}"
 mkdir -p "$out"
@@ -73,6 +79,13 @@ for step in "${@:-tests}"; do
 		grep -E "^(FAIL|soak: variant)" "$out/soak.log" | head -20 >&2
 		tail -4 "$out/soak.log" >&2
 		;;
+	benchfull | benchfull:*)
+		cases=""
+		[[ $step == benchfull:* ]] && cases="--cases ${step#benchfull:}"
+		echo "== bench --full $cases" >&2
+		timeout 300 .bin/gdn bench --full $cases --csv "$out/benchfull.csv" --plot "$out/benchfull.svg" >"$out/benchfull.txt" 2>>"$out/benchfull.txt" || fail benchfull
+		grep -v "^bench:" "$out/benchfull.txt" >&2
+		;;
 	bench*)
 		cases=""
 		[[ $step == bench:* ]] && cases="--cases ${step#bench:}"
@@ -90,6 +103,11 @@ for step in "${@:-tests}"; do
 		echo "== example" >&2
 		timeout 120 .bin/prefill >"$out/example.log" 2>&1 || fail example
 		tail -30 "$out/example.log" >&2
+		;;
+	layer)
+		echo "== layer (examples/qwen35_layer)" >&2
+		timeout 120 .bin/qwen35_layer >"$out/layer.log" 2>&1 || fail layer
+		cat "$out/layer.log" >&2
 		;;
 	python)
 		echo "== python (gdn run from NumPy)" >&2

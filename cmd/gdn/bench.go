@@ -19,7 +19,7 @@ import (
 )
 
 func init() {
-	register("bench", "time the core forward on the benchmark suite (docs/BENCH.md), beside the H200 anchors", runBench)
+	register("bench", "time the core (or, with --full, the full) forward on the benchmark suite (docs/BENCH.md), beside the H200 anchors", runBench)
 }
 
 // How the benchmark measures (docs/BENCH.md, "How a case is timed").
@@ -52,9 +52,11 @@ type benchOptions struct {
 	comparePath   string // --compare: an earlier run's CSV
 	fromPath      string // --from: a CSV to plot or compare instead of running
 	sms           int    // --sms: run on a slice of this many SMs (green context); 0: the whole GPU
+	full          bool   // --full: time ForwardFull from raw gates instead of Forward
+	l2norm        bool   // with full: q and k normalised inside (off with --no-l2norm)
 }
 
-const benchSynopsis = "[--cases a,b,...] [--reps N] [--warmup N] [--calls N] [--csv FILE] [--dtype bf16|fp16] [--seed N] [--runtime-graphs] [--variant NAME] [--segments N] [--plot FILE.svg|.png] [--compare OLD.csv] [--sms N]\n       gdn bench --from RUN.csv [--plot FILE.svg|.png] [--compare OLD.csv]"
+const benchSynopsis = "[--cases a,b,...] [--reps N] [--warmup N] [--calls N] [--csv FILE] [--dtype bf16|fp16] [--seed N] [--runtime-graphs] [--variant NAME] [--segments N] [--plot FILE.svg|.png] [--compare OLD.csv] [--sms N] [--full [--no-l2norm]]\n       gdn bench --from RUN.csv [--plot FILE.svg|.png] [--compare OLD.csv]"
 
 // parseBenchArgs reads the command line of `gdn bench`.
 func parseBenchArgs(args []string) (benchOptions, error) {
@@ -73,11 +75,17 @@ func parseBenchArgs(args []string) (benchOptions, error) {
 	segments := fs.Int("segments", 0, "sequence parallelism: 0 lets the planner decide, N > 0 cuts sequences longer than N chunks into segments of N, -1 never cuts")
 	fromPath := fs.String("from", "", "take the results from this CSV (from an earlier --csv) instead of running: for --plot and --compare, no GPU needed")
 	sms := fs.Int("sms", 0, smsFlagHelp)
+	full := fs.Bool("full", false, "time the full forward (ForwardFull: raw per-token g; g_cumsum and A computed inside) beside FLA full, FlashQLA, FlashInfer and issue 8's target")
+	noL2Norm := fs.Bool("no-l2norm", false, "with --full: give q and k already normalised and skip the L2 norm inside (on by default, as Qwen3.5 serving runs it)")
 	if err := parseFlags(fs, args); err != nil {
 		return benchOptions{}, err
 	}
 	o := benchOptions{reps: *reps, warmup: *warmup, calls: *calls, csvPath: *csvPath, seed: *seed, runtimeGraphs: *runtimeGraphs,
-		variant: *variant, segments: *segments, plotPath: *plotPath, comparePath: *comparePath, fromPath: *fromPath, sms: *sms}
+		variant: *variant, segments: *segments, plotPath: *plotPath, comparePath: *comparePath, fromPath: *fromPath, sms: *sms,
+		full: *full, l2norm: *full && !*noL2Norm}
+	if *noL2Norm && !o.full {
+		return o, errors.New("--no-l2norm applies to the full forward: add --full")
+	}
 	if p := strings.ToLower(o.plotPath); p != "" && !strings.HasSuffix(p, ".svg") && !strings.HasSuffix(p, ".png") {
 		return o, fmt.Errorf("--plot %s: want a .svg or .png file name", o.plotPath)
 	}
@@ -87,6 +95,8 @@ func parseBenchArgs(args []string) (benchOptions, error) {
 			return o, errors.New("--from needs --plot or --compare: it replaces the run, there is nothing else to do")
 		case o.csvPath != "" || *cases != "":
 			return o, errors.New("--from replaces the run: --csv and --cases do not apply")
+		case o.full:
+			return o, errors.New("--from replaces the run: --full does not apply (the CSV says which forward it timed)")
 		}
 	}
 	var err error
@@ -149,7 +159,9 @@ type benchResult struct {
 	Calls           int    // Forward calls per timed region
 	Sets            int    // input sets used in turn
 	Reps            int
-	NonFinite       int // NaN/Inf elements in o and ht after the run
+	NonFinite       int  // NaN/Inf elements in o and ht after the run
+	Full            bool // the full forward (ForwardFull) was timed, not the core
+	L2Norm          bool // with Full: q and k normalised inside
 }
 
 func runBench(args []string) error {
@@ -172,8 +184,8 @@ func runBench(args []string) error {
 	}
 	defer rt.Close()
 	info := rt.Device()
-	fmt.Fprintf(stdout, "device: %s, %d SMs, compute capability %d.%d, kernels for %s; %v inputs, median of %d\n",
-		info.Name, info.SMs, info.Major, info.Minor, rt.Target(), o.dtype, o.reps)
+	fmt.Fprintf(stdout, "device: %s, %d SMs, compute capability %d.%d, kernels for %s; %v inputs, median of %d; %s\n",
+		info.Name, info.SMs, info.Major, info.Minor, rt.Target(), o.dtype, o.reps, o.forwardText())
 	if line := smsLine(info); line != "" {
 		fmt.Fprintf(stdout, "SMs: %s\n", line)
 	}
@@ -222,6 +234,17 @@ func runBench(args []string) error {
 	return runErr
 }
 
+// forwardText says which forward a run times.
+func (o benchOptions) forwardText() string {
+	switch {
+	case !o.full:
+		return "core forward (Forward: g_cumsum and A given)"
+	case o.l2norm:
+		return "full forward (ForwardFull: raw g; q and k L2-normalised inside)"
+	}
+	return "full forward (ForwardFull: raw g; q and k given normalised)"
+}
+
 // reportRows draws the chart (--plot) and prints the comparison with an
 // earlier run (--compare) of a run's rows.
 func reportRows(o benchOptions, rows []benchRow) error {
@@ -250,28 +273,53 @@ type bencher struct {
 	opts   benchOptions
 }
 
+// benchSet is one uploaded input set of a case: the call the bench times
+// (Forward or ForwardFull) and its outputs.
+type benchSet interface {
+	call(rt *gdn.Runtime, s gdn.Stream) error
+	plan(rt *gdn.Runtime) (gdn.Plan, error)
+	download() (*gdn.HostCoreResult, error)
+	free()
+}
+
+// coreSet is an input set of the core forward.
+type coreSet struct{ d *gdn.DeviceCoreArgs }
+
+func (c coreSet) call(rt *gdn.Runtime, s gdn.Stream) error { return rt.Forward(c.d.Args, s) }
+func (c coreSet) plan(rt *gdn.Runtime) (gdn.Plan, error)   { return rt.PlanOf(c.d.Args) }
+func (c coreSet) download() (*gdn.HostCoreResult, error)   { return c.d.Download() }
+func (c coreSet) free()                                    { c.d.Free() }
+
+// fullSet is an input set of the full forward.
+type fullSet struct{ d *gdn.DeviceFullArgs }
+
+func (f fullSet) call(rt *gdn.Runtime, s gdn.Stream) error { return rt.ForwardFull(f.d.Args, s) }
+func (f fullSet) plan(rt *gdn.Runtime) (gdn.Plan, error)   { return rt.PlanOfFull(f.d.Args) }
+func (f fullSet) download() (*gdn.HostCoreResult, error)   { return f.d.Download() }
+func (f fullSet) free()                                    { f.d.Free() }
+
 // runCase draws, uploads, plans, times and checks one case.
 func (b *bencher) runCase(c ref.Case) (benchResult, error) {
-	res := benchResult{Case: c, Dtype: b.opts.dtype, Reps: b.opts.reps, Sets: 1}
+	res := benchResult{Case: c, Dtype: b.opts.dtype, Reps: b.opts.reps, Sets: 1, Full: b.opts.full, L2Norm: b.opts.l2norm}
 	s := c.Shape()
-	if inputBytes(s, b.opts.dtype.Size()) < rotateBelowBytes {
+	bytes := inputBytes(s, b.opts.dtype.Size())
+	if b.opts.full {
+		bytes = fullInputBytes(s, b.opts.dtype.Size())
+	}
+	if bytes < rotateBelowBytes {
 		res.Sets = rotateSets
 	}
-	uploads, err := b.uploadSets(s, res.Sets)
+	sets, err := b.uploadSets(s, res.Sets)
 	defer func() {
-		for _, u := range uploads {
-			u.Free()
+		for _, u := range sets {
+			u.free()
 		}
 	}()
 	if err != nil {
 		return res, err
 	}
-	sets := make([]*gdn.CoreArgs, len(uploads))
-	for i, u := range uploads {
-		sets[i] = u.Args
-	}
 	// The plan the Runtime prepared for these arguments: the one timed.
-	res.Plan, err = b.rt.PlanOf(sets[0])
+	res.Plan, err = sets[0].plan(b.rt)
 	if err != nil {
 		return res, err
 	}
@@ -279,7 +327,7 @@ func (b *bencher) runCase(c ref.Case) (benchResult, error) {
 	if err := b.measure(sets, &res); err != nil {
 		return res, err
 	}
-	for _, u := range uploads {
+	for _, u := range sets {
 		n, err := countNonFinite(u)
 		if err != nil {
 			return res, err
@@ -292,29 +340,46 @@ func (b *bencher) runCase(c ref.Case) (benchResult, error) {
 
 // uploadSets draws n input sets (seeds seed, seed+1, ...) and copies them
 // to the device with their outputs; it returns the sets uploaded so far
-// with an error.
-func (b *bencher) uploadSets(s ref.Shape, n int) ([]*gdn.DeviceCoreArgs, error) {
-	var sets []*gdn.DeviceCoreArgs
+// with an error. The core forward gets the recipe with g_cumsum and A; the
+// full forward the raw g, and with L2Norm q and k as drawn, before the
+// recipe's normalisation, which the full forward does inside.
+func (b *bencher) uploadSets(s ref.Shape, n int) ([]benchSet, error) {
+	var sets []benchSet
 	for i := range n {
 		start := time.Now()
-		h := genInputs(s, b.opts.dtype, b.opts.seed+uint64(i))
-		fmt.Fprintf(stderr, "  input set %d: %d tokens, %.1f MB, drawn in %.2f s\n",
-			i+1, s.Tokens(), float64(h.Bytes())/1e6, time.Since(start).Seconds())
+		seed := b.opts.seed + uint64(i)
+		drawn := func(h *hostInputs) {
+			fmt.Fprintf(stderr, "  input set %d: %d tokens, %.1f MB, drawn in %.2f s\n",
+				i+1, s.Tokens(), float64(h.Bytes())/1e6, time.Since(start).Seconds())
+		}
+		if b.opts.full {
+			h := genRecipe(s, b.opts.dtype, seed, !b.opts.l2norm)
+			drawn(h)
+			d, err := b.rt.UploadFull(h.hostFullArgs(b.opts.l2norm))
+			if err != nil {
+				return sets, err
+			}
+			sets = append(sets, fullSet{d})
+			continue
+		}
+		h := genInputs(s, b.opts.dtype, seed)
+		drawn(h)
 		d, err := b.rt.UploadCore(h.hostArgs())
 		if err != nil {
 			return sets, err
 		}
-		sets = append(sets, d)
+		sets = append(sets, coreSet{d})
 	}
 	return sets, nil
 }
 
-// measure times one Forward call: a first call that compiles (or loads) the
-// kernel, warm-up calls timed together to size the graph, then the median
-// over replays of a graph of res.Calls calls, divided by res.Calls. Calls
-// cycle through the input sets.
-func (b *bencher) measure(sets []*gdn.CoreArgs, res *benchResult) error {
-	call := func(i int) error { return b.rt.Forward(sets[i%len(sets)], gdn.Stream(b.stream.Handle())) }
+// measure times one call (Forward, or ForwardFull with its preparation
+// kernels): a first call that compiles (or loads) the kernels, warm-up
+// calls timed together to size the graph, then the median over replays of a
+// graph of res.Calls calls, divided by res.Calls. Calls cycle through the
+// input sets.
+func (b *bencher) measure(sets []benchSet, res *benchResult) error {
+	call := func(i int) error { return sets[i%len(sets)].call(b.rt, gdn.Stream(b.stream.Handle())) }
 	timed := func(region func() error) (float64, error) {
 		return b.rt.TimeMs(gdn.Stream(b.stream.Handle()), region)
 	}
@@ -413,8 +478,8 @@ func median(x []float64) float64 {
 }
 
 // countNonFinite downloads o and ht and counts NaN and Inf elements.
-func countNonFinite(u *gdn.DeviceCoreArgs) (int, error) {
-	res, err := u.Download()
+func countNonFinite(u benchSet) (int, error) {
+	res, err := u.download()
 	if err != nil {
 		return 0, err
 	}
@@ -439,10 +504,36 @@ func (r benchResult) overFloor() float64 { return r.MedianMs / r.Case.FloorMs() 
 func (r benchResult) anchor() anchor     { return anchorFor(r.Case.Hq, r.Case.Hv, r.Case.Lens) }
 
 // vsFLACore is FLA's core time over ours (> 1: gdn is faster), 0 without
-// an anchor row.
+// an anchor row or for a full-forward run (not the same work).
 func (r benchResult) vsFLACore() float64 {
-	if a := r.anchor(); a.FLACoreMs > 0 {
+	if a := r.anchor(); a.FLACoreMs > 0 && !r.Full {
 		return a.FLACoreMs / r.MedianMs
+	}
+	return 0
+}
+
+// vsFLAFull is FLA's full-forward time over ours (> 1: gdn is faster), 0
+// without an anchor row or for a core run (not the same work).
+func (r benchResult) vsFLAFull() float64 {
+	if a := r.anchor(); a.FLAFullMs > 0 && r.Full {
+		return a.FLAFullMs / r.MedianMs
+	}
+	return 0
+}
+
+// targetMs is issue 8's target for a full-forward run's case (see
+// anchor.FullTargetMs), 0 for a core run or a case without one.
+func (r benchResult) targetMs() float64 {
+	if !r.Full {
+		return 0
+	}
+	return r.anchor().FullTargetMs()
+}
+
+// vsTarget is the target over our time (>= 1: met), 0 without a target.
+func (r benchResult) vsTarget() float64 {
+	if t := r.targetMs(); t > 0 {
+		return t / r.MedianMs
 	}
 	return 0
 }
@@ -487,8 +578,13 @@ func optMs(ms float64, format string) string {
 	return fmt.Sprintf(format, ms)
 }
 
-// printBenchTable writes the human-readable table.
+// printBenchTable writes the human-readable table of a run (of the core
+// forward, or of the full forward: printFullBenchTable).
 func printBenchTable(w io.Writer, results []benchResult) {
+	if len(results) > 0 && results[0].Full {
+		printFullBenchTable(w, results)
+		return
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "case\tHq\tHv\tlens\tms\tTFLOP/s\tGB/s\tx floor\tFLA core ms\tvs FLA core\ttiming\tvariant\t")
 	for _, r := range results {
@@ -503,17 +599,52 @@ func printBenchTable(w io.Writer, results []benchResult) {
 	fmt.Fprintln(w, "measured on the H200 2026-11-29) over ours; > 1 means gdn is faster. Full-forward anchors are in --csv.")
 }
 
+// printFullBenchTable writes the table of a full-forward run: beside each
+// time FLA's own full forward (the same work), FlashQLA's and FlashInfer's
+// from FlashQLA's table, and issue 8's target for the shape.
+func printFullBenchTable(w io.Writer, results []benchResult) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "case\tHq\tHv\tlens\tms\tTFLOP/s\tGB/s\tx floor\tFLA full ms\tvs FLA full\tFlashQLA ms\tFlashInfer ms\ttarget ms\tvs target\ttiming\tvariant\t")
+	met, targets := 0, 0
+	for _, r := range results {
+		a := r.anchor()
+		if r.targetMs() > 0 {
+			targets++
+			if r.vsTarget() >= 1 {
+				met++
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%.4f\t%.1f\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+			r.Case.Name, r.Case.Hq, r.Case.Hv, lensShort(r.Case.Lens), r.MedianMs, r.tflops(), r.gbps(), r.overFloor(),
+			optMs(a.FLAFullMs, "%.4f"), optMs(r.vsFLAFull(), "%.2fx"), optMs(a.FlashQLAMs, "%.3f"), optMs(a.FlashInferMs, "%.3f"),
+			optMs(r.targetMs(), "%.3f"), optMs(r.vsTarget(), "%.2fx"), fmt.Sprintf("%s/%d", r.Timing, r.Calls), r.Plan.Variant.Name)
+	}
+	tw.Flush()
+	l2 := "q and k L2-normalised inside"
+	if !results[0].L2Norm {
+		l2 = "q and k given normalised (--no-l2norm)"
+	}
+	fmt.Fprintf(w, "The full forward (ForwardFull): raw per-token g, g_cumsum and A computed inside; %s.\n", l2)
+	fmt.Fprintln(w, "x floor: time over the roofline floor (docs/BENCH.md: 790 TFLOP/s, 4.3 TB/s).")
+	fmt.Fprintln(w, "FLA full: FLA's chunk_gated_delta_rule measured on the H200 2026-11-29; vs FLA full: FLA over ours (> 1: gdn is faster).")
+	fmt.Fprintln(w, "FlashQLA, FlashInfer: full forward, FlashQLA's published H200 table (docs/BENCH.md).")
+	fmt.Fprintf(w, "target: issue 8's, %.1f x min(FlashQLA, FlashInfer) on the shape; vs target: target over ours (>= 1: met). Met on %d of %d cases with a target.\n",
+		issue8TargetFactor, met, targets)
+}
+
 // benchCSVHeader names the CSV columns.
 var benchCSVHeader = []string{
-	"case", "hq", "hv", "lens", "tokens", "seqs", "dtype",
+	"case", "hq", "hv", "lens", "tokens", "seqs", "dtype", "forward", "l2norm",
 	"median_ms", "min_ms", "tflops", "gbps", "floor_ms", "x_floor",
-	"fla_core_ms", "vs_fla_core", "fla_full_ms",
-	"flashqla_fwd_ms", "flashinfer_fwd_ms", "fla_fwd_published_ms",
+	"fla_core_ms", "vs_fla_core", "fla_full_ms", "vs_fla_full",
+	"flashqla_fwd_ms", "flashinfer_fwd_ms", "fla_fwd_published_ms", "target_ms", "vs_target",
 	"timing", "calls_per_timing", "input_sets", "reps", "variant", "plan", "nonfinite",
 }
 
 // writeBenchCSV writes one row per result; anchor cells are empty where
-// the tables have no row.
+// the tables have no row, and comparisons (vs_*) and the target where they
+// do not apply to the forward timed (core: vs_fla_core; full: vs_fla_full,
+// target_ms, vs_target; l2norm is empty for the core forward).
 func writeBenchCSV(w io.Writer, results []benchResult) error {
 	cw := csv.NewWriter(w)
 	cw.Write(benchCSVHeader)
@@ -525,12 +656,16 @@ func writeBenchCSV(w io.Writer, results []benchResult) error {
 	}
 	for _, r := range results {
 		a, c := r.anchor(), r.Case
+		forward, l2norm := "core", ""
+		if r.Full {
+			forward, l2norm = "full", strconv.FormatBool(r.L2Norm)
+		}
 		cw.Write([]string{
 			c.Name, strconv.Itoa(c.Hq), strconv.Itoa(c.Hv), lensSummary(c.Lens),
-			strconv.Itoa(c.Shape().Tokens()), strconv.Itoa(len(c.Lens)), r.Dtype.String(),
+			strconv.Itoa(c.Shape().Tokens()), strconv.Itoa(len(c.Lens)), r.Dtype.String(), forward, l2norm,
 			num(r.MedianMs), num(r.MinMs), num(r.tflops()), num(r.gbps()), num(c.FloorMs()), num(r.overFloor()),
-			num(a.FLACoreMs), num(r.vsFLACore()), num(a.FLAFullMs),
-			num(a.FlashQLAMs), num(a.FlashInferMs), num(a.FLAFullPublishedMs),
+			num(a.FLACoreMs), num(r.vsFLACore()), num(a.FLAFullMs), num(r.vsFLAFull()),
+			num(a.FlashQLAMs), num(a.FlashInferMs), num(a.FLAFullPublishedMs), num(r.targetMs()), num(r.vsTarget()),
 			r.Timing, strconv.Itoa(r.Calls), strconv.Itoa(r.Sets), strconv.Itoa(r.Reps),
 			r.Plan.Variant.Name, r.Plan.String(), strconv.Itoa(r.NonFinite),
 		})

@@ -17,11 +17,14 @@ import (
 type benchRow struct {
 	Case, Lens   string
 	Hq, Hv       int
+	Forward      string // "core" or "full" (ForwardFull); "core" in CSVs from before --full
 	MedianMs     float64
 	FloorMs      float64
 	FLACoreMs    float64 // 0: no anchor row
+	FLAFullMs    float64 // full forward, measured; 0: no anchor row
 	FlashQLAMs   float64 // full forward, 0: no anchor row
 	FlashInferMs float64 // full forward, 0: no anchor row
+	TargetMs     float64 // issue 8's target, full-forward rows only; 0: none
 }
 
 // benchRowsOf turns results into rows through the CSV writer, so that a
@@ -103,13 +106,20 @@ func readBenchCSV(r io.Reader, name string) ([]benchRow, error) {
 			return n
 		}
 		row := benchRow{
-			Case: cell("case"), Lens: cell("lens"), Hq: integer("hq"), Hv: integer("hv"),
+			Case: cell("case"), Lens: cell("lens"), Hq: integer("hq"), Hv: integer("hv"), Forward: cell("forward"),
 			MedianMs: num("median_ms", true), FloorMs: num("floor_ms", true),
-			FLACoreMs: num("fla_core_ms", false), FlashQLAMs: num("flashqla_fwd_ms", false),
-			FlashInferMs: num("flashinfer_fwd_ms", false),
+			FLACoreMs: num("fla_core_ms", false), FLAFullMs: num("fla_full_ms", false), FlashQLAMs: num("flashqla_fwd_ms", false),
+			FlashInferMs: num("flashinfer_fwd_ms", false), TargetMs: num("target_ms", false),
 		}
 		if bad != nil {
 			return nil, bad
+		}
+		switch row.Forward {
+		case "":
+			row.Forward = "core" // written before gdn bench had --full
+		case "core", "full":
+		default:
+			return nil, fmt.Errorf("%s line %d: forward %q: want core or full", name, line, row.Forward)
 		}
 		if row.Case == "" {
 			return nil, fmt.Errorf("%s line %d: empty case name", name, line)

@@ -8,7 +8,7 @@ import (
 )
 
 // printCompare writes, for each case of cur that old also has (same name,
-// heads and lengths), both medians and the speed-up old/new (> 1: the new
+// heads, lengths and forward), both medians and the speed-up old/new (> 1: the new
 // run is faster), then the geometric mean of the speed-ups and the cases
 // only one run has. It fails when the runs share no case.
 func printCompare(w io.Writer, old, cur []benchRow, oldName string) error {
@@ -20,7 +20,7 @@ func printCompare(w io.Writer, old, cur []benchRow, oldName string) error {
 	fmt.Fprintf(tw, "case\tlens\told ms\tnew ms\tspeed-up\t\n")
 	var logSum float64
 	var n int
-	var onlyNew, changed []string
+	var onlyNew, changed, otherForward []string
 	seen := map[string]bool{}
 	for _, r := range cur {
 		o, ok := byCase[r.Case]
@@ -31,6 +31,10 @@ func printCompare(w io.Writer, old, cur []benchRow, oldName string) error {
 			continue
 		case o.Hq != r.Hq || o.Hv != r.Hv || o.Lens != r.Lens:
 			changed = append(changed, r.Case)
+			continue
+		case o.Forward != r.Forward:
+			// A core time against a full one measures different work.
+			otherForward = append(otherForward, r.Case)
 			continue
 		}
 		s := o.MedianMs / r.MedianMs
@@ -46,6 +50,9 @@ func printCompare(w io.Writer, old, cur []benchRow, oldName string) error {
 		}
 	}
 	if n == 0 {
+		if len(otherForward) > 0 {
+			return fmt.Errorf("--compare %s: no case in common with this run (it timed the other forward: core against full)", oldName)
+		}
 		return fmt.Errorf("--compare %s: no case in common with this run", oldName)
 	}
 	fmt.Fprintf(w, "speed-up: old median over new (> 1: this run is faster); geometric mean over %d cases %.2fx\n", n, math.Exp(logSum/float64(n)))
@@ -57,6 +64,9 @@ func printCompare(w io.Writer, old, cur []benchRow, oldName string) error {
 	}
 	if len(changed) > 0 {
 		fmt.Fprintf(w, "same name, different shape (not compared): %v\n", changed)
+	}
+	if len(otherForward) > 0 {
+		fmt.Fprintf(w, "same case, one run of the core forward and one of the full (not compared): %v\n", otherForward)
 	}
 	return nil
 }

@@ -20,7 +20,7 @@ import (
 // and every crasher found are kept in testdata/fuzz/<FuzzName>/.
 
 // FuzzReadNpz feeds files to readNpzFile, the reader `gdn run --in` uses,
-// and what it accepts to hostArgsFromNpz.
+// and what it accepts to hostArgsFromNpz and hostFullArgsFromNpz.
 func FuzzReadNpz(f *testing.F) {
 	f.Add([]byte("not a zip"))
 	f.Add([]byte("PK\x05\x06" + strings.Repeat("\x00", 18)))
@@ -33,15 +33,26 @@ func FuzzReadNpz(f *testing.F) {
 		if err != nil {
 			return
 		}
-		h, err := hostArgsFromNpz(arrays, gdn.BF16)
-		if err != nil {
-			return
-		}
 		// What is accepted is self-consistent: every slice has its shape's length.
-		tok := h.B * h.T
-		if len(h.Q) != tok*h.Hq*128 || len(h.K) != len(h.Q) || len(h.V) != tok*h.Hv*128 ||
-			len(h.G) != tok*h.Hv || len(h.Beta) != len(h.G) || len(h.A) != tok*h.Hv*64 {
-			t.Fatalf("accepted arrays of inconsistent lengths: B=%d T=%d Hq=%d Hv=%d", h.B, h.T, h.Hq, h.Hv)
+		if h, err := hostArgsFromNpz(arrays, gdn.BF16); err == nil {
+			tok := h.B * h.T
+			if len(h.Q) != tok*h.Hq*128 || len(h.K) != len(h.Q) || len(h.V) != tok*h.Hv*128 ||
+				len(h.G) != tok*h.Hv || len(h.Beta) != len(h.G) || len(h.A) != tok*h.Hv*64 {
+				t.Fatalf("accepted arrays of inconsistent lengths: B=%d T=%d Hq=%d Hv=%d", h.B, h.T, h.Hq, h.Hv)
+			}
+		}
+		// The same file read for the full forward (--full, with and without
+		// --gate-in-kernel).
+		for _, gateIn := range []bool{false, true} {
+			h, err := hostFullArgsFromNpz(arrays, gdn.BF16, true, gateIn)
+			if err != nil {
+				continue
+			}
+			tok := h.B * h.T
+			if len(h.Q) != tok*h.Hq*128 || len(h.K) != len(h.Q) || len(h.V) != tok*h.Hv*128 ||
+				len(h.G) != tok*h.Hv || len(h.Beta) != len(h.G) || (gateIn && (len(h.ALog) != h.Hv || len(h.DtBias) != h.Hv)) {
+				t.Fatalf("accepted full-forward arrays of inconsistent lengths: B=%d T=%d Hq=%d Hv=%d", h.B, h.T, h.Hq, h.Hv)
+			}
 		}
 	})
 }

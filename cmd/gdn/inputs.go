@@ -31,9 +31,15 @@ type hostInputs struct {
 	H0      []float32 // [N,Hv,128,128]
 }
 
-// Bytes is the size of the set on the device.
+// Bytes is the size of the set's inputs on the device: with g_cumsum and A
+// for the core forward (genInputs), with the raw g for the full forward
+// (genRecipe alone).
 func (h *hostInputs) Bytes() int {
-	return h.Dtype.Size()*(len(h.Q)+len(h.K)+len(h.V)) + 4*(len(h.G)+len(h.Beta)+len(h.A)+len(h.H0))
+	gates := len(h.G) + len(h.A)
+	if h.G == nil {
+		gates = len(h.GRaw)
+	}
+	return h.Dtype.Size()*(len(h.Q)+len(h.K)+len(h.V)) + 4*(gates+len(h.Beta)+len(h.H0))
 }
 
 // hostArgs returns the set as the arguments of gdn.Runtime.UploadCore:
@@ -46,10 +52,27 @@ func (h *hostInputs) hostArgs() *gdn.HostCoreArgs {
 	}
 }
 
+// hostFullArgs returns the set as the arguments of gdn.Runtime.UploadFull:
+// the raw per-token log-gate, l2norm as asked, packed sequences in int32,
+// h0 given, the final state asked for.
+func (h *hostInputs) hostFullArgs(l2norm bool) *gdn.HostFullArgs {
+	s := h.Shape
+	return &gdn.HostFullArgs{
+		B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, CuSeqlens: s.CuSeqlens, Dtype: h.Dtype,
+		Q: h.Q, K: h.K, V: h.V, G: h.GRaw, Beta: h.Beta, H0: h.H0, FinalState: true, L2Norm: l2norm,
+	}
+}
+
 // inputBytes is hostInputs.Bytes for a shape, without drawing anything
 // (q, k, v at dtypeBytes; g_cumsum, beta, A and h0 in fp32).
 func inputBytes(s ref.Shape, dtypeBytes int) int {
 	return dtypeBytes*(2*s.QKLen()+s.VLen()) + 4*(2*s.GateLen()+s.ALen()+s.StateLen())
+}
+
+// fullInputBytes is inputBytes for the full forward: raw g instead of
+// g_cumsum, and no A.
+func fullInputBytes(s ref.Shape, dtypeBytes int) int {
+	return dtypeBytes*(2*s.QKLen()+s.VLen()) + 4*(2*s.GateLen()+s.StateLen())
 }
 
 // RNG streams: every tensor, and every block of it, has its own PCG stream,
@@ -67,16 +90,28 @@ const (
 // fills: large enough to amortise seeding, small enough to balance load.
 const rngBlock = 1 << 16
 
-// genInputs draws the docs/SPEC.md recipe for shape s in float32: q, k L2-normalised
-// per token and head; v ~ N(0,1); raw g = logsigmoid(N(0,1))/16 except 0 on
-// value heads h%4 == 0; beta = sigmoid(N(0,1)); h0 ~ N(0,1). q, k and v are
-// rounded to dt (BF16 or FP16); g_cumsum and A are computed from the rounded
-// k, as the kernel sees it.
+// genInputs draws the docs/SPEC.md recipe for shape s in float32 (genRecipe)
+// and computes what the core forward is given: g_cumsum and A, from the
+// rounded k, as the kernel sees it.
 func genInputs(s ref.Shape, dt gdn.Dtype, seed uint64) *hostInputs {
+	h := genRecipe(s, dt, seed, true)
+	chunks := chunkList(s)
+	h.G = chunkCumsum(s, chunks, h.GRaw)
+	h.A = solveA(s, chunks, h.K, h.Beta, h.G)
+	return h
+}
+
+// genRecipe draws the docs/SPEC.md recipe for shape s in float32: q, k
+// L2-normalised per token and head (unit; when false, left as drawn, for a
+// full forward that normalises them inside: the recipe's step, done by the
+// kernel); v ~ N(0,1); raw g = logsigmoid(N(0,1))/16 except 0 on value heads
+// h%4 == 0; beta = sigmoid(N(0,1)); h0 ~ N(0,1). q, k and v are rounded to
+// dt (BF16 or FP16). It leaves G and A nil: what the full forward takes.
+func genRecipe(s ref.Shape, dt gdn.Dtype, seed uint64, unit bool) *hostInputs {
 	h := &hostInputs{Shape: s, Dtype: dt}
 	round := roundFunc(dt)
-	h.Q = unitRows(s.QKLen(), seed, rngQ, round)
-	h.K = unitRows(s.QKLen(), seed, rngK, round)
+	h.Q = normalRows(s.QKLen(), seed, rngQ, unit, round)
+	h.K = normalRows(s.QKLen(), seed, rngK, unit, round)
 	h.V = make([]float32, s.VLen())
 	fillRand(len(h.V), seed, rngV, func(r *rand.Rand, lo, hi int) {
 		for i := lo; i < hi; i++ {
@@ -106,9 +141,6 @@ func genInputs(s ref.Shape, dt gdn.Dtype, seed uint64) *hostInputs {
 		}
 	})
 
-	chunks := chunkList(s)
-	h.G = chunkCumsum(s, chunks, h.GRaw)
-	h.A = solveA(s, chunks, h.K, h.Beta, h.G)
 	return h
 }
 
@@ -121,9 +153,10 @@ func roundFunc(dt gdn.Dtype) func(float32) float32 {
 	return func(x float32) float32 { return dtype.BF16ToFloat32(dtype.RoundBF16(x)) }
 }
 
-// unitRows draws n normals, scales each 128-vector (one token of one head)
-// to unit L2 norm and rounds to 16 bits (returned widened to float32).
-func unitRows(n int, seed, stream uint64, round func(float32) float32) []float32 {
+// normalRows draws n normals, scales each 128-vector (one token of one
+// head) to unit L2 norm when unit, and rounds to 16 bits (returned widened
+// to float32).
+func normalRows(n int, seed, stream uint64, unit bool, round func(float32) float32) []float32 {
 	out := make([]float32, n)
 	rows := n / ref.D
 	fillRand(rows, seed, stream, func(r *rand.Rand, lo, hi int) {
@@ -134,7 +167,10 @@ func unitRows(n int, seed, stream uint64, round func(float32) float32) []float32
 				row[j] = r.NormFloat64()
 				norm += row[j] * row[j]
 			}
-			inv := 1 / math.Sqrt(norm) // norm > 0 with probability 1
+			inv := 1.0
+			if unit {
+				inv = 1 / math.Sqrt(norm) // norm > 0 with probability 1
+			}
 			for j, x := range row {
 				out[i*ref.D+j] = round(float32(x * inv))
 			}

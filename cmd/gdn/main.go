@@ -1,8 +1,11 @@
 // Command gdn is gdn's command-line tool: one binary with subcommands.
 //
 //	gdn run --in in.npz --out out.npz             the core forward on NumPy arrays
+//	gdn run --full [--l2norm] [--gate-in-kernel] --in in.npz --out out.npz
+//	                                              the full forward, from raw gates
 //	gdn bench [--cases a,b] [--csv F] [--plot F.svg] [--compare OLD.csv]
 //	                                              time the benchmark suite (docs/BENCH.md)
+//	gdn bench --full [--no-l2norm]                the same for the full forward, beside issue 8's targets
 //	gdn bench --from RUN.csv --plot F.png         chart or compare a saved run, no GPU
 //	gdn warmup [--arch sm_90a] [--variants a,b]   compile kernels into the disk cache
 //	gdn info                                      device, NVRTC and cache facts

@@ -15,9 +15,10 @@ import (
 )
 
 // The chart of `gdn bench --plot`: one group of bars per case (gdn, then
-// each anchor that has a row for the case), with the roofline floor drawn
-// across the group, on a logarithmic time axis: the cases span two orders
-// of magnitude, and a ratio reads the same everywhere on a log axis.
+// each anchor that has a row for the case), with the roofline floor (and,
+// for the full forward, issue 8's target) drawn across the group, on a
+// logarithmic time axis: the cases span two orders of magnitude, and a
+// ratio reads the same everywhere on a log axis.
 
 // plotSeries is one kind of bar: a label for the legend, a colour, and
 // the time it takes from a row (0: no bar).
@@ -27,8 +28,9 @@ type plotSeries struct {
 	ms    func(benchRow) float64
 }
 
-// plotSeriesAll lists the bars of a group, left to right. Colours are
-// distinguishable for the common colour-vision deficiencies (Okabe-Ito).
+// plotSeriesAll lists the bars of a group of a core-forward run, left to
+// right. Colours are distinguishable for the common colour-vision
+// deficiencies (Okabe-Ito).
 var plotSeriesAll = []plotSeries{
 	{"gdn (core forward)", color.RGBA{0, 114, 178, 255}, func(r benchRow) float64 { return r.MedianMs }},
 	{"FLA core (same work)", color.RGBA{230, 159, 0, 255}, func(r benchRow) float64 { return r.FLACoreMs }},
@@ -36,8 +38,20 @@ var plotSeriesAll = []plotSeries{
 	{"FlashInfer (full forward)", color.RGBA{204, 121, 167, 255}, func(r benchRow) float64 { return r.FlashInferMs }},
 }
 
-// floorColor draws the roofline floor.
-var floorColor = color.Black
+// plotSeriesFull lists the bars of a full-forward run: every anchor does
+// the same work as gdn there.
+var plotSeriesFull = []plotSeries{
+	{"gdn (full forward)", color.RGBA{0, 114, 178, 255}, func(r benchRow) float64 { return r.MedianMs }},
+	{"FLA full (same work)", color.RGBA{230, 159, 0, 255}, func(r benchRow) float64 { return r.FLAFullMs }},
+	{"FlashQLA (full forward)", color.RGBA{0, 158, 115, 255}, func(r benchRow) float64 { return r.FlashQLAMs }},
+	{"FlashInfer (full forward)", color.RGBA{204, 121, 167, 255}, func(r benchRow) float64 { return r.FlashInferMs }},
+}
+
+// floorColor draws the roofline floor, targetColor issue 8's target.
+var (
+	floorColor  = color.Black
+	targetColor = color.RGBA{213, 94, 0, 255}
+)
 
 // writeBenchPlot renders rows as a chart into path; the extension picks
 // the format (.svg or .png).
@@ -61,8 +75,18 @@ func benchPlot(rows []benchRow) (*plot.Plot, vg.Length, vg.Length, error) {
 	if len(rows) == 0 {
 		return nil, 0, 0, errors.New("no cases to plot")
 	}
+	full := rows[0].Forward == "full"
+	for _, r := range rows {
+		if (r.Forward == "full") != full {
+			return nil, 0, 0, errors.New("rows of both the core and the full forward: plot one run at a time")
+		}
+	}
+	series, title := plotSeriesAll, "Gated DeltaNet chunked prefill on the H200: time per call (lower is better)"
+	if full {
+		series, title = plotSeriesFull, "Gated DeltaNet full forward (from raw gates) on the H200: time per call (lower is better)"
+	}
 	p := plot.New()
-	p.Title.Text = "Gated DeltaNet chunked prefill on the H200: time per call (lower is better)"
+	p.Title.Text = title
 	p.Title.TextStyle.Font.Size = vg.Points(14)
 	p.Y.Label.Text = "milliseconds (log scale)"
 	p.Y.Scale = plot.LogScale{}
@@ -80,8 +104,8 @@ func benchPlot(rows []benchRow) (*plot.Plot, vg.Length, vg.Length, error) {
 	p.X.Tick.Label.Font.Size = vg.Points(9)
 
 	const groupWidth = 0.8 // of one category's width
-	barWidth := groupWidth / float64(len(plotSeriesAll))
-	for i, s := range plotSeriesAll {
+	barWidth := groupWidth / float64(len(series))
+	for i, s := range series {
 		b := &logBars{
 			rows:   rows,
 			ms:     s.ms,
@@ -92,9 +116,16 @@ func benchPlot(rows []benchRow) (*plot.Plot, vg.Length, vg.Length, error) {
 		p.Add(b)
 		p.Legend.Add(s.label, b)
 	}
-	fl := &floorMarks{rows: rows, width: groupWidth}
+	fl := &levelMarks{rows: rows, width: groupWidth, ms: func(r benchRow) float64 { return r.FloorMs },
+		style: draw.LineStyle{Color: floorColor, Width: vg.Points(2.5)}}
 	p.Add(fl)
 	p.Legend.Add("roofline floor (790 TFLOP/s, 4.3 TB/s)", fl)
+	if full {
+		tg := &levelMarks{rows: rows, width: groupWidth, ms: func(r benchRow) float64 { return r.TargetMs },
+			style: draw.LineStyle{Color: targetColor, Width: vg.Points(2), Dashes: []vg.Length{vg.Points(5), vg.Points(3)}}}
+		p.Add(tg)
+		p.Legend.Add("issue 8 target (0.8 x faster of FlashQLA, FlashInfer)", tg)
+	}
 	p.Legend.Top = true
 	p.Legend.Left = true
 	p.Legend.TextStyle.Font.Size = vg.Points(10)
@@ -102,7 +133,11 @@ func benchPlot(rows []benchRow) (*plot.Plot, vg.Length, vg.Length, error) {
 
 	lo, hi := math.Inf(1), 0.0
 	for _, r := range rows {
-		for _, x := range []float64{r.MedianMs, r.FloorMs, r.FLACoreMs, r.FlashQLAMs, r.FlashInferMs} {
+		xs := []float64{r.FloorMs, r.TargetMs}
+		for _, s := range series {
+			xs = append(xs, s.ms(r))
+		}
+		for _, x := range xs {
 			if x > 0 {
 				lo, hi = min(lo, x), max(hi, x)
 			}
@@ -186,34 +221,34 @@ func (b *logBars) Thumbnail(c *draw.Canvas) {
 	c.FillPolygon(b.color, []vg.Point{r.Min, {X: r.Min.X, Y: r.Max.Y}, r.Max, {X: r.Max.X, Y: r.Min.Y}})
 }
 
-// floorMarks draws each row's roofline floor as a line across its group.
-type floorMarks struct {
+// levelMarks draws one time per row (the roofline floor, issue 8's target)
+// as a line across its group; rows without one (0) get none.
+type levelMarks struct {
 	rows  []benchRow
 	width float64
-}
-
-func (f *floorMarks) style() draw.LineStyle {
-	return draw.LineStyle{Color: floorColor, Width: vg.Points(2.5)}
+	ms    func(benchRow) float64
+	style draw.LineStyle
 }
 
 // Plot implements plot.Plotter.
-func (f *floorMarks) Plot(c draw.Canvas, p *plot.Plot) {
+func (f *levelMarks) Plot(c draw.Canvas, p *plot.Plot) {
 	trX, trY := p.Transforms(&c)
 	for i, r := range f.rows {
-		if r.FloorMs <= 0 {
+		v := f.ms(r)
+		if v <= 0 {
 			continue
 		}
-		y := trY(r.FloorMs)
-		c.StrokeLine2(f.style(), trX(float64(i)-f.width/2), y, trX(float64(i)+f.width/2), y)
+		y := trY(v)
+		c.StrokeLine2(f.style, trX(float64(i)-f.width/2), y, trX(float64(i)+f.width/2), y)
 	}
 }
 
 // DataRange implements plot.DataRanger.
-func (f *floorMarks) DataRange() (xmin, xmax, ymin, ymax float64) {
+func (f *levelMarks) DataRange() (xmin, xmax, ymin, ymax float64) {
 	ymin, ymax = math.Inf(1), math.Inf(-1)
 	for _, r := range f.rows {
-		if r.FloorMs > 0 {
-			ymin, ymax = min(ymin, r.FloorMs), max(ymax, r.FloorMs)
+		if v := f.ms(r); v > 0 {
+			ymin, ymax = min(ymin, v), max(ymax, v)
 		}
 	}
 	if math.IsInf(ymin, 1) {
@@ -223,9 +258,9 @@ func (f *floorMarks) DataRange() (xmin, xmax, ymin, ymax float64) {
 }
 
 // Thumbnail implements plot.Thumbnailer.
-func (f *floorMarks) Thumbnail(c *draw.Canvas) {
+func (f *levelMarks) Thumbnail(c *draw.Canvas) {
 	y := c.Center().Y
-	c.StrokeLine2(f.style(), c.Min.X, y, c.Max.X, y)
+	c.StrokeLine2(f.style, c.Min.X, y, c.Max.X, y)
 }
 
 // plotGrid draws light horizontal lines at the labelled ticks of the time

@@ -34,8 +34,8 @@ func newSoakInputs(p soakProblem) soakInputs {
 	s := p.shape()
 	round := roundFunc(p.Dtype)
 	rounded := func(x float64) float32 { return round(float32(x)) }
-	q := unitRows(s.QKLen(), p.Seed, rngQ, round)
-	k := unitRows(s.QKLen(), p.Seed, rngK, round)
+	q := normalRows(s.QKLen(), p.Seed, rngQ, true, round)
+	k := normalRows(s.QKLen(), p.Seed, rngK, true, round)
 	v := make([]float32, s.VLen())
 	fillRand(len(v), p.Seed, rngV, func(r *rand.Rand, lo, hi int) {
 		for i := lo; i < hi; i++ {

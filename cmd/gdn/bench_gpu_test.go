@@ -1,0 +1,42 @@
+//go:build cuda
+
+package main
+
+import (
+	"testing"
+
+	"github.com/gdnjit/gdn"
+	"github.com/gdnjit/gdn/ref"
+)
+
+// gdn bench --full on small cases (packed, with a one-token sequence; L2
+// norm inside and not): the full forward is timed, planned and leaves no
+// NaN or Inf, and its row carries the anchors of the case.
+func TestBenchFullRunsCase(t *testing.T) {
+	rt, err := openRuntime(gdn.Options{NoGraphs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	stream, err := rt.Context().NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Destroy()
+	for _, l2norm := range []bool{true, false} {
+		b := &bencher{rt: rt, stream: stream, opts: benchOptions{reps: 3, warmup: 2, dtype: gdn.BF16, seed: 1, full: true, l2norm: l2norm}}
+		for _, c := range []ref.Case{{Name: "small", Hq: 2, Hv: 4, Lens: []int{300, 1, 64}}, {Name: "tp8_2k", Hq: 2, Hv: 8, Lens: []int{2048}}} {
+			r, err := b.runCase(c)
+			if err != nil {
+				t.Fatalf("%s (l2norm %v): %v", c.Name, l2norm, err)
+			}
+			if r.NonFinite != 0 || !r.Full || r.L2Norm != l2norm || r.MedianMs <= 0 || r.Plan.Variant.Name == "" || r.Sets != rotateSets {
+				t.Errorf("%s (l2norm %v): %+v", c.Name, l2norm, r)
+			}
+			if c.Name == "tp8_2k" && (r.targetMs() == 0 || r.vsFLAFull() == 0) {
+				t.Errorf("tp8_2k has no target or FLA full ratio: %+v", r)
+			}
+			t.Logf("METRIC benchfull %s l2norm=%v %.4f ms (%s/%d), plan %v", c.Name, l2norm, r.MedianMs, r.Timing, r.Calls, r.Plan)
+		}
+	}
+}
