@@ -47,6 +47,15 @@ type HostCoreResult struct {
 // is widened while the next is copied back. ForwardHostInto also reuses the
 // result slices. For data that stays on the GPU, use UploadCore once and
 // Forward.
+//
+// The result is the caller's: gdn keeps no reference to it and never
+// writes it again. Once it is returned, a goroutine prepares the result of
+// the next call of the same shape (allocates it and faults its pages in),
+// which that call takes: the cost of a new result falls between calls
+// rather than in them (a call that follows at once gains little). Memory:
+// such a spare, the size of a result (as large as v, plus ht), stays
+// allocated between calls for each of the last 4 shapes called, 1 GiB at
+// most in all (a larger result gets none), until Close; see resultpool.go.
 func (rt *Runtime) ForwardHost(h *HostCoreArgs) (*HostCoreResult, error) {
 	l, err := newHostLayout(h)
 	if err != nil {
@@ -141,10 +150,9 @@ func (rt *Runtime) ForwardFullHostInto(h *HostFullArgs, res *HostCoreResult) err
 }
 
 // forwardHostInto runs the host call laid out by l into res; fresh
-// (ForwardHost's empty result) allocates the result slices on a goroutine
-// of their own while the inputs convert and copy: zeroing a new result
-// (over 100 MB for a long prompt) is a single-threaded pass that would
-// otherwise come after the kernel.
+// (ForwardHost's and ForwardFullHost's empty result) takes the result
+// slices from rt.spares: a spare prepared since the last call of the shape,
+// or slices allocated while the inputs convert.
 func (rt *Runtime) forwardHostInto(l *hostLayout, res *HostCoreResult, fresh bool) error {
 	if err := rt.enter(); err != nil {
 		return err
@@ -155,22 +163,13 @@ func (rt *Runtime) forwardHostInto(l *hostLayout, res *HostCoreResult, fresh boo
 		return fmt.Errorf("gdn: allocate %d bytes: %w", l.total, err)
 	}
 	defer rt.staging.put(rt.ctx, set)
-	var dsts [][]float32
-	var allocated chan struct{}
-	if fresh {
-		allocated = make(chan struct{})
-		go func() {
-			defer close(allocated)
-			dsts = l.results(res)
-		}()
+	if !fresh {
+		return rt.forwardHost(l, set, func() [][]float32 { return l.results(res) })
 	}
-	return rt.forwardHost(l, set, func() [][]float32 {
-		if allocated == nil {
-			return l.results(res)
-		}
-		<-allocated
-		return dsts
-	})
+	results, end := rt.spares.fresh(l, res)
+	err = rt.forwardHost(l, set, results)
+	end(err)
+	return err
 }
 
 // forwardHost runs one host call through a staging set, everything on the

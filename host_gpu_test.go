@@ -69,3 +69,61 @@ func TestForwardHostInto(t *testing.T) {
 		t.Errorf("nil result: %v", err)
 	}
 }
+
+// ForwardHost's second call of a shape takes the spare result the first
+// left, with the same values; a result once returned is never written
+// again (the next calls' results are other arrays, and it keeps its
+// values); a shape change keeps the other shape's spare.
+func TestForwardHostSpare(t *testing.T) {
+	r := testRuntime(t)
+	s := ref.Shape{B: 1, T: 300, Hq: 2, Hv: 4, CuSeqlens: []int{0, 100, 300}}
+	h, _, _ := smallHostCase(t, s, 11)
+	call := func() *gdn.HostCoreResult {
+		t.Helper()
+		res, err := r.ForwardHost(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	same := func(name string, got, want []float32) {
+		t.Helper()
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d values, want %d", name, len(got), len(want))
+		}
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%s[%d] = %v, want %v", name, i, got[i], want[i])
+			}
+		}
+	}
+	first := call()
+	keptO, keptHt := append([]float32(nil), first.O...), append([]float32(nil), first.Ht...)
+	hits0, _, _ := gdn.SpareCounts(r)
+	second := call()
+	if hits, _, _ := gdn.SpareCounts(r); hits != hits0+1 {
+		t.Fatalf("the second call took %d spares, want 1", hits-hits0)
+	}
+	same("o", second.O, keptO)
+	same("ht", second.Ht, keptHt)
+	if &second.O[0] == &first.O[0] || &second.Ht[0] == &first.Ht[0] {
+		t.Fatal("the second result shares the first's arrays")
+	}
+	h.FinalState = false
+	noHt := call()
+	if noHt.Ht != nil {
+		t.Errorf("without a final state: ht of %d values", len(noHt.Ht))
+	}
+	same("o without ht", noHt.O, keptO)
+	h.FinalState = true
+	hits1, _, _ := gdn.SpareCounts(r)
+	third := call()
+	if hits, _, _ := gdn.SpareCounts(r); hits != hits1+1 {
+		t.Errorf("after a shape change, the first shape's call took %d spares, want 1", hits-hits1)
+	}
+	same("o", third.O, keptO)
+	for _, res := range []*gdn.HostCoreResult{first, second} {
+		same("o of an earlier result", res.O, keptO)
+		same("ht of an earlier result", res.Ht, keptHt)
+	}
+}

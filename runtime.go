@@ -67,6 +67,7 @@ type Runtime struct {
 	calls    *callCache    // Forward's prepared calls (plans, parameter blocks, graphs)
 	graphs   *graphCache   // nil with Options.NoGraphs
 	staging  hostStaging   // ForwardHost's buffers, kept between calls
+	spares   resultPool    // ForwardHost's next results, prepared between calls
 	full     *fullCache    // ForwardFull's prepared calls (scratch, prep launches)
 
 	// kernels maps a variant name to its *loadedKernel once loaded: the hot
@@ -168,7 +169,9 @@ func (rt *Runtime) Device() DeviceInfo { return rt.info }
 func (rt *Runtime) Target() string { return rt.target.String() }
 
 // Close releases cached graphs, modules, ForwardHost's buffers and the
-// device context. Calls in flight finish first; later calls return ErrClosed.
+// device context, and drops ForwardHost's spare results (waiting for those
+// being prepared). Calls in flight finish first; later calls return
+// ErrClosed.
 func (rt *Runtime) Close() error {
 	rt.closeMu.Lock()
 	defer rt.closeMu.Unlock()
@@ -181,6 +184,7 @@ func (rt *Runtime) Close() error {
 		rt.graphs.close()
 	}
 	rt.staging.free(rt.ctx)
+	rt.spares.close()
 	rt.heldMu.Lock()
 	for _, h := range rt.held {
 		h.Release()

@@ -1,0 +1,10 @@
+package gdn
+
+// SpareCounts waits until no spare result of rt's ForwardHost is being
+// prepared and returns the pool's counters: calls that took a spare,
+// calls that found none, and calls that took one before it was ready
+// (for the GPU tests and benchmarks of package gdn_test).
+func SpareCounts(rt *Runtime) (hits, misses, waited int64) {
+	rt.spares.settle()
+	return rt.spares.hits.Load(), rt.spares.misses.Load(), rt.spares.waited.Load()
+}
