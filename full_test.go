@@ -2,6 +2,7 @@ package gdn
 
 import (
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/gdnjit/gdn/driver"
@@ -230,6 +231,9 @@ func TestFullHostLayoutErrors(t *testing.T) {
 		{"SeqlensDtype", func(h *HostFullArgs) { h.SeqlensDtype = BF16 }},
 		{"Hv", func(h *HostFullArgs) { h.Hq, h.Hv = 2, 3 }},
 		{"T", func(h *HostFullArgs) { h.T = 0 }},
+		{"scale", func(h *HostFullArgs) { h.Scale = float32(math.Inf(1)) }},
+		{"cu_seqlens", func(h *HostFullArgs) { h.CuSeqlens, h.H0, h.FinalState = manySeqs(h.T), nil, false }},
+		{"B", func(h *HostFullArgs) { h.CuSeqlens, h.B, h.T = nil, maxSeqs+1, 1 }},
 	} {
 		h := fullHostArgs()
 		c.edit(h)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"unsafe"
 
 	"github.com/gdnjit/gdn/driver"
@@ -90,8 +91,14 @@ type hostInput struct {
 }
 
 // check applies the rules both forwards share (errors name the argument,
-// as Forward's do) and sets s.n.
+// as Forward's do) and sets s.n: every rule of ValidateCore that the host
+// values decide, so that a host call fails before it allocates anything
+// and an upload never returns Args that Forward refuses. It replaces
+// s.cuSeqlens with a copy: what is checked is what the layout encodes and
+// what an upload's Args hold, whatever the caller does with its slice
+// later.
 func (s *hostSpec) check() error {
+	s.cuSeqlens = slices.Clone(s.cuSeqlens)
 	if dim, msg := checkSizes(s.b, s.t, s.hq, s.hv); msg != "" {
 		return argErrorf(dim, "%s", msg)
 	}
@@ -110,9 +117,17 @@ func (s *hostSpec) check() error {
 			return err
 		}
 		s.n = len(s.cuSeqlens) - 1
+		if s.n > maxSeqs {
+			return argErrorf("cu_seqlens", "%d sequences, at most %d per call", s.n, maxSeqs)
+		}
 		if s.seqlensDt == Int32 && s.cuSeqlens[s.n] > math.MaxInt32 {
 			return argErrorf("cu_seqlens", "offset %d does not fit int32", s.cuSeqlens[s.n])
 		}
+	} else if s.n > maxSeqs {
+		return argErrorf("B", "B = %d sequences, at most %d per call", s.b, maxSeqs)
+	}
+	if x := float64(s.scale); math.IsNaN(x) || math.IsInf(x, 0) {
+		return argErrorf("scale", "%v is not finite", s.scale)
 	}
 	return nil
 }

@@ -120,6 +120,12 @@ func TestHostLayoutErrors(t *testing.T) {
 		{"cu_seqlens", func(h *HostCoreArgs) { h.CuSeqlens = []int{0, 6} }},
 		{"SeqlensDtype", func(h *HostCoreArgs) { h.SeqlensDtype = FP32 }},
 		{"Dtype", func(h *HostCoreArgs) { h.Dtype = DtypeInvalid }},
+		// What Forward would refuse later, after the staging memory (a
+		// state per sequence) was allocated and the inputs copied.
+		{"scale", func(h *HostCoreArgs) { h.Scale = float32(math.NaN()) }},
+		{"scale", func(h *HostCoreArgs) { h.Scale = float32(math.Inf(-1)) }},
+		{"cu_seqlens", func(h *HostCoreArgs) { h.CuSeqlens, h.H0, h.FinalState = manySeqs(h.T), nil, false }},
+		{"B", func(h *HostCoreArgs) { h.CuSeqlens, h.B, h.T = nil, maxSeqs+1, 1 }},
 	} {
 		h := layoutArgs()
 		c.edit(h)
@@ -131,6 +137,42 @@ func TestHostLayoutErrors(t *testing.T) {
 	}
 	if _, err := newHostLayout(nil); err == nil {
 		t.Error("nil args: no error")
+	}
+}
+
+// manySeqs is cu_seqlens over t tokens with one sequence more than a call
+// runs: all empty but the last.
+func manySeqs(t int) []int {
+	cu := make([]int, maxSeqs+2)
+	cu[len(cu)-1] = t
+	return cu
+}
+
+// A layout keeps its own copy of cu_seqlens: the caller's slice changed
+// after the call was checked changes neither the boundaries the call runs
+// with nor the device copy, which must agree (an upload's Args outlive the
+// call that made them).
+func TestHostLayoutOwnsCuSeqlens(t *testing.T) {
+	h := layoutArgs()
+	l, err := newHostLayout(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fh := fullHostArgs()
+	fl, err := newFullHostLayout(fh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.CuSeqlens[1], fh.CuSeqlens[1] = 4, 4
+	buf := make([]byte, l.total)
+	l.encodeInts(buf)
+	a := l.coreArgs(0)
+	dev := binary.NativeEndian.Uint32(buf[a.CuSeqlensDevice.Ptr+4:]) // int32 entry 1
+	if a.CuSeqlens[1] != 2 || dev != 2 {
+		t.Errorf("core: cu_seqlens %v, device copy [1] = %d after the caller's slice changed; want 2", a.CuSeqlens, dev)
+	}
+	if fa := fl.fullArgs(0); fa.CuSeqlens[1] != 2 {
+		t.Errorf("full: cu_seqlens %v after the caller's slice changed; want 2 at [1]", fa.CuSeqlens)
 	}
 }
 
