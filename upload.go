@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"unsafe"
 
 	"github.com/gdnjit/gdn/driver"
@@ -367,25 +368,34 @@ func (l *hostLayout) poisonOutputs(ctx *driver.Context, base driver.DevicePtr) e
 }
 
 // deviceBlock is the device copy of one host call, from upload: what
-// DeviceCoreArgs and DeviceFullArgs hold.
+// DeviceCoreArgs and DeviceFullArgs hold. Its methods are safe from many
+// goroutines: the memory is freed once, and not while a download reads it.
 type deviceBlock struct {
 	rt     *Runtime
 	layout *hostLayout
-	base   driver.DevicePtr
+	// mu guards base: held for reading by a download's copy, for writing
+	// by free. Taken before rt.enter, never after it (Close, waiting for
+	// the calls in flight, would wait for one that waits for mu).
+	mu   sync.RWMutex
+	base driver.DevicePtr
 }
 
 // upload allocates device memory for the call laid out by l (one
 // allocation for every tensor), converts the inputs to their device dtypes
 // on all cores, copies them, and fills the outputs with NaN; the data is on
-// the device when it returns.
-func (rt *Runtime) upload(l *hostLayout) (deviceBlock, error) {
+// the device when it returns. It takes newHostLayout's or
+// newFullHostLayout's results, and returns their error as it is.
+func (rt *Runtime) upload(l *hostLayout, err error) (*deviceBlock, error) {
+	if err != nil {
+		return nil, err
+	}
 	if err := rt.enter(); err != nil {
-		return deviceBlock{}, err
+		return nil, err
 	}
 	defer rt.leave()
 	base, err := rt.ctx.Alloc(l.total)
 	if err != nil {
-		return deviceBlock{}, fmt.Errorf("gdn: allocate %d bytes: %w", l.total, err)
+		return nil, fmt.Errorf("gdn: allocate %d bytes: %w", l.total, err)
 	}
 	// Ordinary Go memory: a one-off upload would spend longer pinning a
 	// buffer than the pinning saves on the copy.
@@ -405,32 +415,52 @@ func (rt *Runtime) upload(l *hostLayout) (deviceBlock, error) {
 	}
 	if err != nil {
 		rt.ctx.Free(base)
-		return deviceBlock{}, fmt.Errorf("gdn: upload: %w", err)
+		return nil, fmt.Errorf("gdn: upload: %w", err)
 	}
-	return deviceBlock{rt: rt, layout: l, base: base}, nil
+	return &deviceBlock{rt: rt, layout: l, base: base}, nil
 }
 
 // download copies the outputs back and widens them to float32.
 func (d *deviceBlock) download() (*HostCoreResult, error) {
-	if d.base == 0 {
-		return nil, errors.New("gdn: download after Free")
+	if d == nil {
+		return nil, errors.New("gdn: download of a nil or zero upload (from UploadCore or UploadFull)")
 	}
-	if err := d.rt.enter(); err != nil {
-		return nil, err
-	}
-	defer d.rt.leave()
 	l := d.layout
 	buf := make([]byte, l.total)
-	if err := d.rt.ctx.CopyToHost(unsafe.Pointer(&buf[l.inBytes]), d.base.Offset(l.inBytes), l.total-l.inBytes); err != nil {
-		return nil, fmt.Errorf("gdn: download: %w", err)
+	if err := d.copyOutputs(buf); err != nil {
+		return nil, err
 	}
 	res := &HostCoreResult{}
 	l.decodeOutputs(buf, res)
 	return res, nil
 }
 
-// free releases the device memory; a second free does nothing.
-func (d *deviceBlock) free() error {
+// copyOutputs copies the outputs into their place in buf, a whole block.
+func (d *deviceBlock) copyOutputs(buf []byte) error {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.base == 0 {
+		return errors.New("gdn: download after Free")
+	}
+	if err := d.rt.enter(); err != nil {
+		return err
+	}
+	defer d.rt.leave()
+	l := d.layout
+	if err := d.rt.ctx.CopyToHost(unsafe.Pointer(&buf[l.inBytes]), d.base.Offset(l.inBytes), l.total-l.inBytes); err != nil {
+		return fmt.Errorf("gdn: download: %w", err)
+	}
+	return nil
+}
+
+// free releases the device memory, once: forget, called then, drops the
+// holder's references to it. Later frees do nothing.
+func (d *deviceBlock) free(forget func()) error {
+	if d == nil {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if d.base == 0 {
 		return nil
 	}
@@ -438,6 +468,7 @@ func (d *deviceBlock) free() error {
 		return err
 	}
 	defer d.rt.leave()
+	forget()
 	base := d.base
 	d.base = 0
 	return d.rt.ctx.Free(base)
@@ -448,7 +479,7 @@ func (d *deviceBlock) free() error {
 // Free releases the memory behind it.
 type DeviceCoreArgs struct {
 	Args *CoreArgs
-	blk  deviceBlock
+	blk  *deviceBlock
 }
 
 // UploadCore allocates device memory for a call described by h (one
@@ -458,29 +489,33 @@ type DeviceCoreArgs struct {
 // tests, benchmarks and examples that call Forward themselves set up; Free
 // the result when done.
 func (rt *Runtime) UploadCore(h *HostCoreArgs) (*DeviceCoreArgs, error) {
-	l, err := newHostLayout(h)
+	blk, err := rt.upload(newHostLayout(h))
 	if err != nil {
 		return nil, err
 	}
-	blk, err := rt.upload(l)
-	if err != nil {
-		return nil, err
-	}
-	return &DeviceCoreArgs{Args: l.coreArgs(blk.base), blk: blk}, nil
+	return &DeviceCoreArgs{Args: blk.layout.coreArgs(blk.base), blk: blk}, nil
 }
 
 // Download copies the outputs (o, and ht when the call asked for it) back
 // and widens them to float32. Synchronise the stream that wrote them first.
-func (d *DeviceCoreArgs) Download() (*HostCoreResult, error) { return d.blk.download() }
+// Download and Free are safe from many goroutines: a Free waits for the
+// copies of Downloads in flight, and a Download after it is an error.
+func (d *DeviceCoreArgs) Download() (*HostCoreResult, error) {
+	if d == nil {
+		return nil, errors.New("gdn: Download of a nil *DeviceCoreArgs")
+	}
+	return d.blk.download()
+}
 
-// Free releases the device memory; Args must not be used afterwards. A
-// second Free does nothing.
+// Free releases the device memory and sets Args to nil; Args must not be
+// used afterwards. A second Free does nothing. After the Runtime's Close,
+// which released the memory with the device context, Free returns
+// ErrClosed.
 func (d *DeviceCoreArgs) Free() error {
 	if d == nil {
 		return nil
 	}
-	d.Args = nil
-	return d.blk.free()
+	return d.blk.free(func() { d.Args = nil })
 }
 
 // DeviceFullArgs are device copies of a HostFullArgs call, from UploadFull:
@@ -488,34 +523,32 @@ func (d *DeviceCoreArgs) Free() error {
 // and Free releases the memory behind it.
 type DeviceFullArgs struct {
 	Args *FullArgs
-	blk  deviceBlock
+	blk  *deviceBlock
 }
 
 // UploadFull is UploadCore for the full forward: one allocation for every
 // tensor of h, inputs converted and copied, outputs filled with NaN, the
 // data on the device when it returns. Free the result when done.
 func (rt *Runtime) UploadFull(h *HostFullArgs) (*DeviceFullArgs, error) {
-	l, err := newFullHostLayout(h)
+	blk, err := rt.upload(newFullHostLayout(h))
 	if err != nil {
 		return nil, err
 	}
-	blk, err := rt.upload(l)
-	if err != nil {
-		return nil, err
-	}
-	return &DeviceFullArgs{Args: l.fullArgs(blk.base), blk: blk}, nil
+	return &DeviceFullArgs{Args: blk.layout.fullArgs(blk.base), blk: blk}, nil
 }
 
-// Download copies the outputs (o, and ht when the call asked for it) back
-// and widens them to float32. Synchronise the stream that wrote them first.
-func (d *DeviceFullArgs) Download() (*HostCoreResult, error) { return d.blk.download() }
+// Download is DeviceCoreArgs.Download: the outputs, widened to float32.
+func (d *DeviceFullArgs) Download() (*HostCoreResult, error) {
+	if d == nil {
+		return nil, errors.New("gdn: Download of a nil *DeviceFullArgs")
+	}
+	return d.blk.download()
+}
 
-// Free releases the device memory; Args must not be used afterwards. A
-// second Free does nothing.
+// Free is DeviceCoreArgs.Free: the device memory released, Args set to nil.
 func (d *DeviceFullArgs) Free() error {
 	if d == nil {
 		return nil
 	}
-	d.Args = nil
-	return d.blk.free()
+	return d.blk.free(func() { d.Args = nil })
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"sync"
 	"testing"
 
 	"github.com/gdnjit/gdn/driver"
@@ -268,5 +269,59 @@ func TestDecodeOutputsReusesResult(t *testing.T) {
 	l.decodeOutputs(make([]byte, l.total), fresh)
 	if fresh.Ht != nil {
 		t.Error("a fresh result got a non-nil Ht without a final state")
+	}
+}
+
+// An upload's memory is freed once however many goroutines Free it at
+// once, and a Download after Free is an error; nil and zero uploads are
+// errors or no-ops, not panics. (Without the cuda tag the driver's Free
+// says ErrNoCUDA: exactly one Free gets that far.)
+func TestUploadFreeOnce(t *testing.T) {
+	if cudaBuilt {
+		t.Skip("needs the driver stub: a Runtime without a context")
+	}
+	l, err := newHostLayout(layoutArgs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		d := &DeviceCoreArgs{Args: l.coreArgs(1 << 20), blk: &deviceBlock{rt: &Runtime{}, layout: l, base: 1 << 20}}
+		start := make(chan struct{})
+		errs := make([]error, 8)
+		var wg sync.WaitGroup
+		for i := range errs {
+			wg.Go(func() {
+				<-start
+				errs[i] = d.Free()
+			})
+		}
+		close(start)
+		wg.Wait()
+		freed := 0
+		for _, err := range errs {
+			if errors.Is(err, driver.ErrNoCUDA) {
+				freed++
+			} else if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if freed != 1 || d.Args != nil {
+			t.Fatalf("%d of %d concurrent Frees released the memory (Args %v); want 1", freed, len(errs), d.Args)
+		}
+		if _, err := d.Download(); err == nil {
+			t.Fatal("Download after Free: no error")
+		}
+	}
+	for _, d := range []*DeviceCoreArgs{nil, {}} {
+		if _, err := d.Download(); err == nil {
+			t.Errorf("Download of %v: no error", d)
+		}
+		if err := d.Free(); err != nil {
+			t.Errorf("Free of %v: %v", d, err)
+		}
+	}
+	var f *DeviceFullArgs
+	if _, err := f.Download(); err == nil || f.Free() != nil {
+		t.Errorf("nil *DeviceFullArgs: Download %v, Free %v", err, f.Free())
 	}
 }
