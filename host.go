@@ -32,7 +32,7 @@ type HostCoreArgs struct {
 // ForwardHostInto, ForwardFullHost and ForwardFullHostInto.
 type HostCoreResult struct {
 	O  []float32 // [B,T,Hv,128], values of the device dtype widened to float32
-	Ht []float32 // [N,Hv,128,128]; empty (nil from ForwardHost) unless FinalState
+	Ht []float32 // [N,Hv,128,128]; empty (nil from ForwardHost and ForwardFullHost) unless FinalState
 }
 
 // ForwardHost runs the core forward on host slices and waits for it: it
@@ -57,15 +57,7 @@ type HostCoreResult struct {
 // allocated between calls for each of the last 4 shapes called, 1 GiB at
 // most in all (a larger result gets none), until Close; see resultpool.go.
 func (rt *Runtime) ForwardHost(h *HostCoreArgs) (*HostCoreResult, error) {
-	l, err := newHostLayout(h)
-	if err != nil {
-		return nil, err
-	}
-	res := &HostCoreResult{}
-	if err := rt.forwardHostInto(l, res, true); err != nil {
-		return nil, err
-	}
-	return res, nil
+	return rt.forwardHostNew(newHostLayout(h))
 }
 
 // ForwardHostInto is ForwardHost writing the outputs into res: res.O, and
@@ -78,14 +70,8 @@ func (rt *Runtime) ForwardHost(h *HostCoreArgs) (*HostCoreResult, error) {
 // page faults over every output byte. res's slices must not overlap the
 // inputs. On an error the contents of res are unspecified.
 func (rt *Runtime) ForwardHostInto(h *HostCoreArgs, res *HostCoreResult) error {
-	if res == nil {
-		return argErrorf("res", "nil *HostCoreResult")
-	}
 	l, err := newHostLayout(h)
-	if err != nil {
-		return err
-	}
-	return rt.forwardHostInto(l, res, false)
+	return rt.forwardHostReusing(res, l, err)
 }
 
 // HostFullArgs are the operands of the full forward (ForwardFull, FullArgs)
@@ -120,12 +106,26 @@ type HostFullArgs struct {
 
 // ForwardFullHost is ForwardHost for the full forward: it runs ForwardFull
 // on host slices and waits for it, through the same kept device and pinned
-// buffers, conversions on all cores and overlapped copies (see ForwardHost).
-// Errors name the argument (wrapping ErrInvalidArgument) as ForwardHost's
-// do, and A_log or dt_bias for the gate's parameters. The scratch memory of
-// the full forward is kept with its prepared call, as ForwardFull keeps it.
+// buffers, conversions on all cores, overlapped copies and spare results
+// (one pool for both forwards: results of one shape are interchangeable;
+// see ForwardHost). Errors name the argument (wrapping ErrInvalidArgument)
+// as ForwardHost's do, and A_log or dt_bias for the gate's parameters. The
+// scratch memory of the full forward is kept with its prepared call, as
+// ForwardFull keeps it.
 func (rt *Runtime) ForwardFullHost(h *HostFullArgs) (*HostCoreResult, error) {
+	return rt.forwardHostNew(newFullHostLayout(h))
+}
+
+// ForwardFullHostInto is ForwardFullHost writing the outputs into res,
+// reused as ForwardHostInto reuses it: the path for repeated calls.
+func (rt *Runtime) ForwardFullHostInto(h *HostFullArgs, res *HostCoreResult) error {
 	l, err := newFullHostLayout(h)
+	return rt.forwardHostReusing(res, l, err)
+}
+
+// forwardHostNew runs a host call, laid out by newHostLayout or
+// newFullHostLayout (whose error it returns as it is), into a new result.
+func (rt *Runtime) forwardHostNew(l *hostLayout, err error) (*HostCoreResult, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -136,13 +136,13 @@ func (rt *Runtime) ForwardFullHost(h *HostFullArgs) (*HostCoreResult, error) {
 	return res, nil
 }
 
-// ForwardFullHostInto is ForwardFullHost writing the outputs into res,
-// reused as ForwardHostInto reuses it: the path for repeated calls.
-func (rt *Runtime) ForwardFullHostInto(h *HostFullArgs, res *HostCoreResult) error {
+// forwardHostReusing runs a host call, laid out by newHostLayout or
+// newFullHostLayout (whose error it returns as it is), into res; a nil res
+// is the error whatever the layout's.
+func (rt *Runtime) forwardHostReusing(res *HostCoreResult, l *hostLayout, err error) error {
 	if res == nil {
 		return argErrorf("res", "nil *HostCoreResult")
 	}
-	l, err := newFullHostLayout(h)
 	if err != nil {
 		return err
 	}
@@ -174,8 +174,9 @@ func (rt *Runtime) forwardHostInto(l *hostLayout, res *HostCoreResult, fresh boo
 
 // forwardHost runs one host call through a staging set, everything on the
 // legacy default stream, which orders the copies, the NaN fill, the kernel
-// and the copies back one after the other. results returns the slices the outputs are widened into (res's, fitted
-// to the outputs); forwardHost calls it once the kernel is queued.
+// and the copies back one after the other. results returns the slices the
+// outputs are widened into (res's, fitted to the outputs); forwardHost
+// calls it once the kernel is queued.
 func (rt *Runtime) forwardHost(l *hostLayout, set *stagingSet, results func() [][]float32) (err error) {
 	ctx, legacy := rt.ctx, rt.ctx.WrapStream(0)
 	host := unsafe.Pointer(&set.host[0])
