@@ -172,16 +172,8 @@ func TestFullHostMatchesReference(t *testing.T) {
 					if &into.O[0] != o0 {
 						t.Fatalf("call %d: o was reallocated", call)
 					}
-					for name, x := range map[string][2][]float32{"o": {into.O, res.O}, "ht": {into.Ht, res.Ht}} {
-						if len(x[0]) != len(x[1]) {
-							t.Fatalf("%s: %d values, ForwardFullHost gave %d", name, len(x[0]), len(x[1]))
-						}
-						for j := range x[1] {
-							if math.Float32bits(x[0][j]) != math.Float32bits(x[1][j]) {
-								t.Fatalf("call %d: %s[%d] = %v, ForwardFullHost gave %v", call, name, j, x[0][j], x[1][j])
-							}
-						}
-					}
+					sameBits(t, fmt.Sprintf("call %d: o", call), into.O, res.O)
+					sameBits(t, fmt.Sprintf("call %d: ht", call), into.Ht, res.Ht)
 				}
 			})
 		}

@@ -125,17 +125,9 @@ func TestFullCacheScratch(t *testing.T) {
 // fullHostArgs is a small packed full call with every optional input: the
 // gate's raw input with A_log and dt_bias, h0, the final state.
 func fullHostArgs() *HostFullArgs {
-	const T, Hq, Hv = 5, 1, 2
-	fill := func(n int, v float32) []float32 {
-		x := make([]float32, n)
-		for i := range x {
-			x[i] = v + float32(i)/1024
-		}
-		return x
-	}
-	return &HostFullArgs{B: 1, T: T, Hq: Hq, Hv: Hv, CuSeqlens: []int{0, 2, 5}, Dtype: BF16,
-		Q: fill(T*Hq*128, 0.1), K: fill(T*Hq*128, 0.2), V: fill(T*Hv*128, 1), G: fill(T*Hv, -0.5),
-		Beta: fill(T*Hv, 0.25), ALog: []float32{-1.5, 0.25}, DtBias: []float32{0.5, -2}, H0: fill(2*Hv*128*128, 3),
+	c := layoutArgs()
+	return &HostFullArgs{B: c.B, T: c.T, Hq: c.Hq, Hv: c.Hv, CuSeqlens: c.CuSeqlens, Dtype: c.Dtype,
+		Q: c.Q, K: c.K, V: c.V, G: c.G, Beta: c.Beta, ALog: []float32{-1.5, 0.25}, DtBias: []float32{0.5, -2}, H0: c.H0,
 		FinalState: true, L2Norm: true, GateInKernel: true}
 }
 
@@ -156,8 +148,7 @@ func TestFullHostLayoutValidates(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		const base = 0x7f0000000000
-		a := l.fullArgs(base)
+		a := l.fullArgs(layoutBase)
 		p, err := ValidateFull(a)
 		if err != nil {
 			t.Fatalf("%+v: %v", h, err)
@@ -169,18 +160,7 @@ func TestFullHostLayoutValidates(t *testing.T) {
 		if l.tensors[tensorA].Shape != nil {
 			t.Error("a full call lays out an A")
 		}
-		end := uintptr(base)
-		bound := l.bind(base)
-		for _, s := range append(append([]layoutSlot{}, l.in...), l.out...) {
-			tn := bound[s.id]
-			if tn.Ptr != base+uintptr(s.off) || tn.Ptr < end {
-				t.Errorf("tensor %d at %#x overlaps or is misplaced", s.id, tn.Ptr)
-			}
-			end = tn.Ptr + uintptr(tn.Bytes)
-		}
-		if end > base+uintptr(l.total) {
-			t.Errorf("tensors end at %#x, block %d bytes", end-base, l.total)
-		}
+		checkPlacement(t, l)
 	}
 }
 

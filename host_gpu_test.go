@@ -11,6 +11,19 @@ import (
 	"github.com/gdnjit/gdn/ref"
 )
 
+// sameBits fails the test unless got holds want's values bit for bit.
+func sameBits(t *testing.T, name string, got, want []float32) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d values, want %d", name, len(got), len(want))
+	}
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("%s[%d] = %v, want %v", name, i, got[i], want[i])
+		}
+	}
+}
+
 // ForwardHostInto gives ForwardHost's results bit for bit, in the caller's
 // arrays when they are large enough, call after call; the outputs span
 // several download pieces and the inputs several upload pieces. Without a
@@ -29,17 +42,6 @@ func TestForwardHostInto(t *testing.T) {
 	if err := ref.Compare32(first.Ht, wantHt).Within(ref.PassHt); err != nil {
 		t.Fatalf("ht: %v", err)
 	}
-	same := func(name string, got, want []float32) {
-		t.Helper()
-		if len(got) != len(want) {
-			t.Fatalf("%s: %d values, want %d", name, len(got), len(want))
-		}
-		for i := range want {
-			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-				t.Fatalf("%s[%d] = %v, ForwardHost gave %v", name, i, got[i], want[i])
-			}
-		}
-	}
 	o := make([]float32, len(first.O)+5)
 	for i := range o {
 		o[i] = float32(math.NaN())
@@ -52,8 +54,8 @@ func TestForwardHostInto(t *testing.T) {
 		if &res.O[0] != &o[0] {
 			t.Fatalf("call %d: o was reallocated", call)
 		}
-		same("o", res.O, first.O)
-		same("ht", res.Ht, first.Ht)
+		sameBits(t, "o", res.O, first.O)
+		sameBits(t, "ht", res.Ht, first.Ht)
 	}
 	ht := res.Ht
 	h.FinalState = false
@@ -63,7 +65,7 @@ func TestForwardHostInto(t *testing.T) {
 	if len(res.Ht) != 0 || cap(res.Ht) != cap(ht) {
 		t.Errorf("without a final state: ht len %d cap %d, want 0 and %d", len(res.Ht), cap(res.Ht), cap(ht))
 	}
-	same("o", res.O, first.O)
+	sameBits(t, "o", res.O, first.O)
 	var ae *gdn.ArgError
 	if err := r.ForwardHostInto(h, nil); !errors.As(err, &ae) || ae.Arg != "res" {
 		t.Errorf("nil result: %v", err)
@@ -89,17 +91,6 @@ func TestForwardHostSpare(t *testing.T) {
 		}
 		return res
 	}
-	same := func(name string, got, want []float32) {
-		t.Helper()
-		if len(got) != len(want) {
-			t.Fatalf("%s: %d values, want %d", name, len(got), len(want))
-		}
-		for i := range want {
-			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-				t.Fatalf("%s[%d] = %v, want %v", name, i, got[i], want[i])
-			}
-		}
-	}
 	first := call()
 	keptO, keptHt := append([]float32(nil), first.O...), append([]float32(nil), first.Ht...)
 	hits0, _, _ := gdn.SpareCounts(r)
@@ -107,8 +98,8 @@ func TestForwardHostSpare(t *testing.T) {
 	if hits, _, _ := gdn.SpareCounts(r); hits != hits0+1 {
 		t.Fatalf("the second call took %d spares, want 1", hits-hits0)
 	}
-	same("o", second.O, keptO)
-	same("ht", second.Ht, keptHt)
+	sameBits(t, "o", second.O, keptO)
+	sameBits(t, "ht", second.Ht, keptHt)
 	if &second.O[0] == &first.O[0] || &second.Ht[0] == &first.Ht[0] {
 		t.Fatal("the second result shares the first's arrays")
 	}
@@ -117,16 +108,16 @@ func TestForwardHostSpare(t *testing.T) {
 	if noHt.Ht != nil {
 		t.Errorf("without a final state: ht of %d values", len(noHt.Ht))
 	}
-	same("o without ht", noHt.O, keptO)
+	sameBits(t, "o without ht", noHt.O, keptO)
 	h.FinalState = true
 	hits1, _, _ := gdn.SpareCounts(r)
 	third := call()
 	if hits, _, _ := gdn.SpareCounts(r); hits != hits1+1 {
 		t.Errorf("after a shape change, the first shape's call took %d spares, want 1", hits-hits1)
 	}
-	same("o", third.O, keptO)
+	sameBits(t, "o", third.O, keptO)
 	for _, res := range []*gdn.HostCoreResult{first, second} {
-		same("o of an earlier result", res.O, keptO)
-		same("ht of an earlier result", res.Ht, keptHt)
+		sameBits(t, "o of an earlier result", res.O, keptO)
+		sameBits(t, "ht of an earlier result", res.Ht, keptHt)
 	}
 }

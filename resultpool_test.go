@@ -342,11 +342,8 @@ func TestResultShapeOf(t *testing.T) {
 // the next call), and into the same result every call (reuse:
 // ForwardHostInto). On every core (-cpu to vary); it reports ms/call.
 func BenchmarkDecodeSpare(b *testing.B) {
-	const T, hq, hv, n = 7896, 16, 32, 4
-	h := &HostCoreArgs{B: 1, T: T, Hq: hq, Hv: hv, Dtype: BF16, CuSeqlens: []int{0, 4096, 5096, 7596, 7896}, FinalState: true,
-		Q: make([]float32, T*hq*128), K: make([]float32, T*hq*128), V: make([]float32, T*hv*128),
-		G: make([]float32, T*hv), Beta: make([]float32, T*hv), A: make([]float32, T*hv*64),
-		H0: make([]float32, n*hv*128*128)}
+	h := prefillHostArgs()
+	h.FinalState = true
 	l, err := newHostLayout(h)
 	if err != nil {
 		b.Fatal(err)

@@ -11,19 +11,46 @@ import (
 	"github.com/gdnjit/gdn/dtype"
 )
 
+// ramp returns n values from v up, 1/1024 apart.
+func ramp(n int, v float32) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = v + float32(i)/1024
+	}
+	return x
+}
+
 // layoutArgs is a small packed call with every optional tensor.
 func layoutArgs() *HostCoreArgs {
 	const T, Hq, Hv = 5, 1, 2
-	fill := func(n int, v float32) []float32 {
-		x := make([]float32, n)
-		for i := range x {
-			x[i] = v + float32(i)/1024
-		}
-		return x
-	}
 	return &HostCoreArgs{B: 1, T: T, Hq: Hq, Hv: Hv, CuSeqlens: []int{0, 2, 5}, Dtype: BF16,
-		Q: fill(T*Hq*128, 0.1), K: fill(T*Hq*128, 0.2), V: fill(T*Hv*128, 1), G: fill(T*Hv, -0.5),
-		Beta: fill(T*Hv, 0.25), A: fill(T*Hv*64, 0.01), H0: fill(2*Hv*128*128, 3), FinalState: true}
+		Q: ramp(T*Hq*128, 0.1), K: ramp(T*Hq*128, 0.2), V: ramp(T*Hv*128, 1), G: ramp(T*Hv, -0.5),
+		Beta: ramp(T*Hv, 0.25), A: ramp(T*Hv*64, 0.01), H0: ramp(2*Hv*128*128, 3), FinalState: true}
+}
+
+// layoutBase is the device address the layout tests bind calls at.
+const layoutBase = 0x7f0000000000
+
+// checkPlacement checks that the tensors of l, bound at layoutBase, lie
+// in order, aligned, apart and inside the block, inputs before outputs,
+// and that binding left l's own tensors unbound.
+func checkPlacement(t *testing.T, l *hostLayout) {
+	t.Helper()
+	end := uintptr(layoutBase)
+	bound := l.bind(layoutBase)
+	for _, s := range append(append([]layoutSlot{}, l.in...), l.out...) {
+		tn := bound[s.id]
+		if tn.Ptr != layoutBase+uintptr(s.off) || s.off%layoutAlign != 0 || tn.Ptr < end {
+			t.Errorf("tensor %d at %#x (offset %d) overlaps or is misaligned", s.id, tn.Ptr, s.off)
+		}
+		end = tn.Ptr + uintptr(tn.Bytes)
+	}
+	if end > layoutBase+uintptr(l.total) || l.inBytes > l.total {
+		t.Errorf("tensors end at %#x, block %d bytes (inputs %d)", end-layoutBase, l.total, l.inBytes)
+	}
+	if l.tensors[tensorQ].Ptr != 0 {
+		t.Error("bind changed the layout's own tensors")
+	}
 }
 
 // The layout's CoreArgs, bound to an address, pass ValidateCore: offsets,
@@ -40,30 +67,14 @@ func TestHostLayoutValidates(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		const base = 0x7f0000000000
-		a := l.coreArgs(base)
-		p, err := ValidateCore(a)
+		p, err := ValidateCore(l.coreArgs(layoutBase))
 		if err != nil {
 			t.Fatalf("%+v: %v", h, err)
 		}
 		if p.HasH0 != (h.H0 != nil) || p.HasHt != h.FinalState || p.Dtype != h.Dtype {
 			t.Errorf("problem %+v from %+v", p, h)
 		}
-		end := uintptr(base)
-		bound := l.bind(base)
-		for _, s := range append(append([]layoutSlot{}, l.in...), l.out...) {
-			tn := bound[s.id]
-			if tn.Ptr != base+uintptr(s.off) || s.off%layoutAlign != 0 || tn.Ptr < end {
-				t.Errorf("tensor at %#x (offset %d) overlaps or is misaligned", tn.Ptr, s.off)
-			}
-			end = tn.Ptr + uintptr(tn.Bytes)
-		}
-		if end > base+uintptr(l.total) || l.inBytes > l.total {
-			t.Errorf("tensors end at %#x, block %d bytes (inputs %d)", end-base, l.total, l.inBytes)
-		}
-		if l.tensors[tensorQ].Ptr != 0 {
-			t.Error("bind changed the layout's own tensors")
-		}
+		checkPlacement(t, l)
 	}
 }
 
@@ -191,16 +202,22 @@ func TestStagingWithoutContext(t *testing.T) {
 	}
 }
 
-// BenchmarkEncodeInputs converts the inputs of a 7,896-token call (Hq 16,
-// Hv 32, bf16, with h0: 204 MB on the device) into their device encoding,
-// as ForwardHost does before its copy; it runs on every core (-cpu to vary).
-func BenchmarkEncodeInputs(b *testing.B) {
+// prefillHostArgs is the batch of examples/prefill as a host call, zeros:
+// 7,896 tokens in 4 sequences, Hq 16, Hv 32, bf16, with h0 (204 MB of
+// inputs on the device), without the final state.
+func prefillHostArgs() *HostCoreArgs {
 	const T, hq, hv, n = 7896, 16, 32, 4
-	h := &HostCoreArgs{B: 1, T: T, Hq: hq, Hv: hv, Dtype: BF16, CuSeqlens: []int{0, 4096, 5096, 7596, 7896},
+	return &HostCoreArgs{B: 1, T: T, Hq: hq, Hv: hv, Dtype: BF16, CuSeqlens: []int{0, 4096, 5096, 7596, 7896},
 		Q: make([]float32, T*hq*128), K: make([]float32, T*hq*128), V: make([]float32, T*hv*128),
 		G: make([]float32, T*hv), Beta: make([]float32, T*hv), A: make([]float32, T*hv*64),
 		H0: make([]float32, n*hv*128*128)}
-	l, err := newHostLayout(h)
+}
+
+// BenchmarkEncodeInputs converts the inputs of prefillHostArgs into their
+// device encoding, as ForwardHost does before its copy; it runs on every
+// core (-cpu to vary).
+func BenchmarkEncodeInputs(b *testing.B) {
+	l, err := newHostLayout(prefillHostArgs())
 	if err != nil {
 		b.Fatal(err)
 	}

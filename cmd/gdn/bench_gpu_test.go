@@ -6,23 +6,32 @@ import (
 	"testing"
 
 	"github.com/gdnjit/gdn"
+	"github.com/gdnjit/gdn/driver"
 	"github.com/gdnjit/gdn/ref"
 )
+
+// benchRuntime opens a Runtime (no graph cache) and a stream of it for a
+// bencher, both closed when the test ends.
+func benchRuntime(t *testing.T) (*gdn.Runtime, *driver.Stream) {
+	t.Helper()
+	rt, err := openRuntime(gdn.Options{NoGraphs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	stream, err := rt.Context().NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stream.Destroy() })
+	return rt, stream
+}
 
 // gdn bench --full on small cases (packed, with a one-token sequence; L2
 // norm inside and not): the full forward is timed, planned and leaves no
 // NaN or Inf, and its row carries the anchors of the case.
 func TestBenchFullRunsCase(t *testing.T) {
-	rt, err := openRuntime(gdn.Options{NoGraphs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
-	stream, err := rt.Context().NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stream.Destroy()
+	rt, stream := benchRuntime(t)
 	for _, l2norm := range []bool{true, false} {
 		b := &bencher{rt: rt, stream: stream, opts: benchOptions{reps: 3, warmup: 2, dtype: gdn.BF16, seed: 1, full: true, l2norm: l2norm}}
 		for _, c := range []ref.Case{{Name: "small", Hq: 2, Hv: 4, Lens: []int{300, 1, 64}}, {Name: "tp8_2k", Hq: 2, Hv: 8, Lens: []int{2048}}} {

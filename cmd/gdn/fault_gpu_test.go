@@ -14,16 +14,7 @@ import (
 // the driver's out-of-memory error, every buffer it had allocated is freed,
 // and the next case runs.
 func TestBenchOutOfMemory(t *testing.T) {
-	rt, err := openRuntime(gdn.Options{NoGraphs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close()
-	stream, err := rt.Context().NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stream.Destroy()
+	rt, stream := benchRuntime(t)
 	b := &bencher{rt: rt, stream: stream, opts: benchOptions{reps: 1, warmup: 1, dtype: gdn.BF16, seed: 1}}
 	small := ref.Case{Name: "small", Hq: 1, Hv: 2, Lens: []int{100, 1}}
 	if r, err := b.runCase(small); err != nil || r.NonFinite != 0 {
@@ -54,7 +45,7 @@ func TestBenchOutOfMemory(t *testing.T) {
 	}
 	before, _, _ := ctx.MemInfo()
 	// One input set and outputs of about 440 MB (32768 tokens, 16 value heads).
-	_, err = b.runCase(ref.Case{Name: "too_big", Hq: 2, Hv: 16, Lens: []int{32768}})
+	_, err := b.runCase(ref.Case{Name: "too_big", Hq: 2, Hv: 16, Lens: []int{32768}})
 	after, _, _ := ctx.MemInfo()
 	if !driver.IsCode(err, driver.CodeOutOfMemory) {
 		t.Fatalf("bench case without room: %v; want the driver's out-of-memory error", err)

@@ -291,22 +291,32 @@ func TestHostArgsFromNpzErrors(t *testing.T) {
 // without a GPU it must stop with a clear error wrapping ErrNoCUDA after the
 // input was read and checked; with one it must write o and ht.
 func TestRunCommand(t *testing.T) {
+	checkRunEndToEnd(t, smallRunInput(), nil, "B=1 T=5 Hq=1 Hv=2 N=2")
+}
+
+// checkRunEndToEnd writes arrays (a call of smallRunInput's sizes) to an
+// .npz and runs `gdn run` on it with flags. Without a GPU the run must
+// stop with an error that wraps ErrNoCUDA and says so, after its progress
+// line (which must hold describe) showed the file read and checked; with
+// one it must write o and ht of the call's shapes.
+func checkRunEndToEnd(t *testing.T, arrays []namedArray, flags []string, describe string) {
+	t.Helper()
 	dir := t.TempDir()
 	in, out := filepath.Join(dir, "in.npz"), filepath.Join(dir, "out.npz")
-	if err := writeNpzFile(in, smallRunInput()); err != nil {
+	if err := writeNpzFile(in, arrays); err != nil {
 		t.Fatal(err)
 	}
 	var stdoutBuf, stderrBuf bytes.Buffer
 	stdout, stderr = &stdoutBuf, &stderrBuf
 	defer func() { stdout, stderr = os.Stdout, os.Stderr }()
 
-	err := runRun([]string{"--in", in, "--out", out})
+	err := runRun(append([]string{"--in", in, "--out", out}, flags...))
 	if errors.Is(err, gdn.ErrNoCUDA) {
 		if !strings.Contains(err.Error(), "no GPU") {
 			t.Errorf("error %q does not say there is no GPU", err)
 		}
-		if !strings.Contains(stderrBuf.String(), "B=1 T=5 Hq=1 Hv=2 N=2") {
-			t.Errorf("stderr %q does not describe the input", stderrBuf.String())
+		if !strings.Contains(stderrBuf.String(), describe) {
+			t.Errorf("stderr %q does not describe the input (%q)", stderrBuf.String(), describe)
 		}
 		return
 	}

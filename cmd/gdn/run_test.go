@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -142,34 +141,14 @@ func TestRunCommandFull(t *testing.T) {
 	if err := writeNpzFile(in, smallFullInput()); err != nil {
 		t.Fatal(err)
 	}
-	var stdoutBuf, stderrBuf bytes.Buffer
-	stdout, stderr = &stdoutBuf, &stderrBuf
-	defer func() { stdout, stderr = os.Stdout, os.Stderr }()
-
+	var stderrBuf bytes.Buffer
+	stderr = &stderrBuf
+	defer func() { stderr = os.Stderr }()
 	if err := runRun([]string{"--in", in, "--out", out, "--full"}); err == nil || !strings.Contains(err.Error(), in+": array A_log is given") {
 		t.Errorf("--full without --gate-in-kernel on a gate file: %v", err)
 	}
-	err := runRun([]string{"--in", in, "--out", out, "--full", "--l2norm", "--gate-in-kernel"})
-	if errors.Is(err, gdn.ErrNoCUDA) {
-		if !strings.Contains(err.Error(), "no GPU") {
-			t.Errorf("error %q does not say there is no GPU", err)
-		}
-		if !strings.Contains(stderrBuf.String(), "B=1 T=5 Hq=1 Hv=2 N=2, bf16, h0 true; full forward, L2 norm of q and k inside, gate from A_log and dt_bias") {
-			t.Errorf("stderr %q does not describe the input", stderrBuf.String())
-		}
-		return
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := readNpzFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o, ht := m["o"], m["ht"]; o == nil || ht == nil ||
-		!reflect.DeepEqual(o.Shape, []int{1, 5, 2, 128}) || !reflect.DeepEqual(ht.Shape, []int{2, 2, 128, 128}) {
-		t.Errorf("out.npz arrays: %v", m)
-	}
+	checkRunEndToEnd(t, smallFullInput(), []string{"--full", "--l2norm", "--gate-in-kernel"},
+		"B=1 T=5 Hq=1 Hv=2 N=2, bf16, h0 true; full forward, L2 norm of q and k inside, gate from A_log and dt_bias")
 }
 
 // gdn help run documents both forwards and the full forward's flags.

@@ -10,7 +10,8 @@
 // The whole batch is too big for the token-by-token reference on a CPU, so
 // the check runs it on two query/key heads and the value heads that read
 // them (heads 0-1 and 30-31): the recurrence of one value head depends on
-// no other head, so the slice is checked exactly as in the full call.
+// no other head, so the slice is checked exactly as in the full call
+// (examples/internal/headcheck).
 //
 // Without a GPU (a build without -tags cuda), it says so and instead
 // checks the reference's chunked form against its recurrence on a small
@@ -24,11 +25,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/gdnjit/gdn"
 	"github.com/gdnjit/gdn/dtype"
+	"github.com/gdnjit/gdn/examples/internal/headcheck"
 	"github.com/gdnjit/gdn/ref"
 )
 
@@ -122,77 +123,15 @@ func hostArgs(in ref.Inputs, gcum, A []float64) *gdn.HostCoreArgs {
 // fails when either misses docs/SPEC.md's pass line.
 func checkSlice(in ref.Inputs, res *gdn.HostCoreResult) error {
 	start := time.Now()
-	var oGot, htGot []float32
-	var oRef, htRef []float64
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	errs := make([]error, len(checkedKeyHead))
-	for i, kh := range checkedKeyHead {
-		wg.Go(func() {
-			sub := keyHeadSlice(in, kh)
-			o, ht, err := ref.Recurrent(sub)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			og, hg := resultSlice(in.Shape, res, kh)
-			mu.Lock()
-			defer mu.Unlock()
-			oRef, htRef = append(oRef, o...), append(htRef, ht...)
-			oGot, htGot = append(oGot, og...), append(htGot, hg...)
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	eo, eht, err := headcheck.Compare(in.Shape, res, checkedKeyHead, func(kh int) (o, ht []float64, err error) {
+		return ref.Recurrent(headcheck.Inputs(in, kh))
+	})
+	if err != nil {
 		return err
 	}
-	g := in.Shape.G()
-	fmt.Printf("check: value heads %d-%d and %d-%d of all %d tokens against the float64 recurrence (%.1f s)\n",
-		checkedKeyHead[0]*g, checkedKeyHead[0]*g+g-1, checkedKeyHead[1]*g, checkedKeyHead[1]*g+g-1, in.Shape.T, time.Since(start).Seconds())
-	eo, eht := ref.Compare32(oGot, oRef), ref.Compare32(htGot, htRef)
-	errO, errHt := eo.Within(ref.PassO), eht.Within(ref.PassHt)
-	fmt.Printf("  o : %v   (pass line: ratio %.0e, max %.0e) %s\n", eo, ref.PassO.Ratio, ref.PassO.MaxAbs, verdict(errO))
-	fmt.Printf("  ht: %v   (pass line: ratio %.0e, max %.1e) %s\n", eht, ref.PassHt.Ratio, ref.PassHt.MaxAbs, verdict(errHt))
-	return errors.Join(errO, errHt)
-}
-
-func verdict(err error) string {
-	if err != nil {
-		return "FAIL"
-	}
-	return "ok"
-}
-
-// keyHeadSlice returns the inputs of query/key head kh alone: Hq = 1 and the
-// G value heads that read it.
-func keyHeadSlice(in ref.Inputs, kh int) ref.Inputs {
-	s := in.Shape
-	g := s.G()
-	sub := ref.Inputs{Shape: ref.Shape{B: s.B, T: s.T, Hq: 1, Hv: g, CuSeqlens: s.CuSeqlens}, Scale: in.Scale}
-	for t := range s.Tokens() {
-		sub.Q = append(sub.Q, in.Q[(t*s.Hq+kh)*ref.D:][:ref.D]...)
-		sub.K = append(sub.K, in.K[(t*s.Hq+kh)*ref.D:][:ref.D]...)
-		sub.V = append(sub.V, in.V[(t*s.Hv+kh*g)*ref.D:][:g*ref.D]...)
-		sub.G = append(sub.G, in.G[t*s.Hv+kh*g:][:g]...)
-		sub.Beta = append(sub.Beta, in.Beta[t*s.Hv+kh*g:][:g]...)
-	}
-	for n := range s.N() {
-		sub.H0 = append(sub.H0, in.H0[(n*s.Hv+kh*g)*ref.D*ref.D:][:g*ref.D*ref.D]...)
-	}
-	return sub
-}
-
-// resultSlice cuts the value heads of key head kh out of the GPU's o and ht,
-// in the layouts of keyHeadSlice.
-func resultSlice(s ref.Shape, res *gdn.HostCoreResult, kh int) (o, ht []float32) {
-	g := s.G()
-	for t := range s.Tokens() {
-		o = append(o, res.O[(t*s.Hv+kh*g)*ref.D:][:g*ref.D]...)
-	}
-	for n := range s.N() {
-		ht = append(ht, res.Ht[(n*s.Hv+kh*g)*ref.D*ref.D:][:g*ref.D*ref.D]...)
-	}
-	return o, ht
+	fmt.Printf("check: value heads %s of all %d tokens against the float64 recurrence (%.1f s)\n",
+		headcheck.ValueHeads(in.Shape, checkedKeyHead), in.Shape.T, time.Since(start).Seconds())
+	return headcheck.Report(eo, eht)
 }
 
 // timeOnDevice shows the fast path: inputs stay on the device and Forward
@@ -267,6 +206,6 @@ func cpuReference() error {
 	eo, eht := ref.Compare64(o, oRef), ref.Compare64(ht, htRef)
 	errO, errHt := eo.Within(ref.PassO), eht.Within(ref.PassHt)
 	fmt.Printf("  chunked vs recurrent: o %v %s, ht %v %s (pass lines of docs/SPEC.md: o %.0e/%.0e, ht %.0e/%.1e)\n",
-		eo, verdict(errO), eht, verdict(errHt), ref.PassO.Ratio, ref.PassO.MaxAbs, ref.PassHt.Ratio, ref.PassHt.MaxAbs)
+		eo, headcheck.Verdict(errO), eht, headcheck.Verdict(errHt), ref.PassO.Ratio, ref.PassO.MaxAbs, ref.PassHt.Ratio, ref.PassHt.MaxAbs)
 	return errors.Join(errO, errHt)
 }

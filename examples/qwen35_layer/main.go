@@ -21,14 +21,14 @@
 //     compiling or loading the kernels;
 //   - times ForwardFull on device buffers, inputs uploaded once, on a
 //     stream of its own (CUDA events over repeated calls: what a serving
-//     loop sees, the Runtime replaying a cached CUDA graph from the second
-//     call on);
+//     loop sees, the Runtime launching the preparation kernels and, from
+//     the second call on, replaying the core's cached CUDA graph);
 //   - checks o and ht of four query/key heads and the value heads that
 //     read them (0-1, 10-11, 20-21 and 30-31: the gates' weakest to
 //     strongest decay) against ref.Full at docs/SPEC.md's pass lines: a
 //     value head depends on no other head, so the slice is checked exactly
 //     as in the full call, in about a second instead of the minutes the
-//     whole batch would take in float64.
+//     whole batch would take in float64 (examples/internal/headcheck).
 //
 // Without a GPU (a build without -tags cuda) it says so and checks instead,
 // on a small case, that the full forward's steps as gdn's kernels take them
@@ -45,10 +45,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/gdnjit/gdn"
+	"github.com/gdnjit/gdn/examples/internal/headcheck"
 	"github.com/gdnjit/gdn/ref"
 )
 
@@ -224,86 +224,23 @@ func timeOnDevice(rt *gdn.Runtime, h *gdn.HostFullArgs, c ref.Case) error {
 func checkSlice(l *layer, res *gdn.HostCoreResult) error {
 	start := time.Now()
 	s := l.in.Shape
-	g := s.G()
-	var oGot, htGot []float32
-	var oRef, htRef []float64
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	errs := make([]error, len(checkedKeyHeads))
-	for i, kh := range checkedKeyHeads {
-		wg.Go(func() {
-			sub := l.keyHeadSlice(kh)
-			o, ht, err := ref.Full(sub.in, sub.options())
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			og, hg := resultSlice(s, res, kh)
-			mu.Lock()
-			defer mu.Unlock()
-			oRef, htRef = append(oRef, o...), append(htRef, ht...)
-			oGot, htGot = append(oGot, og...), append(htGot, hg...)
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	eo, eht, err := headcheck.Compare(s, res, checkedKeyHeads, func(kh int) (o, ht []float64, err error) {
+		sub := l.keyHeadSlice(kh)
+		return ref.Full(sub.in, sub.options())
+	})
+	if err != nil {
 		return err
 	}
-	heads := ""
-	for i, kh := range checkedKeyHeads {
-		if i > 0 {
-			heads += ", "
-		}
-		heads += fmt.Sprintf("%d-%d", kh*g, kh*g+g-1)
-	}
-	fmt.Printf("check: value heads %s of all %d tokens against ref.Full, float64 (%.1f s)\n", heads, s.T, time.Since(start).Seconds())
-	return report(ref.Compare32(oGot, oRef), ref.Compare32(htGot, htRef))
-}
-
-// report prints the errors of o and ht beside their pass lines and returns
-// the failures.
-func report(eo, eht ref.Errors) error {
-	errO, errHt := eo.Within(ref.PassO), eht.Within(ref.PassHt)
-	fmt.Printf("  o : %v   (pass line: ratio %.0e, max %.0e) %s\n", eo, ref.PassO.Ratio, ref.PassO.MaxAbs, verdict(errO))
-	fmt.Printf("  ht: %v   (pass line: ratio %.0e, max %.1e) %s\n", eht, ref.PassHt.Ratio, ref.PassHt.MaxAbs, verdict(errHt))
-	return errors.Join(errO, errHt)
-}
-
-func verdict(err error) string {
-	if err != nil {
-		return "FAIL"
-	}
-	return "ok"
+	fmt.Printf("check: value heads %s of all %d tokens against ref.Full, float64 (%.1f s)\n",
+		headcheck.ValueHeads(s, checkedKeyHeads), s.T, time.Since(start).Seconds())
+	return headcheck.Report(eo, eht)
 }
 
 // keyHeadSlice returns the layer restricted to query/key head kh: Hq = 1,
 // the G value heads that read it and their gate parameters.
 func (l *layer) keyHeadSlice(kh int) *layer {
-	in, s := l.in, l.in.Shape
-	g := s.G()
-	sub := &layer{in: ref.Inputs{Shape: ref.Shape{B: s.B, T: s.T, Hq: 1, Hv: g, CuSeqlens: s.CuSeqlens}, Scale: in.Scale},
-		aLog: l.aLog[kh*g : (kh+1)*g], dtBias: l.dtBias[kh*g : (kh+1)*g]}
-	for t := range s.Tokens() {
-		sub.in.Q = append(sub.in.Q, in.Q[(t*s.Hq+kh)*ref.D:][:ref.D]...)
-		sub.in.K = append(sub.in.K, in.K[(t*s.Hq+kh)*ref.D:][:ref.D]...)
-		sub.in.V = append(sub.in.V, in.V[(t*s.Hv+kh*g)*ref.D:][:g*ref.D]...)
-		sub.in.G = append(sub.in.G, in.G[t*s.Hv+kh*g:][:g]...)
-		sub.in.Beta = append(sub.in.Beta, in.Beta[t*s.Hv+kh*g:][:g]...)
-	}
-	return sub
-}
-
-// resultSlice cuts the value heads of key head kh out of o and ht, in the
-// layouts of keyHeadSlice.
-func resultSlice(s ref.Shape, res *gdn.HostCoreResult, kh int) (o, ht []float32) {
-	g := s.G()
-	for t := range s.Tokens() {
-		o = append(o, res.O[(t*s.Hv+kh*g)*ref.D:][:g*ref.D]...)
-	}
-	for n := range s.N() {
-		ht = append(ht, res.Ht[(n*s.Hv+kh*g)*ref.D*ref.D:][:g*ref.D*ref.D]...)
-	}
-	return o, ht
+	g := l.in.Shape.G()
+	return &layer{in: headcheck.Inputs(l.in, kh), aLog: l.aLog[kh*g : (kh+1)*g], dtBias: l.dtBias[kh*g : (kh+1)*g]}
 }
 
 // cpuReference is the no-GPU path. On a small layer (two query/key heads,
@@ -349,5 +286,5 @@ func cpuReference() error {
 		[]int{130, 1, 69}, s.Hq, s.Hv, float64(time.Since(start).Microseconds())/1e3)
 	fmt.Println("chunked steps (as the kernels take them) against ref.Full (token by token); the whole difference is the")
 	fmt.Println("bf16 rounding of the normalised q and k, which the device keeps as FLA does (unrounded, they agree to 1e-15):")
-	return report(ref.Compare64(o, oRef), ref.Compare64(ht, htRef))
+	return headcheck.Report(ref.Compare64(o, oRef), ref.Compare64(ht, htRef))
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gdnjit/gdn"
+	"github.com/gdnjit/gdn/examples/internal/headcheck"
 	"github.com/gdnjit/gdn/ref"
 )
 
@@ -28,7 +29,7 @@ func TestKeyHeadSliceIsExact(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		og, hg := resultSlice(l.in.Shape, whole, kh)
+		og, hg := headcheck.Outputs(l.in.Shape, whole, kh)
 		if e := ref.Compare32(og, so); e.MaxAbs > 1e-6 || e.NaN+e.Missing > 0 {
 			t.Errorf("key head %d: o of the slice differs from the whole layer's: %v", kh, e)
 		}
