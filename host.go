@@ -68,7 +68,7 @@ func (rt *Runtime) ForwardHost(h *HostCoreArgs) (*HostCoreResult, error) {
 // length 0. This is the path for repeated calls (and the one the 3x-PCIe
 // goal of docs/PERF.md is measured on): new slices cost a zeroing pass and
 // page faults over every output byte. res's slices must not overlap the
-// inputs. On an error the contents of res are unspecified.
+// inputs or each other. On an error the contents of res are unspecified.
 func (rt *Runtime) ForwardHostInto(h *HostCoreArgs, res *HostCoreResult) error {
 	l, err := newHostLayout(h)
 	return rt.forwardHostReusing(res, l, err)
