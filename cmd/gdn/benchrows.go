@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 )
@@ -90,7 +91,9 @@ func readBenchCSV(r io.Reader, name string) ([]benchRow, error) {
 				return 0
 			}
 			x, err := strconv.ParseFloat(s, 64)
-			if err == nil && (x < 0 || (required && x == 0)) {
+			// NaN and the infinities parse; a time or anchor that is one is
+			// a broken file, not a number to divide by.
+			if err == nil && (math.IsNaN(x) || math.IsInf(x, 0) || x < 0 || (required && x == 0)) {
 				err = errors.New("want a positive number")
 			}
 			if err != nil && bad == nil {

@@ -84,6 +84,9 @@ func TestReadBenchCSVErrors(t *testing.T) {
 		{csvHead + "a,x,8,1,1,0.1,,,\n", `hq "x": want a positive integer`},
 		{csvHead + ",2,8,1,1,0.1,,,\n", "empty case name"},
 		{csvHead + "a,2,8,1,1,0.1,-3,,\n", `fla_core_ms "-3"`},
+		{csvHead + "a,2,8,1,NaN,0.1,,,\n", `median_ms "NaN": want a positive number`},
+		{csvHead + "a,2,8,1,1,+Inf,,,\n", `floor_ms "+Inf": want a positive number`},
+		{csvHead + "a,2,8,1,1,0.1,NaN,,\n", `fla_core_ms "NaN"`},
 		{csvHead + "a,2,8\n", "wrong number of fields"},
 	} {
 		_, err := readBenchCSVFile(writeCSV(t, "x.csv", c.text))
