@@ -202,17 +202,21 @@ func (b *logBars) Plot(c draw.Canvas, p *plot.Plot) {
 }
 
 // DataRange implements plot.DataRanger.
-func (b *logBars) DataRange() (xmin, xmax, ymin, ymax float64) {
+func (b *logBars) DataRange() (xmin, xmax, ymin, ymax float64) { return rowsRange(b.rows, b.ms) }
+
+// rowsRange is the data range of one value per row (group i at x = i): the
+// positive values' span on y (1 when there is none, for the log scale).
+func rowsRange(rows []benchRow, ms func(benchRow) float64) (xmin, xmax, ymin, ymax float64) {
 	ymin, ymax = math.Inf(1), math.Inf(-1)
-	for _, r := range b.rows {
-		if v := b.ms(r); v > 0 {
+	for _, r := range rows {
+		if v := ms(r); v > 0 {
 			ymin, ymax = min(ymin, v), max(ymax, v)
 		}
 	}
 	if math.IsInf(ymin, 1) {
 		ymin, ymax = 1, 1
 	}
-	return -0.5, float64(len(b.rows)) - 0.5, ymin, ymax
+	return -0.5, float64(len(rows)) - 0.5, ymin, ymax
 }
 
 // Thumbnail implements plot.Thumbnailer (the legend's swatch).
@@ -244,18 +248,7 @@ func (f *levelMarks) Plot(c draw.Canvas, p *plot.Plot) {
 }
 
 // DataRange implements plot.DataRanger.
-func (f *levelMarks) DataRange() (xmin, xmax, ymin, ymax float64) {
-	ymin, ymax = math.Inf(1), math.Inf(-1)
-	for _, r := range f.rows {
-		if v := f.ms(r); v > 0 {
-			ymin, ymax = min(ymin, v), max(ymax, v)
-		}
-	}
-	if math.IsInf(ymin, 1) {
-		ymin, ymax = 1, 1
-	}
-	return -0.5, float64(len(f.rows)) - 0.5, ymin, ymax
-}
+func (f *levelMarks) DataRange() (xmin, xmax, ymin, ymax float64) { return rowsRange(f.rows, f.ms) }
 
 // Thumbnail implements plot.Thumbnailer.
 func (f *levelMarks) Thumbnail(c *draw.Canvas) {
