@@ -13,7 +13,7 @@ import (
 var sm90a = Target{Major: 9, Minor: 0, ArchSpecific: true}
 
 // TestCatalogueCompiles is the CI spill check (docs/TOOLCHAIN.md): every variant
-// compiles for sm_90a with 0 bytes of spills.
+// compiles for sm_90a with 0 bytes of spills and no serialized wgmma.
 func TestCatalogueCompiles(t *testing.T) {
 	needNVRTC(t)
 	c := NewCompiler(nil)
@@ -42,6 +42,9 @@ func TestCatalogueCompiles(t *testing.T) {
 			}
 			if a.Report.Spills() {
 				t.Errorf("spills:\n%s", a.Report)
+			}
+			if a.Report.Serialized() {
+				t.Errorf("ptxas serialized the wgmma instructions:\n%s", strings.Join(a.Report.Warnings, "\n"))
 			}
 			t.Logf("METRIC variant=%s registers=%d spill_bytes=%d stack=%d smem=%d compile_ms=%.0f",
 				v.Name, f.Registers, a.Report.SpillBytes(), f.StackFrame, f.SharedBytes, a.CompileTime.Seconds()*1e3)

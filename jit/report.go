@@ -56,6 +56,21 @@ func (r Report) SpillBytes() int {
 	return n
 }
 
+// Serialized reports whether ptxas serialized wgmma instructions (its
+// "Potential Performance Loss: wgmma.mma_async instructions are serialized"
+// advice, C7510-C7515): every product then waits for the one before it,
+// which silently costs a Hopper kernel much of its speed. Reasons ptxas
+// gives include too few registers for the products in flight and
+// non-wgmma instructions touching an accumulator while a product runs.
+func (r Report) Serialized() bool {
+	for _, w := range r.Warnings {
+		if strings.Contains(w, "wgmma.mma_async instructions are serialized") {
+			return true
+		}
+	}
+	return false
+}
+
 // Function returns the report of the named function (a kernel entry point's
 // name as ptxas prints it: the lowered name for C++ kernels).
 func (r Report) Function(name string) (FunctionReport, bool) {

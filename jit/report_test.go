@@ -44,11 +44,11 @@ func TestParseReport(t *testing.T) {
 	if k := r.Kernels(); len(k) != 2 {
 		t.Errorf("Kernels() = %v", k)
 	}
-	if len(r.Warnings) != 1 {
-		t.Errorf("Warnings = %q", r.Warnings)
+	if len(r.Warnings) != 1 || !r.Serialized() {
+		t.Errorf("Warnings = %q, Serialized() = %v; want the C7515 line, true", r.Warnings, r.Serialized())
 	}
 	clean := ParseReport("ptxas info    : Compiling entry function 'k' for 'sm_80'\nptxas info    : Function properties for k\n    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\nptxas info    : Used 8 registers\n")
-	if clean.Spills() || len(clean.Functions) != 1 || clean.Functions[0].Registers != 8 {
+	if clean.Spills() || clean.Serialized() || len(clean.Functions) != 1 || clean.Functions[0].Registers != 8 {
 		t.Errorf("clean report = %+v", clean)
 	}
 	if empty := ParseReport(""); len(empty.Functions) != 0 || empty.Spills() {

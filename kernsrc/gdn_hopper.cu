@@ -10,22 +10,25 @@
 // A2 = A diag(beta) masked to j <= i < len, P = Lower(Q K^T * Gamma) and
 // f = e^{g_last - g}:
 //
-//   [U^T | O'^T] = S^T [K; Q]^T                     (one m64n128 product)
-//   Vn^T = V^T A2^T - (U^T diag(e^g)) A2^T          (= (beta (V - e^g U)) as A@W)
-//   O^T  = scale (O'^T diag(e^g) + Vn^T P^T)
+//   U^T  = S^T K^T,  O'^T = S^T (Q diag(e^g))^T
+//   Vn^T = (V - diag(e^g) U)^T A2^T                 (= beta (V - e^g U) as A@W)
+//   O^T  = scale (O'^T + Vn^T P^T)
 //   S^T <- e^{g_last} S^T + (Vn^T diag(f)) K
 //
 // Warpgroups of one CTA (one CTA per sequence, value head and 64*NC-wide
 // value tile):
 //   aux (warpgroups 0..kAux-1, each taking every kAux-th chunk) prepares a
-//     chunk as soon as its tiles land: fp16 operands (bf16 inputs are
-//     converted in place: fp16 keeps 3 more mantissa bits for every derived
-//     operand), the gate vectors, A2 (written over the chunk's A, which TMA
-//     puts where A2 and P go) and P, and marks the stage ready.
+//     chunk as soon as its tiles land: P = Q K^T, the gate vectors, A2
+//     (written over the chunk's A, which TMA puts where A2 and P go), the
+//     gated P, and fp16 operands in place (bf16 inputs are converted: fp16
+//     keeps 3 more mantissa bits for every derived operand); then marks the
+//     stage ready.
 //   consumers (warpgroups 1..NC) run the chain above, write o through a
 //     swizzled staging tile by TMA store (rows past a sequence's end by
 //     plain stores), release the stage and refill it with the chunk
 //     kStages ahead (the first consumer's first thread issues the copies).
+// How the work splits between them depends on which side bounds a chunk
+// (kWide below, docs/PERF.md v12).
 //
 // Compile-time choices (-D): GDN_FP16 (0: bf16 inputs and output, 1: fp16),
 // GDN_NC (consumer warpgroups: 1 or 2, value tile 64 or 128), and the
@@ -114,7 +117,22 @@ constexpr int kAux = GDN_AUX;
 constexpr int kThreads = 128 * (kAux + kNC);
 constexpr bool kConvert = GDN_FP16 == 0;  // bf16 inputs are converted to fp16 in place
 constexpr bool kXfer = GDN_TRANSFER != 0;
+// How a chunk's first products are formed (measured, docs/PERF.md v12):
+// a CTA with one consumer group is bound by that group's chain of products,
+// which runs faster as fewer, wider products: [U | O'] as one m64n128
+// product in two halves of d, and Vn with V converted to fp16 in the stage
+// by the aux group (kWide). With two consumer groups (and in the transfer
+// pass) the aux group is the bound, so the consumers take that work off it:
+// V stays as loaded and enters through registers, U and O' are m64n64
+// products, and the aux converts only K and Q.
+constexpr bool kWide = kNC == 1 && !kXfer;
 typedef Elem<GDN_FP16 != 0> E;
+
+// A packed pair of the input dtype (lo, hi) as two floats.
+GDN_DEVICE float2 unpack2(uint32_t x) {
+  if (GDN_FP16) return make_float2(fp16_to_float((uint16_t)(x & 0xffff)), fp16_to_float((uint16_t)(x >> 16)));
+  return make_float2(__uint_as_float(x << 16), __uint_as_float(x & 0xffff0000u));
+}
 
 // Register budgets (setmaxnreg). The consumers hold S^T, [U | O'] and half
 // of S^T's fp16 copy; the aux groups give up what they can. The CTA's pool
@@ -200,11 +218,14 @@ GDN_DEVICE void issue_loads(unsigned char* st, uint64_t* full, const GdnHopperPa
   for (int x = 0; x < kNC; ++x) tma_load_4d(st + kOffV + x * kTile, &p.tm_v, full, w.v0 + 64 * x, w.h, t, w.b);
 }
 
-// bf16 -> fp16 of 8 values (16 bytes).
-GDN_DEVICE uint4 bf16x8_to_fp16(uint4 x) {
+// Eight 16-bit values of the input dtype (16 bytes) times f, as fp16.
+GDN_DEVICE uint4 to_fp16x8(uint4 x, float f) {
   uint32_t* v = reinterpret_cast<uint32_t*>(&x);
 #pragma unroll
-  for (int j = 0; j < 4; ++j) v[j] = pack_fp16x2(__uint_as_float(v[j] << 16), __uint_as_float(v[j] & 0xffff0000u));
+  for (int j = 0; j < 4; ++j) {
+    const float2 y = unpack2(v[j]);
+    v[j] = pack_fp16x2(y.x * f, y.y * f);
+  }
   return x;
 }
 
@@ -256,20 +277,23 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
     mbar_wait(&bars.full[s], use & 1);
 
     if (t < 64) vec.g[t] = gv, vec.beta[t] = bv;
-    if (kConvert) {
-      // K and Q (both BQ half tiles), then the value blocks: contiguous
-      // tiles; the transfer pass has no Q (tiles 1 and 3). Loads of a tile
-      // (4 per thread) go out together: the conversion is latency-bound.
-#pragma unroll 1
-      for (int x = 0; x < 4 + kNC; ++x) {
-        if (kXfer && (x == 1 || x == 3)) continue;
-        unsigned char* tile = st + kOffBQ + x * kTile;
-        uint4 y[4];
+    // P = Q K^T from the tiles as they arrived (the input dtype: exact
+    // products), before the conversion below rewrites them; k-steps of 16
+    // along d, d 0..63 in half tile 0.
+    float P[32];
+    if (!kXfer) {
+      wgmma_fence();
 #pragma unroll
-        for (int u = 0; u < 4; ++u) y[u] = *reinterpret_cast<const uint4*>(tile + (t + 128 * u) * 16);
-#pragma unroll
-        for (int u = 0; u < 4; ++u) *reinterpret_cast<uint4*>(tile + (t + 128 * u) * 16) = bf16x8_to_fp16(y[u]);
+      for (int ks = 0; ks < 8; ++ks) {
+        const int half = ks >> 2, off = (ks & 3) * 32;
+        const uint64_t da = wgmma_desc(st + kOffBQ + (2 * half + 1) * kTile + off, 16, 1024);
+        const uint64_t db = wgmma_desc(st + kOffBQ + 2 * half * kTile + off, 16, 1024);
+        if (kConvert)
+          wgmma_ss_n64_bf16<0, 0>(P, da, db, ks > 0);
+        else
+          wgmma_ss_n64<0, 0>(P, da, db, ks > 0);
       }
+      wgmma_commit();
     }
     named_sync(bar, 128);
     const float g_last = vec.g[len - 1];
@@ -278,31 +302,16 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
       vec.f[t] = t < len ? __expf(g_last - gv) : 0.f;
     }
     if (t == 0) vec.gamma = __expf(g_last);
-    fence_async_smem();
-    named_sync(bar, 128);
-
-    // P = Q K^T (k-steps of 16 along d; d 0..63 in half tile 0).
-    float P[32];
-    if (!kXfer) {
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < 8; ++ks) {
-        const int half = ks >> 2, off = (ks & 3) * 32;
-        wgmma_ss_n64<0, 0>(P, wgmma_desc(st + kOffBQ + (2 * half + 1) * kTile + off, 16, 1024),
-                           wgmma_desc(st + kOffBQ + 2 * half * kTile + off, 16, 1024), ks > 0);
-      }
-      wgmma_commit();
-    }
 
     // A2 = A diag(beta), masked to j <= i < len (columns past the chunk may
     // hold anything, SPEC, and 0 * NaN would poison the products), fp16,
-    // rows 16 warp + gq (+8), columns 16 ks + 2 tq (+1, +8, +9). A2 and P
-    // are written over A, in place and without a barrier of the group:
-    // each warp reads and writes only its own 16 rows (a row keeps its 128
-    // bytes in every tile), and A2's k-step ks covers bytes of A that only
-    // k-steps up to ks read (fp32: its 16-byte chunks 2ks, 2ks+1 of the
-    // first tile hold A's columns 8ks..8ks+7; bf16: the same columns), so a
-    // warp barrier between the reads and the store of each k-step suffices.
+    // rows 16 warp + gq (+8), columns 16 ks + 2 tq (+1, +8, +9). A2 is
+    // written over A, in place and without a barrier of the group: each
+    // warp reads and writes only its own 16 rows (a row keeps its 128 bytes
+    // in every tile), and A2's k-step ks covers bytes of A that only k-steps
+    // up to ks read (fp32: its 16-byte chunks 2ks, 2ks+1 of the first tile
+    // hold A's columns 8ks..8ks+7; bf16: the same columns), so a warp
+    // barrier between the reads and the store of each k-step suffices.
     {
       const int r0 = 16 * warp + gq, r1 = r0 + 8;
       const int m = lane >> 3, srow = 16 * warp + 8 * (m & 1) + (lane & 7);
@@ -324,13 +333,41 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
       }
     }
 
+    // The operands the consumers take from the stage as fp16: K (converted
+    // from bf16) and Q diag(e^g) (Q's rows times their decay, which puts
+    // O' = S^T (Q diag(e^g))^T in one product with no scaling after it;
+    // |q e^g| <= |q|, so fp16 loses nothing it had), and V where the
+    // consumer reads it from the stage (kWide; else the consumers read it
+    // into registers as loaded and convert there). In place, once every
+    // warp's part of Q K^T has read Q and K.
+    if (!kXfer) wgmma_wait<0>();
+    named_sync(bar, 128);
+    {
+      float eq[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) eq[u] = vec.eg[((t + 128 * u) >> 3)];
+#pragma unroll 1
+      for (int x = 0; x < (kWide ? 4 + kNC : 4); ++x) {
+        // Tiles 0, 2: K's d halves; 1, 3: Q's; then the value tiles, which
+        // only the one-consumer chain takes from the stage (kWide).
+        const bool isq = x < 4 && (x & 1);
+        if (isq ? kXfer : !kConvert) continue;  // no Q in the transfer pass; fp16 K and V stay
+        unsigned char* tile = st + kOffBQ + x * kTile;
+        uint4 y[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) y[u] = *reinterpret_cast<const uint4*>(tile + (t + 128 * u) * 16);
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+          *reinterpret_cast<uint4*>(tile + (t + 128 * u) * 16) = to_fp16x8(y[u], isq && !kWide ? eq[u] : 1.f);
+      }
+    }
+
     if (kXfer) {
       fence_async_smem();
       mbar_arrive(&bars.ready[s]);
       continue;
     }
     // P gated and masked: P[i][j] e^{g_i - g_j} for j <= i < len.
-    wgmma_wait<0>();
     reg_fence(P, 32);
     {
       const int i0 = 16 * warp + gq;
@@ -362,6 +399,9 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
   // The transfer matrix of a segment goes after the B states of all.
   const int64_t state = ((int64_t)blockIdx.y * p.sc.Hv + w.h) * 128 * 128 +
                         (w.zero_v ? (int64_t)p.sc.N * p.sc.Hv * 128 * 128 : 0);
+  // Where lane's row of the value tile's 8x8 blocks starts for ldmatrix
+  // (block m = lane / 8: rows j + 8 (m / 2), columns v + 8 (m % 2)).
+  const int vm = lane >> 3, vrow = 8 * (vm >> 1) + (lane & 7), vbyte = 2 * (16 * warp + 8 * (vm & 1));
 
   // S^T: rows v = vb + 16 warp + gq (+8), columns k = 8 j + 2 tq (+1).
   float S[64];
@@ -373,152 +413,216 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       S[4 * j + e] = w.zero_v ? (k == v ? 1.f : 0.f) : p.ptr.h0 != nullptr ? p.ptr.h0[state + (int64_t)k * 128 + v] : 0.f;
     }
 
+  // Releases chunk c's stage once every wgmma that read it is done: the
+  // first consumer refills it with chunk c + kStages once every consumer
+  // is done with it.
+  auto release = [&](int c) {
+    const int s = c % kStages, use = c / kStages;
+    mbar_arrive(&bars.empty[s]);
+    if (cw == 0 && t == 0 && c + kStages < w.nch) {
+      mbar_wait(&bars.empty[s], use & 1);
+      issue_loads(smem + s * kStageBytes, &bars.full[s], p, w, c + kStages);
+    }
+  };
+  // O^T of chunk c -> o[i][v] through the staging tile (stmatrix .trans
+  // writes rows i).
+  auto store_o = [&](int c, const float* O) {
+    const int len = chunk_len(w, c);
+    if (t == 0) tma_store_wait_read();
+    named_sync(1 + cw, 128);
+    {
+      const int m = lane >> 3, r = lane & 7;
+      const float sc = p.sc.scale;
+#pragma unroll
+      for (int jb = 0; jb < 8; jb += 2) {
+        const int i = 8 * (jb + (m >> 1)) + r;
+        const int chunk = 2 * warp + (m & 1);
+        stmatrix_x4_trans(smem_addr(out) + swz128(i, 16 * chunk), E::pack2(sc * O[4 * jb], sc * O[4 * jb + 1]),
+                          E::pack2(sc * O[4 * jb + 2], sc * O[4 * jb + 3]),
+                          E::pack2(sc * O[4 * jb + 4], sc * O[4 * jb + 5]),
+                          E::pack2(sc * O[4 * jb + 6], sc * O[4 * jb + 7]));
+      }
+    }
+    fence_async_smem();
+    named_sync(1 + cw, 128);
+    if (len == 64) {
+      if (t == 0) {
+        tma_store_4d(&p.tm_o, out, vb, w.h, w.t0 + 64 * c, w.b);
+        tma_store_commit();
+      }
+    } else {
+      // The chunk ends inside the tile: rows past it belong to the next
+      // sequence (or lie past the tensor), so only len rows are written.
+      const int64_t tok = w.bos + 64 * c;
+      for (int q = t; q < len * 8; q += 128) {
+        const int i = q >> 3, ch = q & 7;
+        *reinterpret_cast<uint4*>(p.ptr.o + (tok + i) * p.sc.Hv * 128 + w.h * 128 + vb + 8 * ch) =
+            *reinterpret_cast<const uint4*>(out + swz128(i, 16 * ch));
+      }
+    }
+  };
+
   for (int c = 0; c < w.nch; ++c) {
     const int s = c % kStages, use = c / kStages;
     unsigned char* st = smem + s * kStageBytes;
     const Vec& vec = *reinterpret_cast<const Vec*>(st + kOffVec);
-    const int len = chunk_len(w, c);
     mbar_wait(&bars.ready[s], use & 1);
 
-    // [U^T | O'^T] = S^T [K; Q]^T, in two halves of d so that only half of
-    // S^T's fp16 copy is held at a time (registers limit the consumers).
-    float VO[64];
+    // U^T = S^T K^T into acc[0..31], O'^T = S^T (Q diag(e^g))^T into
+    // acc[32..63] (Q's rows arrive scaled by e^g from the aux group, except
+    // for the kWide chain, which scales O' itself).
+    float acc[64];
+    float* U = acc;
+    float* O = acc + 32;
+    if (kWide) {
+      // One m64n128 product against [K; Q], in two halves of d so that only
+      // half of S^T's fp16 copy is held at a time.
 #pragma unroll
-    for (int i = 0; i < 64; ++i) VO[i] = 0.f;
+      for (int i = 0; i < 64; ++i) acc[i] = 0.f;
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      uint32_t sa[4][4];
+      for (int half = 0; half < 2; ++half) {
+        uint32_t sa[4][4];
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks) acc_to_a(sa[ks], S, 4 * half + ks);
-      wgmma_fence();
+        for (int ks = 0; ks < 4; ++ks) acc_to_a(sa[ks], S, 4 * half + ks);
+        wgmma_fence();
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks) {
-        // The transfer pass needs U^T = S^T K^T only: the K rows (n 64).
-        if (kXfer)
-          wgmma_rs_n64<0>(VO, sa[ks], wgmma_desc(st + kOffBQ + half * 2 * kTile + ks * 32, 16, 1024));
-        else
-          wgmma_rs_n128<0>(VO, sa[ks], wgmma_desc(st + kOffBQ + half * 2 * kTile + ks * 32, 16, 1024));
+        for (int ks = 0; ks < 4; ++ks)
+          wgmma_rs_n128<0>(acc, sa[ks], wgmma_desc(st + kOffBQ + half * 2 * kTile + ks * 32, 16, 1024));
+        wgmma_commit();
+        wgmma_wait<0>();
       }
-      wgmma_commit();
-      wgmma_wait<0>();
-    }
-    reg_fence(VO, 64);
-
-    // -U^T diag(e^g) as A operands (columns j); O' gets its factors e^{g_i}.
-    uint32_t ua[4][4];
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks) {
-      const int j0 = 16 * ks + 2 * tq;
-      const float e0 = -vec.eg[j0], e1 = -vec.eg[j0 + 1], e8 = -vec.eg[j0 + 8], e9 = -vec.eg[j0 + 9];
-      ua[ks][0] = pack_fp16x2(VO[8 * ks + 0] * e0, VO[8 * ks + 1] * e1);
-      ua[ks][1] = pack_fp16x2(VO[8 * ks + 2] * e0, VO[8 * ks + 3] * e1);
-      ua[ks][2] = pack_fp16x2(VO[8 * ks + 4] * e8, VO[8 * ks + 5] * e9);
-      ua[ks][3] = pack_fp16x2(VO[8 * ks + 6] * e8, VO[8 * ks + 7] * e9);
-    }
-    float* O = VO + 32;
-    if (!kXfer) {
+      reg_fence(acc, 64);
+      // O' gets its factors e^{g_i} here (the aux group leaves Q as it is
+      // for this chain: measured, ptxas serialises the products otherwise).
 #pragma unroll
       for (int jb = 0; jb < 8; ++jb) {
         const int i = 8 * jb + 2 * tq;
         const float e0 = vec.eg[i], e1 = vec.eg[i + 1];
         O[4 * jb] *= e0, O[4 * jb + 1] *= e1, O[4 * jb + 2] *= e0, O[4 * jb + 3] *= e1;
       }
+    } else {
+      uint32_t sa[8][4];
+#pragma unroll
+      for (int ks = 0; ks < 8; ++ks) acc_to_a(sa[ks], S, ks);
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < 8; ++ks)
+        wgmma_rs_n64<0>(U, sa[ks], wgmma_desc(st + kOffBQ + (ks >> 2) * 2 * kTile + (ks & 3) * 32, 16, 1024),
+                        ks > 0);
+      if (!kXfer) {
+#pragma unroll
+        for (int ks = 0; ks < 8; ++ks)
+          wgmma_rs_n64<0>(O, sa[ks],
+                          wgmma_desc(st + kOffBQ + (ks >> 2) * 2 * kTile + kTile + (ks & 3) * 32, 16, 1024), ks > 0);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      reg_fence(acc, kXfer ? 32 : 64);
     }
 
-    // Vn^T = V^T A2^T - (U^T diag(e^g)) A2^T, into VO[0..31] (V read
-    // M-major: rows j, columns v).
-    if (kXfer && w.zero_v) {
-      // The transfer matrix: v = 0, so Vn^T = -(U^T diag(e^g)) A2^T alone.
+    // Vn^T = (V - diag(e^g) U)^T A2^T, into acc[0..31] (the transfer
+    // matrix's value tiles are zero).
+    float* Vn = U;
+    if (kWide) {
+      // V^T A2^T with V fp16 in the stage (read M-major: rows j, columns
+      // v), then -(U^T diag(e^g)) A2^T from registers.
+      uint32_t ua[4][4];
 #pragma unroll
-      for (int i = 0; i < 32; ++i) VO[i] = 0.f;
-    }
-    wgmma_fence();
-    if (!(kXfer && w.zero_v)) {
+      for (int ks = 0; ks < 4; ++ks) {
+        const int j0 = 16 * ks + 2 * tq;
+        const float e0 = -vec.eg[j0], e1 = -vec.eg[j0 + 1], e8 = -vec.eg[j0 + 8], e9 = -vec.eg[j0 + 9];
+        ua[ks][0] = pack_fp16x2(U[8 * ks + 0] * e0, U[8 * ks + 1] * e1);
+        ua[ks][1] = pack_fp16x2(U[8 * ks + 2] * e0, U[8 * ks + 3] * e1);
+        ua[ks][2] = pack_fp16x2(U[8 * ks + 4] * e8, U[8 * ks + 5] * e9);
+        ua[ks][3] = pack_fp16x2(U[8 * ks + 6] * e8, U[8 * ks + 7] * e9);
+      }
+      wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks)
-        wgmma_ss_n64<1, 0>(VO, wgmma_desc(st + kOffV + cw * kTile + ks * 2048, kTile, 1024),
+        wgmma_ss_n64<1, 0>(Vn, wgmma_desc(st + kOffV + cw * kTile + ks * 2048, kTile, 1024),
                            wgmma_desc(st + kOffA2 + ks * 32, 16, 1024), ks > 0);
-    }
 #pragma unroll
-    for (int ks = 0; ks < 4; ++ks) wgmma_rs_n64<0>(VO, ua[ks], wgmma_desc(st + kOffA2 + ks * 32, 16, 1024));
+      for (int ks = 0; ks < 4; ++ks) wgmma_rs_n64<0>(Vn, ua[ks], wgmma_desc(st + kOffA2 + ks * 32, 16, 1024));
+    } else {
+      // V^T's A fragments straight from the value tile (rows j, columns
+      // v, the input dtype); the difference in fp32, rounded to fp16 once.
+      uint32_t wa[4][4], vr[4][4];
+      const unsigned char* vt = st + kOffV + cw * kTile;
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks)
+        ldmatrix_x4_trans(vr[ks], reinterpret_cast<const uint16_t*>(vt + swz128(16 * ks + vrow, vbyte)));
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) {
+        const int j0 = 16 * ks + 2 * tq;
+        const float e0 = vec.eg[j0], e1 = vec.eg[j0 + 1], e8 = vec.eg[j0 + 8], e9 = vec.eg[j0 + 9];
+        const float2 v0 = unpack2(vr[ks][0]), v1 = unpack2(vr[ks][1]), v2 = unpack2(vr[ks][2]), v3 = unpack2(vr[ks][3]);
+        wa[ks][0] = pack_fp16x2(fmaf(-e0, U[8 * ks + 0], v0.x), fmaf(-e1, U[8 * ks + 1], v0.y));
+        wa[ks][1] = pack_fp16x2(fmaf(-e0, U[8 * ks + 2], v1.x), fmaf(-e1, U[8 * ks + 3], v1.y));
+        wa[ks][2] = pack_fp16x2(fmaf(-e8, U[8 * ks + 4], v2.x), fmaf(-e9, U[8 * ks + 5], v2.y));
+        wa[ks][3] = pack_fp16x2(fmaf(-e8, U[8 * ks + 6], v3.x), fmaf(-e9, U[8 * ks + 7], v3.y));
+      }
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks)
+        wgmma_rs_n64<0>(Vn, wa[ks], wgmma_desc(st + kOffA2 + ks * 32, 16, 1024), ks > 0);
+    }
     wgmma_commit();
     wgmma_wait<0>();
-    reg_fence(VO, 32);
+    reg_fence(Vn, 32);
 
     // Vn^T as A operands: as is (for P) and with the column factors f (for
     // the state update).
     uint32_t va[4][4], vf[4][4];
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
-      acc_to_a(va[ks], VO, ks);
+      acc_to_a(va[ks], Vn, ks);
       const int j0 = 16 * ks + 2 * tq;
       const float f0 = vec.f[j0], f1 = vec.f[j0 + 1], f8 = vec.f[j0 + 8], f9 = vec.f[j0 + 9];
-      vf[ks][0] = pack_fp16x2(VO[8 * ks + 0] * f0, VO[8 * ks + 1] * f1);
-      vf[ks][1] = pack_fp16x2(VO[8 * ks + 2] * f0, VO[8 * ks + 3] * f1);
-      vf[ks][2] = pack_fp16x2(VO[8 * ks + 4] * f8, VO[8 * ks + 5] * f9);
-      vf[ks][3] = pack_fp16x2(VO[8 * ks + 6] * f8, VO[8 * ks + 7] * f9);
+      vf[ks][0] = pack_fp16x2(Vn[8 * ks + 0] * f0, Vn[8 * ks + 1] * f1);
+      vf[ks][1] = pack_fp16x2(Vn[8 * ks + 2] * f0, Vn[8 * ks + 3] * f1);
+      vf[ks][2] = pack_fp16x2(Vn[8 * ks + 4] * f8, Vn[8 * ks + 5] * f9);
+      vf[ks][3] = pack_fp16x2(Vn[8 * ks + 6] * f8, Vn[8 * ks + 7] * f9);
     }
     const float gamma = vec.gamma;
 #pragma unroll
     for (int i = 0; i < 64; ++i) S[i] *= gamma;
-    wgmma_fence();
-    if (!kXfer) {
+    // O^T += Vn^T P^T and S^T <- gamma S^T + (Vn^T diag(f)) K (K read
+    // N-major: rows j, columns d; the two d blocks are BQ's halves). The
+    // kWide chain issues O's product first and stores o while the state
+    // update runs; with two consumer groups the state update goes first
+    // (the orders each measured best, and that ptxas of CUDA 12.4 and 13
+    // both keep pipelined).
+    auto update_state = [&] {
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks)
+        wgmma_rs_n128<1>(S, vf[ks], wgmma_desc(st + kOffBQ + ks * 2048, 2 * kTile, 1024));
+      wgmma_commit();
+    };
+    auto p_term = [&] {
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) wgmma_rs_n64<0>(O, va[ks], wgmma_desc(st + kOffP + ks * 32, 16, 1024));
       wgmma_commit();
-    }
-    // K read N-major: rows j, columns d; the two d blocks are BQ's halves.
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks)
-      wgmma_rs_n128<1>(S, vf[ks], wgmma_desc(st + kOffBQ + ks * 2048, 2 * kTile, 1024));
-    wgmma_commit();
-    wgmma_wait<1>();
-    reg_fence(O, 32);
-
-    // O^T -> o[i][v] through the staging tile (stmatrix .trans writes rows i).
-    if (!kXfer && w.store_o) {
-      if (t == 0) tma_store_wait_read();
-      named_sync(1 + cw, 128);
-      {
-        const int m = lane >> 3, r = lane & 7;
-        const float sc = p.sc.scale;
-#pragma unroll
-        for (int jb = 0; jb < 8; jb += 2) {
-          const int i = 8 * (jb + (m >> 1)) + r;
-          const int chunk = 2 * warp + (m & 1);
-          stmatrix_x4_trans(smem_addr(out) + swz128(i, 16 * chunk), E::pack2(sc * O[4 * jb], sc * O[4 * jb + 1]),
-                            E::pack2(sc * O[4 * jb + 2], sc * O[4 * jb + 3]),
-                            E::pack2(sc * O[4 * jb + 4], sc * O[4 * jb + 5]),
-                            E::pack2(sc * O[4 * jb + 6], sc * O[4 * jb + 7]));
-        }
+    };
+    wgmma_fence();
+    if (kWide) {
+      p_term();
+      update_state();
+      wgmma_wait<1>();
+      reg_fence(O, 32);
+      if (w.store_o) store_o(c, O);
+      wgmma_wait<0>();
+      reg_fence(S, 64);
+      release(c);
+    } else {
+      update_state();
+      if (!kXfer) p_term();
+      wgmma_wait<0>();
+      reg_fence(S, 64);
+      release(c);
+      if (!kXfer) {
+        reg_fence(O, 32);
+        if (w.store_o) store_o(c, O);
       }
-      fence_async_smem();
-      named_sync(1 + cw, 128);
-      if (len == 64) {
-        if (t == 0) {
-          tma_store_4d(&p.tm_o, out, vb, w.h, w.t0 + 64 * c, w.b);
-          tma_store_commit();
-        }
-      } else {
-        // The chunk ends inside the tile: rows past it belong to the next
-        // sequence (or lie past the tensor), so only len rows are written.
-        const int64_t tok = w.bos + 64 * c;
-        for (int q = t; q < len * 8; q += 128) {
-          const int i = q >> 3, ch = q & 7;
-          *reinterpret_cast<uint4*>(p.ptr.o + (tok + i) * p.sc.Hv * 128 + w.h * 128 + vb + 8 * ch) =
-              *reinterpret_cast<const uint4*>(out + swz128(i, 16 * ch));
-        }
-      }
-    }
-
-    wgmma_wait<0>();
-    reg_fence(S, 64);
-    mbar_arrive(&bars.empty[s]);
-    // The first consumer refills the stage with chunk c + kStages once every
-    // consumer is done with it.
-    if (cw == 0 && t == 0 && c + kStages < w.nch) {
-      mbar_wait(&bars.empty[s], use & 1);
-      issue_loads(st, &bars.full[s], p, w, c + kStages);
     }
   }
   if (t == 0) tma_store_wait_all();

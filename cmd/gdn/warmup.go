@@ -253,6 +253,8 @@ func printWarmTable(results []warmResult) {
 			status = "NOT CACHED"
 		case a.Report.Spills():
 			status = "SPILLS"
+		case a.Report.Serialized():
+			status = "WGMMA SERIALIZED"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.variant.Name, when, regs, a.Report.SpillBytes(), stack, smem, status)
 	}
@@ -304,6 +306,8 @@ func (p *progress) step(name string, r warmResult) {
 		what = "from disk"
 	case r.art.Report.Spills():
 		what = "compiled, SPILLS"
+	case r.art.Report.Serialized():
+		what = "compiled, WGMMA SERIALIZED"
 	}
 	if !p.tty {
 		fmt.Fprintf(p.w, "[%d/%d] %s: %s\n", p.done, p.total, name, what)
