@@ -8,3 +8,7 @@ func SpareCounts(rt *Runtime) (hits, misses, waited int64) {
 	rt.spares.settle()
 	return rt.spares.hits.Load(), rt.spares.misses.Load(), rt.spares.waited.Load()
 }
+
+// MinorFaults returns the process's minor page faults so far (0 where
+// getrusage does not report them), for BenchmarkForwardHost.
+func MinorFaults() int64 { return minorFaults() }

@@ -49,13 +49,16 @@ type HostCoreResult struct {
 // Forward.
 //
 // The result is the caller's: gdn keeps no reference to it and never
-// writes it again. Once it is returned, a goroutine prepares the result of
-// the next call of the same shape (allocates it and faults its pages in),
-// which that call takes: the cost of a new result falls between calls
-// rather than in them (a call that follows at once gains little). Memory:
-// such a spare, the size of a result (as large as v, plus ht), stays
-// allocated between calls for each of the last 4 shapes called, 1 GiB at
-// most in all (a larger result gets none), until Close; see resultpool.go.
+// writes it again. Result slices are allocated without Go's zeroing pass
+// (every element is written before the call returns) and their pages are
+// faulted in on all cores. Once a result is returned, the result of the
+// next call of the same shape is prepared so (a spare), which that call
+// takes: the cost of a new result falls between calls rather than in them;
+// a call that follows at once finishes the preparation on all cores while
+// its kernel runs. Memory: such a spare, the size of a result (as large as
+// v, plus ht), stays allocated between calls for each of the last 4 shapes
+// called, 1 GiB at most in all (a larger result gets none), until Close;
+// see resultpool.go.
 func (rt *Runtime) ForwardHost(h *HostCoreArgs) (*HostCoreResult, error) {
 	return rt.forwardHostNew(newHostLayout(h))
 }
@@ -65,10 +68,11 @@ func (rt *Runtime) ForwardHost(h *HostCoreArgs) (*HostCoreResult, error) {
 // output (resliced to its length) and allocated otherwise, so a caller
 // that passes the same res to every call of a size allocates no result
 // memory after the first. Without h.FinalState, res.Ht is resliced to
-// length 0. This is the path for repeated calls (and the one the 3x-PCIe
-// goal of docs/PERF.md is measured on): new slices cost a zeroing pass and
-// page faults over every output byte. res's slices must not overlap the
-// inputs or each other. On an error the contents of res are unspecified.
+// length 0. This is the path for repeated calls: new slices cost page
+// faults over every output byte where their memory is new from the OS
+// (and, those it allocates itself, Go's zeroing pass). res's slices must
+// not overlap the inputs or each other. On an error the contents of res
+// are unspecified.
 func (rt *Runtime) ForwardHostInto(h *HostCoreArgs, res *HostCoreResult) error {
 	l, err := newHostLayout(h)
 	return rt.forwardHostReusing(res, l, err)
@@ -152,7 +156,7 @@ func (rt *Runtime) forwardHostReusing(res *HostCoreResult, l *hostLayout, err er
 // forwardHostInto runs the host call laid out by l into res; fresh
 // (ForwardHost's and ForwardFullHost's empty result) takes the result
 // slices from rt.spares: a spare prepared since the last call of the shape,
-// or slices allocated while the inputs convert.
+// or slices prepared while the inputs convert.
 func (rt *Runtime) forwardHostInto(l *hostLayout, res *HostCoreResult, fresh bool) error {
 	if err := rt.enter(); err != nil {
 		return err

@@ -2,24 +2,39 @@ package gdn
 
 import (
 	"cmp"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // ForwardHost's spare results (ForwardFullHost's too: one pool, results
-// of one shape are interchangeable). A fresh result costs a zeroing pass over
-// every byte (heap memory Go reuses) or a page fault per page (memory new
-// from the OS), on one core: for the 137 MB of o and ht of a 7,896-token
-// prefill, ForwardHost took 21.5 ms on the H200 against 14 ms for
-// ForwardHostInto, which reuses the caller's result (docs/PERF.md). So once
-// a call has handed its result to the caller, a goroutine allocates the
-// next result of the same shape and faults its pages in, while the caller
-// does whatever it does between calls; the next call of that shape takes
-// it. A call that comes before the spare is ready still takes it, and
-// waits for it only once its kernel has run, and no longer than it would
-// have waited for the allocation of a result of its own (see
-// resultPool.result).
+// of one shape are interchangeable). A result made with make costs a
+// zeroing pass over every byte on one core (heap memory Go reuses), or a
+// page fault per 4 KiB page (memory new from the OS): for the 137 MB of o
+// and ht of a 7,896-token prefill, ForwardHost called back to back took
+// 22.8 ms on the H200 against 14.1 ms for ForwardHostInto, which reuses
+// the caller's result (docs/PERF.md), because that pass, one goroutine's
+// work, was not done when the next call needed its result. So:
+//
+//   - results are allocated without the zeroing pass (makeNoZero; a call
+//     overwrites every element before it hands the result over), which
+//     makes a result on reused heap memory, the steady state, cost next to
+//     nothing;
+//   - their pages are faulted in on every core, in pieces (touchPages,
+//     touchWorkers), so memory fresh from the OS costs its page faults
+//     divided among the cores, not on one;
+//   - once a call has handed its result to the caller, the result of the
+//     next call of the same shape (a spare) is prepared so, while the
+//     caller does whatever it does between calls; the next call of that
+//     shape takes it. A call that finds no spare starts preparing its own
+//     result at its start, while its inputs convert;
+//   - a call whose result is not ready when it needs it (calls back to
+//     back: the spare is prepared during the call) joins the preparation
+//     on all cores, which are otherwise idle while its kernel runs and the
+//     first output piece copies back (resultPool.result), rather than
+//     waiting for one goroutine.
 //
 // Memory: one spare per shape, for the spareShapes shapes used last, at
 // most spareBytes in all; a result larger than spareBytes gets none. A
@@ -30,26 +45,60 @@ import (
 // shapes change on every call, spares would be made and thrown away unused:
 // after spareShapes of them in a row, a shape gets a spare only from its
 // second call on (one that finds no spare and was seen among the last
-// spareShapes shapes).
+// spareShapes shapes). A call that finds no spare prepares its own result
+// the same way; the pool does not keep it (it is the call's, then the
+// caller's), and Close waits for its preparation as for the spares'.
 
 const (
 	spareShapes = 4       // shapes that keep a spare, the least recently used dropped first
 	spareBytes  = 1 << 30 // bytes of all spares together, and the largest result that gets one
 )
 
+// A spare is prepared in two steps: its slices are allocated without
+// zeroing, then one element per 4 KiB page is written, so that the
+// kernel's page faults (and its zeroing of each new page) on memory fresh
+// from the OS happen before the call that takes the spare, not inside it.
+// The writes are cut into pieces of touchChunk elements that several
+// goroutines take in turn: page faults on different pages proceed in
+// parallel. On the 2-core development VM (BenchmarkPrepareResult, 137 MB),
+// memory fresh from the OS took 52 ms with make and one goroutine, 54 ms
+// without the zeroing on one goroutine, 28 ms on two; on reused heap memory
+// 10 ms with make (the zeroing), 0.3-0.5 ms without (the writes find their
+// pages mapped). Transparent huge pages (madvise MADV_HUGEPAGE on the
+// result) cut the faults of fresh memory further (12 ms on two
+// goroutines) but are not used: the advice stays on the address range
+// after the result is freed, so it changes how later, unrelated heap
+// memory there faults, and khugepaged may then fill in memory Go's
+// scavenger returned (the reason the Go runtime stopped advising its
+// heap); on the VM it also made calls back to back slower while the heap
+// grew (docs/PERF.md).
+
 // touchStride is the distance, in float32 elements, between the writes
 // that fault a spare's pages in: 4 KiB, the smallest page the kernel maps.
-// Go's allocation already reads as zero (zeroed by Go, or fresh from the
-// kernel, which zeroes each page on its first write), so one write per
-// page is enough to move the kernel's fault and zeroing off the critical
-// path; writing every element would be a second pass over the memory for
-// nothing. With larger pages (transparent huge pages, 64 KiB arm64 pages)
-// most writes find their page mapped already and cost a store each.
-const touchStride = 4096 / 4
+// With larger pages (transparent huge pages, 64 KiB arm64 pages) most
+// writes find their page mapped already and cost a store each.
+const touchStride = pageBytes / 4
 
-// touchChunk is how many elements a preparation touches between looks at
-// its stop flag: 4 MiB, 1,024 pages of 4 KiB.
+const pageBytes = 4096
+
+// touchChunk is the number of elements of one piece of a spare's page
+// writes: 4 MiB, 1,024 pages of 4 KiB; a goroutine takes one piece at a
+// time, and looks at the spare's stop flag between pieces.
 const touchChunk = 1 << 20
+
+// touchPages writes 0 to one element of every 4 KiB page that x overlaps:
+// its first element, and the first element of every later page (the
+// element at the page's start, since elements are 4-byte aligned).
+func touchPages(x []float32) {
+	if len(x) == 0 {
+		return
+	}
+	x[0] = 0
+	first := (pageBytes - int(uintptr(unsafe.Pointer(&x[0]))%pageBytes)) % pageBytes / 4
+	for i := first; i < len(x); i += touchStride {
+		x[i] = 0
+	}
+}
 
 // resultShape is the shape of a result: the lengths of O and Ht (0 without
 // a final state). Results of one shape are interchangeable.
@@ -85,13 +134,17 @@ type resultPool struct {
 	hits    atomic.Int64 // takes that found a spare (ready or not)
 	misses  atomic.Int64 // takes that found none
 	waited  atomic.Int64 // spares not ready when their taker needed them
-	made    atomic.Int64 // preparations started
+	made    atomic.Int64 // preparations of spares started
 	dropped atomic.Int64 // spares dropped unused (evicted, or at close)
 
-	// Tests: alloc, when set, replaces make([]float32, n); maxBytes, when
-	// set, replaces spareBytes.
+	// Tests and benchmarks: alloc, when set, replaces makeNoZero;
+	// maxBytes, when set, replaces spareBytes; workers, when > 0, replaces
+	// touchWorkers(); touched, when set, is called with each piece's
+	// index before its pages are written.
 	alloc    func(n int) []float32
 	maxBytes int
+	workers  int
+	touched  func(piece int)
 }
 
 // shapeEntry is a recently used shape and its spare, nil when there is
@@ -101,52 +154,62 @@ type shapeEntry struct {
 	spare *spare
 }
 
-// spare is one result being prepared or ready: o and ht are set by the
-// preparing goroutine before it closes done.
+// spare is one result being prepared or ready. The preparing goroutine
+// sets o, ht and pieces, then closes allocated; from then on any goroutine
+// may take pieces (touch), and the one that finishes the last closes done.
+// Once done is closed nothing writes o or ht until a taker has them.
 type spare struct {
-	o, ht []float32
-	done  chan struct{}
-	stop  atomic.Bool // stop touching pages: the taker needs it now, or it was dropped
+	o, ht     []float32
+	pieces    []touchPiece
+	allocated chan struct{}
+	done      chan struct{}
+	next      atomic.Int64 // pieces taken
+	left      atomic.Int64 // pieces not finished
+	stop      atomic.Bool  // skip the pieces not yet taken: dropped, or its call failed
+	own       bool         // a call's own result (start), not a spare
+
+	touched func(piece int) // the pool's, for tests
 }
+
+// touchPiece is elements [lo, hi) of a spare's o (x 0) or ht (x 1).
+type touchPiece struct{ x, lo, hi int }
+
+func newSpare() *spare {
+	return &spare{allocated: make(chan struct{}), done: make(chan struct{})}
+}
+
+// touchWorkers is the number of goroutines that fault a spare's pages in:
+// every core's. Between calls the cores are idle; when the next call
+// comes at once, its conversions share the cores with them (Go's scheduler
+// runs both), and the call joins the preparation once its kernel is
+// queued.
+func touchWorkers() int { return runtime.GOMAXPROCS(0) }
+
+func (p *resultPool) touchWorkers() int { return cmp.Or(p.workers, touchWorkers()) }
 
 // fresh returns, for a ForwardHost call laid out as l, the function that
 // gives the call's result slices (in res, as l.results does) once the
 // kernel is queued, and the one to call when the call ends, with its error.
-// The slices are the spare of the call's shape, or else new ones,
-// allocated on a goroutine of their own while the inputs convert and copy:
-// zeroing a new result (over 100 MB for a long prompt) is a
-// single-threaded pass that would otherwise come after the kernel. A call
-// that succeeds starts the next spare of its shape.
+// The slices are the spare of the call's shape, or else a result prepared
+// the same way, started now: allocated without zeroing and its pages
+// faulted in on several goroutines while the inputs convert and copy. A
+// call that succeeds starts the next spare of its shape.
 func (p *resultPool) fresh(l *hostLayout, res *HostCoreResult) (results func() [][]float32, end func(error)) {
 	shape := resultShapeOf(l)
-	if sp := p.take(shape); sp != nil {
-		results = func() [][]float32 {
-			res.O, res.Ht = p.result(sp)
-			return l.results(res)
-		}
-		end = func(err error) {
-			sp.stop.Store(true) // unused after an error: no need to fault its pages in
-			if err == nil {
-				p.refill(shape)
-			}
-		}
-		return results, end
+	sp := p.take(shape)
+	if sp == nil {
+		sp = p.start(shape)
 	}
-	var dsts [][]float32
-	allocated := make(chan struct{})
-	go func() {
-		defer close(allocated)
-		dsts = l.results(res)
-	}()
 	results = func() [][]float32 {
-		<-allocated
-		return dsts
+		res.O, res.Ht = p.result(sp)
+		return l.results(res)
 	}
 	end = func(err error) {
-		<-allocated // after an early error: the goroutine ends with the call
-		if err == nil {
-			p.refill(shape)
+		if err != nil {
+			sp.stop.Store(true) // unused after an error: no need to fault its pages in
+			return
 		}
+		p.refill(shape)
 	}
 	return results, end
 }
@@ -185,19 +248,33 @@ func (p *resultPool) take(shape resultShape) *spare {
 	return sp
 }
 
-// result returns the slices of a taken spare. One not ready yet stops
-// touching its pages (those left fault in as the caller writes them, as
-// in a result allocated by the call) and is returned once allocated: its
-// allocation began before its taker's call did, so this waits less than
-// allocating anew would.
+// result returns the slices of a taken spare (or of a call's own result
+// from start), once every page is faulted in. When some are not yet, the
+// caller joins their preparation: it takes the pieces no goroutine has
+// taken yet, on every core (touchWorkers), then waits for the pieces other
+// goroutines hold (a piece is at most touchChunk elements: a short wait).
+// Its kernel and copies run meanwhile; the cores would otherwise wait for
+// the first output piece. No goroutine writes the slices once result
+// returns.
 func (p *resultPool) result(sp *spare) (o, ht []float32) {
 	select {
 	case <-sp.done:
+		return sp.o, sp.ht
 	default:
-		p.waited.Add(1)
-		sp.stop.Store(true)
-		<-sp.done
 	}
+	if !sp.own {
+		p.waited.Add(1)
+	}
+	<-sp.allocated
+	if left := len(sp.pieces) - int(sp.next.Load()); left > 0 {
+		var wg sync.WaitGroup
+		for range min(p.touchWorkers(), left) - 1 {
+			wg.Go(sp.touch)
+		}
+		sp.touch()
+		wg.Wait()
+	}
+	<-sp.done
 	return sp.o, sp.ht
 }
 
@@ -227,7 +304,8 @@ func (p *resultPool) refill(shape resultShape) {
 			return
 		}
 	}
-	sp := &spare{done: make(chan struct{})}
+	sp := newSpare()
+	sp.touched = p.touched
 	e.spare = sp
 	p.made.Add(1)
 	p.wg.Go(func() { p.prepare(sp, shape) })
@@ -266,27 +344,87 @@ func (p *resultPool) drop(e *shapeEntry) {
 	p.dropped.Add(1)
 }
 
-// prepare allocates a spare's slices and writes one element per page.
+// start begins the preparation of a result of shape for a call that
+// found no spare; the pool does not keep it. After close, the result is
+// allocated at once and its pages left to fault in as the call writes
+// them (no call runs after a Runtime's Close; only tests get here).
+func (p *resultPool) start(shape resultShape) *spare {
+	sp := newSpare()
+	sp.touched, sp.own = p.touched, true
+	p.mu.Lock()
+	closed := p.closed
+	if !closed {
+		p.wg.Add(1) // under p.mu: close's Wait comes after it, or sees closed
+	}
+	p.mu.Unlock()
+	if closed {
+		sp.stop.Store(true)
+		p.prepare(sp, shape)
+		return sp
+	}
+	go func() {
+		defer p.wg.Done()
+		p.prepare(sp, shape)
+	}()
+	return sp
+}
+
+// prepare allocates a spare's slices, cuts them into pieces and touches
+// them on touchWorkers goroutines (this one included), each piece taken
+// by one; it returns when every piece is taken. The helper goroutines it
+// starts are counted in p.wg, as the goroutine running prepare is.
 func (p *resultPool) prepare(sp *spare, shape resultShape) {
-	defer close(sp.done)
 	alloc := p.alloc
 	if alloc == nil {
-		alloc = func(n int) []float32 { return make([]float32, n) }
+		alloc = makeNoZero
 	}
 	sp.o = alloc(shape.o)
 	if shape.ht > 0 {
 		sp.ht = alloc(shape.ht)
 	}
-	for _, x := range [][]float32{sp.o, sp.ht} {
-		for lo := 0; lo < len(x) && !sp.stop.Load(); lo += touchChunk {
-			for i := lo; i < min(lo+touchChunk, len(x)); i += touchStride {
-				x[i] = 0
-			}
+	sp.pieces = touchPieces(len(sp.o), len(sp.ht))
+	sp.left.Store(int64(len(sp.pieces)))
+	close(sp.allocated)
+	if len(sp.pieces) == 0 {
+		close(sp.done)
+		return
+	}
+	for range min(p.touchWorkers(), len(sp.pieces)) - 1 {
+		p.wg.Go(sp.touch)
+	}
+	sp.touch()
+}
+
+// touchPieces cuts a result of o and ht elements into pieces of
+// touchChunk elements, in order, o first.
+func touchPieces(o, ht int) []touchPiece {
+	var ps []touchPiece
+	for x, n := range []int{o, ht} {
+		for lo := 0; lo < n; lo += touchChunk {
+			ps = append(ps, touchPiece{x, lo, min(lo+touchChunk, n)})
 		}
-		// The stride from element 0 can step over the last page when
-		// the slice does not start on a page boundary.
-		if len(x) > 0 && !sp.stop.Load() {
-			x[len(x)-1] = 0
+	}
+	return ps
+}
+
+// touch takes pieces of sp until none is left, and faults each one's
+// pages in (or skips it once sp is stopped). The goroutine that finishes
+// the last piece closes done. Call it after allocated is closed.
+func (sp *spare) touch() {
+	for {
+		i := int(sp.next.Add(1)) - 1
+		if i >= len(sp.pieces) {
+			return
+		}
+		if !sp.stop.Load() {
+			if sp.touched != nil {
+				sp.touched(i)
+			}
+			pc := sp.pieces[i]
+			touchPages([][]float32{sp.o, sp.ht}[pc.x][pc.lo:pc.hi])
+		}
+		if sp.left.Add(-1) == 0 {
+			close(sp.done)
 		}
 	}
 }

@@ -3,10 +3,14 @@ package gdn
 import (
 	"errors"
 	"math"
+	"runtime"
+	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+	"unsafe"
 )
 
 // smallLayout lays out a call of two packed sequences of T tokens in all,
@@ -37,12 +41,143 @@ func checkCounts(t *testing.T, p *resultPool, want poolCounts) {
 	}
 }
 
+// garbageAlloc stands in for makeNoZero with memory that plainly does not
+// read as zero (NaN), as reused heap memory may hold anything.
+func garbageAlloc(n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(math.NaN())
+	}
+	return x
+}
+
+// untouchedPages returns the 4 KiB pages that x overlaps (numbered from
+// the page of x[0]) holding no element of x that reads 0, and the number
+// of pages x overlaps.
+func untouchedPages(x []float32) (untouched []int, pages int) {
+	if len(x) == 0 {
+		return nil, 0
+	}
+	base := uintptr(unsafe.Pointer(&x[0]))
+	first := base / pageBytes
+	pages = int((base+uintptr(len(x))*4-1)/pageBytes-first) + 1
+	touched := make([]bool, pages)
+	for i, v := range x {
+		if v == 0 {
+			touched[(base+uintptr(i)*4)/pageBytes-first] = true
+		}
+	}
+	for pg, ok := range touched {
+		if !ok {
+			untouched = append(untouched, pg)
+		}
+	}
+	return untouched, pages
+}
+
+// touchPages writes exactly one element of every page a slice overlaps,
+// whatever the slice's alignment, and nothing outside the slice.
+func TestTouchPages(t *testing.T) {
+	big := make([]float32, 12*touchStride)
+	for _, off := range []int{0, 1, 2, touchStride/2 + 1, touchStride - 1, touchStride, touchStride + 1} {
+		for _, n := range []int{1, 2, touchStride - 1, touchStride, touchStride + 1, 2 * touchStride, 5*touchStride + 7} {
+			for i := range big {
+				big[i] = 1
+			}
+			x := big[off : off+n]
+			touchPages(x)
+			untouched, pages := untouchedPages(x)
+			if len(untouched) > 0 {
+				t.Fatalf("offset %d, %d elements: pages %v of %d not touched", off, n, untouched, pages)
+			}
+			zeros := 0
+			for i, v := range big {
+				if v == 0 {
+					zeros++
+					if i < off || i >= off+n {
+						t.Fatalf("offset %d, %d elements: element %d written, outside the slice", off, n, i)
+					}
+				}
+			}
+			if zeros != pages {
+				t.Errorf("offset %d, %d elements: %d writes for %d pages, want one a page", off, n, zeros, pages)
+			}
+		}
+	}
+}
+
+// touchPieces cuts o and ht into pieces of at most touchChunk elements
+// that cover each exactly, in order.
+func TestTouchPieces(t *testing.T) {
+	for _, c := range [][2]int{{0, 0}, {1, 0}, {touchChunk, 0}, {touchChunk + 1, 5}, {3*touchChunk - 1, 2 * touchChunk}} {
+		next := [2]int{}
+		for _, pc := range touchPieces(c[0], c[1]) {
+			if pc.lo != next[pc.x] || pc.hi <= pc.lo || pc.hi-pc.lo > touchChunk || (pc.x == 0 && next[1] > 0) {
+				t.Fatalf("%v: piece %+v after %v", c, pc, next)
+			}
+			next[pc.x] = pc.hi
+		}
+		if next != c {
+			t.Errorf("%v: pieces end at %v", c, next)
+		}
+	}
+}
+
+// makeNoZero gives slices of the length asked, each its own array, that
+// the GC frees as any other; a length whose size overflows panics.
+func TestMakeNoZero(t *testing.T) {
+	if makeNoZero(0) != nil || makeNoZero(-1) != nil {
+		t.Error("an empty result is not nil")
+	}
+	for _, n := range []int{1, 7, 1024, 1<<20 + 3} {
+		x := makeNoZero(n)
+		if len(x) != n || cap(x) != n {
+			t.Fatalf("len %d cap %d, want %d", len(x), cap(x), n)
+		}
+		for i := range x {
+			x[i] = float32(i)
+		}
+		y := makeNoZero(n)
+		for i := range y {
+			y[i] = -1
+		}
+		for i := range x {
+			if x[i] != float32(i) {
+				t.Fatalf("%d elements: two allocations share memory", n)
+			}
+		}
+	}
+	freed := make(chan struct{})
+	func() {
+		x := makeNoZero(1 << 20)
+		runtime.AddCleanup(&x[0], func(c chan struct{}) { close(c) }, freed)
+	}()
+	for i := 0; ; i++ {
+		runtime.GC()
+		select {
+		case <-freed:
+		case <-time.After(10 * time.Millisecond):
+			if i < 100 {
+				continue
+			}
+			t.Fatal("an unreachable allocation was not freed")
+		}
+		break
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("no panic for a length whose size overflows")
+		}
+	}()
+	makeNoZero(maxAllocFloats + 1)
+}
+
 // The first call of a shape finds no spare and starts one; the second
-// takes it, of the shape asked, zero; a spare goes to one taker only.
-// Without a final state, ht is nil, as from ForwardHost.
+// takes it, of the shape asked, every page faulted in; a spare goes to one
+// taker only. Without a final state, ht is nil, as from ForwardHost.
 func TestResultPoolSecondCall(t *testing.T) {
 	for _, shape := range []resultShape{{o: 3*touchStride + 5, ht: 2 * touchStride}, {o: 10}} {
-		p := &resultPool{}
+		p := &resultPool{alloc: garbageAlloc}
 		if p.take(shape) != nil {
 			t.Fatal("a spare before any call")
 		}
@@ -60,10 +195,8 @@ func TestResultPoolSecondCall(t *testing.T) {
 			t.Fatalf("spare of %d and %d values (ht nil: %v), want %+v", len(o), len(ht), ht == nil, shape)
 		}
 		for _, x := range [][]float32{o, ht} {
-			for i, v := range x {
-				if v != 0 {
-					t.Fatalf("spare[%d] = %v, want 0", i, v)
-				}
+			if untouched, _ := untouchedPages(x); len(untouched) > 0 {
+				t.Fatalf("pages %v not faulted in", untouched)
 			}
 		}
 		checkCounts(t, p, poolCounts{hits: 1, misses: 2, made: 1})
@@ -71,17 +204,49 @@ func TestResultPoolSecondCall(t *testing.T) {
 	}
 }
 
-// A call that takes a spare still being prepared waits for it when it
-// needs it, and the preparation stops touching pages.
-func TestResultPoolTakeBeforeReady(t *testing.T) {
+// A spare prepared on several goroutines has every piece touched once,
+// and every page of o and ht written.
+func TestResultPoolTouchesEveryPage(t *testing.T) {
+	shape := resultShape{o: 3*touchChunk + 777, ht: touchChunk/2 + 3}
+	pieces := len(touchPieces(shape.o, shape.ht))
+	for _, workers := range []int{1, 3, 8} {
+		touched := make([]atomic.Int32, pieces)
+		p := &resultPool{alloc: garbageAlloc, workers: workers, touched: func(i int) { touched[i].Add(1) }}
+		p.refill(shape)
+		p.settle()
+		o, ht := p.result(p.take(shape))
+		for i := range touched {
+			if n := touched[i].Load(); n != 1 {
+				t.Fatalf("%d workers: piece %d touched %d times", workers, i, n)
+			}
+		}
+		for _, x := range [][]float32{o, ht} {
+			if untouched, pages := untouchedPages(x); len(untouched) > 0 {
+				t.Fatalf("%d workers: pages %v of %d not faulted in", workers, untouched, pages)
+			}
+		}
+		checkCounts(t, p, poolCounts{hits: 1, made: 1})
+		p.close()
+	}
+}
+
+// A call that takes a spare still being prepared (calls back to back)
+// joins the preparation when it needs the slices: it touches the pieces no
+// one has taken yet itself, while the preparing goroutines are busy with
+// theirs, and returns once every piece is done, not before.
+func TestResultPoolJoin(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
-		p := &resultPool{alloc: func(n int) []float32 {
-			<-release
-			return make([]float32, n)
+		shape := resultShape{o: 5 * touchChunk, ht: 3}
+		touched := make([]atomic.Int32, len(touchPieces(shape.o, shape.ht)))
+		p := &resultPool{alloc: garbageAlloc, workers: 2, touched: func(i int) {
+			touched[i].Add(1)
+			if i < 2 {
+				<-release // the two preparing goroutines, one piece each
+			}
 		}}
-		shape := resultShape{o: 4 * touchStride, ht: 7}
 		p.refill(shape)
+		synctest.Wait()
 		sp := p.take(shape)
 		if sp == nil {
 			t.Fatal("a spare being prepared was not handed out")
@@ -92,21 +257,67 @@ func TestResultPoolTakeBeforeReady(t *testing.T) {
 			got <- o
 		}()
 		synctest.Wait()
-		if !sp.stop.Load() {
-			t.Error("the preparation was not told to stop touching pages")
+		for i := 2; i < len(touched); i++ {
+			if touched[i].Load() != 1 {
+				t.Fatalf("piece %d was not touched by the taker", i)
+			}
+		}
+		select {
+		case <-got:
+			t.Fatal("the result was handed over with pieces being touched")
+		default:
 		}
 		close(release)
-		if o := <-got; len(o) != shape.o {
-			t.Fatalf("%d values, want %d", len(o), shape.o)
+		o := <-got
+		for i := range touched {
+			if n := touched[i].Load(); n != 1 {
+				t.Fatalf("piece %d touched %d times", i, n)
+			}
+		}
+		if untouched, _ := untouchedPages(o); len(untouched) > 0 {
+			t.Fatalf("pages %v not faulted in", untouched)
 		}
 		checkCounts(t, p, poolCounts{hits: 1, waited: 1, made: 1})
 		p.close()
 	})
 }
 
-// Close with a preparation in flight drops its spare, waits for it, and
-// leaves no goroutine (synctest.Test fails on one left blocked, and waits
-// for any left running); after Close, no spare is handed out or started.
+// A call that finds no spare starts preparing its own result at once (its
+// pages fault in while its inputs convert), not when it needs the slices;
+// the pool does not keep that result, and the call's success starts a
+// spare for the next call.
+func TestResultPoolOwnResult(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var touched atomic.Int32
+		p := &resultPool{alloc: garbageAlloc, workers: 2, touched: func(int) { touched.Add(1) }}
+		l := smallLayout(t, 64, 1, true)
+		shape := resultShapeOf(l)
+		res := &HostCoreResult{}
+		results, end := p.fresh(l, res)
+		synctest.Wait()
+		if n, want := touched.Load(), int32(len(touchPieces(shape.o, shape.ht))); n != want {
+			t.Fatalf("%d pieces touched before the call asked for its result, want %d", n, want)
+		}
+		dsts := results()
+		if len(res.O) != shape.o || len(res.Ht) != shape.ht || &dsts[0][0] != &res.O[0] {
+			t.Fatalf("result of %d and %d values, want %+v", len(res.O), len(res.Ht), shape)
+		}
+		end(nil)
+		p.settle()
+		o, _ := p.result(p.take(shape))
+		if &o[0] == &res.O[0] {
+			t.Fatal("the pool handed out a call's own result")
+		}
+		checkCounts(t, p, poolCounts{hits: 1, misses: 1, made: 1})
+		p.close()
+	})
+}
+
+// Close with preparations in flight (two spares, and the own result of a
+// call that found none) drops the spares, waits for all three, and leaves
+// no goroutine (synctest.Test fails on one left blocked, and waits for any
+// left running); after Close, no spare is handed out or started, and a
+// call that finds none still gets its result.
 func TestResultPoolCloseInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
@@ -117,6 +328,8 @@ func TestResultPoolCloseInFlight(t *testing.T) {
 		a, b := resultShape{o: 100}, resultShape{o: 200, ht: 50}
 		p.refill(a)
 		p.refill(b)
+		l := smallLayout(t, 64, 1, true)
+		results, _ := p.fresh(l, &HostCoreResult{})
 		closed := make(chan struct{})
 		go func() {
 			p.close()
@@ -130,12 +343,53 @@ func TestResultPoolCloseInFlight(t *testing.T) {
 		}
 		close(release)
 		<-closed
+		if dsts := results(); len(dsts[0]) != resultShapeOf(l).o {
+			t.Fatalf("a call's own result of %d values", len(dsts[0]))
+		}
 		if p.take(a) != nil || p.take(b) != nil {
 			t.Fatal("a spare after close")
 		}
 		p.refill(a)
-		checkCounts(t, p, poolCounts{misses: 2, made: 2, dropped: 2})
+		res := &HostCoreResult{}
+		results, end := p.fresh(l, res)
+		if results(); len(res.O) != resultShapeOf(l).o {
+			t.Fatalf("after close, a result of %d values", len(res.O))
+		}
+		end(nil)
+		checkCounts(t, p, poolCounts{misses: 4, made: 2, dropped: 2})
 		p.close() // twice is fine
+	})
+}
+
+// Close waits for pages being touched (the goroutines a preparation
+// starts are counted with it), and the spare it drops stops being touched
+// at the next piece: only the pieces in hand when Close came are touched.
+func TestResultPoolCloseWaitsForTouch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var touched atomic.Int32
+		p := &resultPool{alloc: garbageAlloc, workers: 2, touched: func(int) {
+			touched.Add(1)
+			<-release
+		}}
+		p.refill(resultShape{o: 4*touchChunk + 1})
+		synctest.Wait()
+		closed := make(chan struct{})
+		go func() {
+			p.close()
+			close(closed)
+		}()
+		synctest.Wait()
+		select {
+		case <-closed:
+			t.Fatal("close returned with pages being touched")
+		default:
+		}
+		close(release)
+		<-closed
+		if n := touched.Load(); n != 2 {
+			t.Errorf("%d pieces touched, want the 2 in hand at close", n)
+		}
 	})
 }
 
@@ -277,8 +531,9 @@ func TestResultPoolConcurrent(t *testing.T) {
 
 // fresh, ForwardHost's side of the pool, as a call runs it without the
 // device: the first call of a shape allocates its result, the second
-// takes the spare the first left, both widen the same values, and neither
-// result is written once the call ends; a call that fails leaves no spare
+// takes the spare the first left, both widen the same values as a zeroed
+// result gets, into memory that held garbage (every element is written),
+// and neither result is written once the call ends; a call that fails leaves no spare
 // for the next (and its result is dropped).
 func TestResultPoolFresh(t *testing.T) {
 	l := smallLayout(t, 200, 2, true)
@@ -286,7 +541,9 @@ func TestResultPoolFresh(t *testing.T) {
 	for i := l.inBytes; i < l.total; i++ {
 		buf[i] = byte(i*7) & 0x3F
 	}
-	p := &resultPool{}
+	want := &HostCoreResult{}
+	l.decodeOutputs(buf, want)
+	p := &resultPool{alloc: garbageAlloc} // any element left unwritten reads NaN
 	defer p.close()
 	call := func(fail error) *HostCoreResult {
 		res := &HostCoreResult{}
@@ -300,16 +557,22 @@ func TestResultPoolFresh(t *testing.T) {
 		return res
 	}
 	first := call(nil)
-	want := append([]float32(nil), first.O...)
 	p.settle()
 	second := call(nil)
 	checkCounts(t, p, poolCounts{hits: 1, misses: 1, made: 2})
 	if &second.O[0] == &first.O[0] || &second.Ht[0] == &first.Ht[0] {
 		t.Fatal("two calls share a result array")
 	}
-	for i := range want {
-		if math.Float32bits(second.O[i]) != math.Float32bits(want[i]) || first.O[i] != want[i] {
-			t.Fatalf("o[%d]: first %v, second %v, want %v", i, first.O[i], second.O[i], want[i])
+	for _, r := range []*HostCoreResult{first, second} {
+		for _, x := range [][2][]float32{{r.O, want.O}, {r.Ht, want.Ht}} {
+			if len(x[0]) != len(x[1]) {
+				t.Fatalf("%d values, want %d", len(x[0]), len(x[1]))
+			}
+			for i := range x[1] {
+				if math.Float32bits(x[0][i]) != math.Float32bits(x[1][i]) {
+					t.Fatalf("[%d] = %v, want %v", i, x[0][i], x[1][i])
+				}
+			}
 		}
 	}
 	call(errors.New("the kernel failed")) // takes the spare, leaves none
@@ -384,5 +647,168 @@ func BenchmarkDecodeSpare(b *testing.B) {
 				b.ReportMetric(float64(prep.Microseconds())/1e3/float64(b.N), "spare-ms")
 			}
 		})
+	}
+}
+
+// BenchmarkHostBackToBack models ForwardHost called back to back on the
+// batch of examples/prefill, without the device: each op is the host side
+// of one call, in the order forwardHost runs it: take the result (the
+// pool's fresh), encode the inputs on every core (204 MB of bf16 and fp32
+// written, 330 MB of float32 read), wait gpuPhase (the last upload piece,
+// the kernel, the first download piece: CPU idle), widen o and ht (137 MB
+// of float32 written) into the result, end. The next op starts at once,
+// as the next call of a caller with nothing else to do; the spare each call
+// leaves is prepared while the next one runs.
+//
+//   - tight: back to back, the heap in its steady state (a new result
+//     lands on heap memory Go reuses, which Go zeroes, unless allocated
+//     without zeroing);
+//   - fresh-os: the same, but every result lands on memory fresh from the
+//     OS, whose pages fault in on first write (with the timer stopped, the
+//     pool's spare is dropped, debug.FreeOSMemory returns the free heap,
+//     and a new spare is started just before the call);
+//   - into: the same result every call (ForwardHostInto), the floor.
+//
+// It reports ms/call; on every core (-cpu to vary).
+func BenchmarkHostBackToBack(b *testing.B) {
+	const gpuPhase = time.Millisecond
+	const T, hq, hv, n = 7896, 16, 32, 4
+	h := &HostCoreArgs{B: 1, T: T, Hq: hq, Hv: hv, Dtype: BF16, CuSeqlens: []int{0, 4096, 5096, 7596, 7896}, FinalState: true,
+		Q: benchFloats(T * hq * 128), K: benchFloats(T * hq * 128), V: benchFloats(T * hv * 128),
+		G: benchFloats(T * hv), Beta: benchFloats(T * hv), A: benchFloats(T * hv * 64),
+		H0: benchFloats(n * hv * 128 * 128)}
+	l, err := newHostLayout(h)
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]byte, l.total)
+	in, out := cutPieces(l.in, pieceBytes), cutPieces(l.out, pieceBytes)
+	shape := resultShapeOf(l)
+	for _, c := range []string{"tight", "fresh-os", "into"} {
+		b.Run(c, func(b *testing.B) {
+			var p resultPool
+			defer p.close()
+			reused := &HostCoreResult{}
+			call := func() {
+				res, results, end := reused, func() [][]float32 { return l.results(reused) }, func(error) {}
+				if c != "into" {
+					res = &HostCoreResult{}
+					results, end = p.fresh(l, res)
+				}
+				l.encodeRun(buf, in).run()
+				time.Sleep(gpuPhase)
+				l.decodeRun(buf, results(), out).run()
+				end(nil)
+			}
+			// Warm up until the heap has grown to its goal (two collections
+			// since the first call): from then on a new result lands on
+			// memory Go reuses, as in a long-running program.
+			gc0 := gcCount()
+			for i := 0; i < 40 && gcCount() < gc0+2; i++ {
+				call() // the first call of the shape leaves a spare
+			}
+			call()
+			waited0, faults0 := p.waited.Load(), minorFaults()
+			b.SetBytes(int64(l.total))
+			for b.Loop() {
+				if c == "fresh-os" {
+					b.StopTimer()
+					if sp := p.take(shape); sp != nil {
+						sp.stop.Store(true)
+						<-sp.done
+					}
+					debug.FreeOSMemory()
+					p.refill(shape)
+					b.StartTimer()
+				}
+				call()
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/1e3/float64(b.N), "ms/call")
+			b.ReportMetric(float64(p.waited.Load()-waited0)/float64(b.N), "waited/call")
+			b.ReportMetric(float64(minorFaults()-faults0)/float64(b.N), "faults/call")
+		})
+	}
+}
+
+// gcCount returns the number of completed garbage collections.
+func gcCount() uint32 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.NumGC
+}
+
+// BenchmarkPrepareResult times the preparation of one result of the shape
+// of examples/prefill's batch (o and ht, 137 MB of float32) on an
+// otherwise idle machine, from the refill that starts it to its last page
+// faulted in: spare-ms, the gap a caller needs between calls for the next
+// call to find its result ready (ForwardHostGap reports it on the GPU). The
+// memory is
+//
+//   - reused: heap memory Go reuses (a collection, timer stopped, frees the
+//     last result first; a ballast keeps the heap goal above the result,
+//     so the free memory stays with the process), the steady state;
+//   - fresh-os: fresh from the OS (debug.FreeOSMemory, timer stopped,
+//     first), as while the heap grows, or after the scavenger returned it.
+//
+// The preparation is
+//
+//   - make-1: make (Go zeroes reused memory, on one core) then one
+//     goroutine's page writes, the preparation before spare results were
+//     allocated without zeroing;
+//   - nozero-1: makeNoZero, one goroutine's page writes;
+//   - nozero: makeNoZero, touchWorkers goroutines (what the pool does);
+//   - nozero-thp: the same after madvise(MADV_HUGEPAGE) on the result's
+//     2 MiB-aligned interior (evaluated, not used; docs/PERF.md says why).
+//
+// It reports spare-ms and faults/op (minor page faults).
+func BenchmarkPrepareResult(b *testing.B) {
+	l, err := newHostLayout(func() *HostCoreArgs { h := prefillHostArgs(); h.FinalState = true; return h }())
+	if err != nil {
+		b.Fatal(err)
+	}
+	shape := resultShapeOf(l)
+	ballast := make([]byte, 1<<30) // never written: address space only
+	defer runtime.KeepAlive(ballast)
+	// The huge-page advice outlives the result it was given for (it stays
+	// on the address range, which later allocations reuse), so its cases
+	// run last.
+	for _, how := range []string{"make-1", "nozero-1", "nozero", "nozero-thp"} {
+		for _, mem := range []string{"reused", "fresh-os"} {
+			b.Run(mem+"/"+how, func(b *testing.B) {
+				p := &resultPool{}
+				defer p.close()
+				switch how {
+				case "make-1":
+					p.alloc, p.workers = func(n int) []float32 { return make([]float32, n) }, 1
+				case "nozero-1":
+					p.workers = 1
+				case "nozero-thp":
+					p.alloc = func(n int) []float32 {
+						x := makeNoZero(n)
+						adviseHugePages(x)
+						return x
+					}
+				}
+				var faults int64
+				for b.Loop() {
+					b.StopTimer()
+					if mem == "reused" {
+						runtime.GC()
+					} else {
+						debug.FreeOSMemory()
+					}
+					f := minorFaults()
+					b.StartTimer()
+					p.refill(shape)
+					p.settle()
+					b.StopTimer()
+					faults += minorFaults() - f
+					p.take(shape) // dropped: the next op's collection frees it
+					b.StartTimer()
+				}
+				b.ReportMetric(float64(b.Elapsed().Microseconds())/1e3/float64(b.N), "spare-ms")
+				b.ReportMetric(float64(faults)/float64(b.N), "faults/op")
+			})
+		}
 	}
 }

@@ -20,7 +20,9 @@
 #           (benchfull:a,b for named cases), beside issue 8's
 #           targets              -> benchfull.txt, benchfull.csv, benchfull.svg
 # hostbench the host-side benchmarks: ForwardHost against the PCIe
-#           time of its bytes, and launch overhead           -> hostbench.log
+#           time of its bytes, launch overhead, and the CPU
+#           side of ForwardHost's results (PrepareResult,
+#           HostBackToBack)                                  -> hostbench.log
 # example   the main example (examples/prefill)              -> example.log
 # layer     one Qwen3.5 layer's prefill through the full forward
 #           (examples/qwen35_layer)                          -> layer.log
@@ -97,6 +99,10 @@ for step in "${@:-tests}"; do
 		echo "== hostbench" >&2
 		timeout 120 .bin/gdn.test -test.run '^$' -test.bench ForwardHost -test.benchtime 20x >"$out/hostbench.log" 2>&1 || fail hostbench
 		timeout 60 .bin/jit.test -test.run '^$' -test.bench GPULaunch >>"$out/hostbench.log" 2>&1 || fail hostbench
+		# The host side of ForwardHost without the GPU, on this host's cores:
+		# preparing a 137 MB result (reused and fresh memory, before/now/THP)
+		# and calls back to back (docs/PERF.md, fourth pass).
+		timeout 150 .bin/gdn.test -test.run '^$' -test.bench 'PrepareResult|HostBackToBack' -test.benchtime 20x >>"$out/hostbench.log" 2>&1 || fail hostbench
 		grep -E "^Benchmark|FAIL" "$out/hostbench.log" >&2
 		;;
 	example)
