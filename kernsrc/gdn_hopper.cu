@@ -229,11 +229,48 @@ GDN_DEVICE uint4 to_fp16x8(uint4 x, float f) {
   return x;
 }
 
-// A[i][j] of a stage, two adjacent columns (j even).
-GDN_DEVICE float2 read_a2(const unsigned char* a, bool a32, int i, int j) {
-  if (a32) return *reinterpret_cast<const float2*>(a + (j >> 5) * kTile + swz128(i, (j & 31) * 4));
+// A[i][j] of a stage, two adjacent columns (j even); A32: A is fp32 (else
+// bf16).
+template <bool A32>
+GDN_DEVICE float2 read_a2(const unsigned char* a, int i, int j) {
+  if (A32) return *reinterpret_cast<const float2*>(a + (j >> 5) * kTile + swz128(i, (j & 31) * 4));
   const uint32_t x = *reinterpret_cast<const uint32_t*>(a + swz128(i, j * 2));
   return make_float2(bf16_to_float((uint16_t)(x & 0xffff)), bf16_to_float((uint16_t)(x >> 16)));
+}
+
+// A2 = A diag(beta), masked to j <= i < len (columns past the chunk may
+// hold anything, SPEC, and 0 * NaN would poison the products), fp16, rows
+// 16 warp + gq (+8), columns 16 ks + 2 tq (+1, +8, +9), for warp `warp` of
+// an aux group. A2 is written over A, in place and without a barrier of
+// the group: each warp reads and writes only its own 16 rows (a row keeps
+// its 128 bytes in every tile), and A2's k-step ks covers bytes of A that
+// only k-steps up to ks read (fp32: its 16-byte chunks 2ks, 2ks+1 of the
+// first tile hold A's columns 8ks..8ks+7; bf16: the same columns), so a
+// warp barrier between the reads and the store of each k-step suffices.
+// A's dtype is a template parameter so that each chunk runs one loop of
+// loads rather than both, predicated.
+template <bool A32>
+GDN_DEVICE void build_a2(unsigned char* st, const Vec& vec, int len, int warp, int lane) {
+  const int gq = lane >> 2, tq = lane & 3;
+  const int r0 = 16 * warp + gq, r1 = r0 + 8;
+  const int m = lane >> 3, srow = 16 * warp + 8 * (m & 1) + (lane & 7);
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) {
+    uint32_t a2[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int i = (q & 1) ? r1 : r0;
+      const int j = 16 * ks + 2 * tq + 8 * (q >> 1);
+      float2 x = read_a2<A32>(st + kOffA2, i, j);
+      const float2 b = *reinterpret_cast<const float2*>(&vec.beta[j]);
+      const bool in = i < len;
+      x.x = (in && j <= i) ? x.x * b.x : 0.f;
+      x.y = (in && j + 1 <= i) ? x.y * b.y : 0.f;
+      a2[q] = pack_fp16x2(x.x, x.y);
+    }
+    __syncwarp();
+    stmatrix_x4(smem_addr(st + kOffA2) + swz128(srow, 16 * (2 * ks + (m >> 1))), a2[0], a2[1], a2[2], a2[3]);
+  }
 }
 
 // ---- An aux warpgroup: everything about a chunk that does not need the
@@ -303,35 +340,11 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
     }
     if (t == 0) vec.gamma = __expf(g_last);
 
-    // A2 = A diag(beta), masked to j <= i < len (columns past the chunk may
-    // hold anything, SPEC, and 0 * NaN would poison the products), fp16,
-    // rows 16 warp + gq (+8), columns 16 ks + 2 tq (+1, +8, +9). A2 is
-    // written over A, in place and without a barrier of the group: each
-    // warp reads and writes only its own 16 rows (a row keeps its 128 bytes
-    // in every tile), and A2's k-step ks covers bytes of A that only k-steps
-    // up to ks read (fp32: its 16-byte chunks 2ks, 2ks+1 of the first tile
-    // hold A's columns 8ks..8ks+7; bf16: the same columns), so a warp
-    // barrier between the reads and the store of each k-step suffices.
-    {
-      const int r0 = 16 * warp + gq, r1 = r0 + 8;
-      const int m = lane >> 3, srow = 16 * warp + 8 * (m & 1) + (lane & 7);
-#pragma unroll
-      for (int ks = 0; ks < 4; ++ks) {
-        uint32_t a2[4];
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const int i = (q & 1) ? r1 : r0;
-          const int j = 16 * ks + 2 * tq + 8 * (q >> 1);
-          float2 x = read_a2(st + kOffA2, a32, i, j);
-          const bool in = i < len;
-          x.x = (in && j <= i) ? x.x * vec.beta[j] : 0.f;
-          x.y = (in && j + 1 <= i) ? x.y * vec.beta[j + 1] : 0.f;
-          a2[q] = pack_fp16x2(x.x, x.y);
-        }
-        __syncwarp();
-        stmatrix_x4(smem_addr(st + kOffA2) + swz128(srow, 16 * (2 * ks + (m >> 1))), a2[0], a2[1], a2[2], a2[3]);
-      }
-    }
+    // A2 over A (see build_a2).
+    if (a32)
+      build_a2<true>(st, vec, len, warp, lane);
+    else
+      build_a2<false>(st, vec, len, warp, lane);
 
     // The operands the consumers take from the stage as fp16: K (converted
     // from bf16) and Q diag(e^g) (Q's rows times their decay, which puts
@@ -379,7 +392,7 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
         for (int e = 0; e < 4; ++e) {
           const int i = i0 + 8 * (e >> 1), j = 8 * jb + 2 * tq + (e & 1);
           const float d = gi[e >> 1] - ((e & 1) ? gj.y : gj.x);
-          P[4 * jb + e] = (j <= i && i < len) ? P[4 * jb + e] * __expf(d) : 0.f;
+          P[4 * jb + e] = (j <= i && i < len) ? P[4 * jb + e] * exp2_ftz(d * 1.4426950408889634f) : 0.f;
         }
       }
     }

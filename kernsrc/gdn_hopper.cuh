@@ -187,6 +187,15 @@ GDN_DEVICE void wgmma_rs_n128(float* d, const uint32_t a[4], uint64_t db, int sc
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d), "n"(TB));
 }
 
+// 2^x with results below 2^-126 flushed to zero: one MUFU.EX2. __expf
+// without -ftz wraps it in a range check and two extra multiplies per call
+// to produce denormals, which no product here can tell from zero.
+GDN_DEVICE float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // ---------------------------------------------------------------------------
 // Fragments. An m64nN fp32 accumulator gives warp w of the warpgroup rows
 // 16w + lane/4 (+8), and per 8-column block j the elements d[4j..4j+3] at
