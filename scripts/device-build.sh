@@ -8,18 +8,57 @@
 #   .bin/device-run.sh  the script that runs them all there (scripts/device-run.sh)
 # The binaries link libcuda dynamically and load NVRTC with dlopen, so the
 # same files run on the device machine (its driver, its CUDA 13 NVRTC).
+#
+# Options:
+#   --lean      only .bin/gdn, .bin/gdn.test and the script: what a kernel
+#               change needs (tests, warmup, bench), about 22 MB of the
+#               device tool's 64 MiB carry limit
+#   --old REV   also build .bin/gdn-old from git revision REV (a commit,
+#               branch or tag; built in a temporary worktree, the working
+#               tree untouched): the baseline of device-run.sh's compare
+#               step, which times both in one call
 set -euo pipefail
 cd "$(dirname "$0")/.."
+lean=0
+old=""
+while [[ $# -gt 0 ]]; do
+	case "$1" in
+	--lean) lean=1 ;;
+	--old)
+		[[ $# -ge 2 ]] || { echo "device-build.sh: --old needs a git revision" >&2; exit 2; }
+		old="$2"
+		shift
+		;;
+	*) echo "device-build.sh: unknown option $1 (see the comment at the top)" >&2; exit 2 ;;
+	esac
+	shift
+done
+rev=""
+if [[ -n $old ]]; then
+	rev=$(git rev-parse --verify --quiet "$old^{commit}") || { echo "device-build.sh: --old $old: not a revision here" >&2; exit 2; }
+fi
 eval "$(scripts/cuda-sdk.sh)"
 mkdir -p .bin
-rm -f .bin/*.test .bin/gdn
-for pkg in . ./driver ./jit ./cmd/gdn; do
+rm -f .bin/*.test .bin/gdn .bin/gdn-old .bin/prefill .bin/qwen35_layer
+pkgs=(. ./driver ./jit ./cmd/gdn)
+[[ $lean == 1 ]] && pkgs=(.)
+for pkg in "${pkgs[@]}"; do
 	name=$(go list "$pkg" | sed "s|^github.com/gdnjit/gdn/\{0,1\}||; s|/|-|g")
 	[[ -n $name ]] || name=gdn
 	go test -tags cuda -c -o ".bin/$name.test" "$pkg"
 done
 go build -tags cuda -o .bin/gdn ./cmd/gdn
-go build -tags cuda -o .bin/prefill ./examples/prefill
-go build -tags cuda -o .bin/qwen35_layer ./examples/qwen35_layer
+if [[ $lean == 0 ]]; then
+	go build -tags cuda -o .bin/prefill ./examples/prefill
+	go build -tags cuda -o .bin/qwen35_layer ./examples/qwen35_layer
+fi
+if [[ -n $rev ]]; then
+	tmp=$(mktemp -d)
+	trap 'git worktree remove --force "$tmp/src" >/dev/null 2>&1; rm -rf "$tmp"' EXIT
+	git worktree add --detach "$tmp/src" "$rev" >/dev/null
+	(cd "$tmp/src" && go build -tags cuda -o "$OLDPWD/.bin/gdn-old" ./cmd/gdn)
+	echo "device-build.sh: .bin/gdn-old is $(git rev-parse --short "$rev")" >&2
+fi
 cp scripts/device-run.sh .bin/
 ls -la .bin >&2
+du -sh .bin >&2

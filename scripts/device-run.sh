@@ -3,8 +3,12 @@
 # scripts/device-build.sh filled .bin/. Logs go to $OUT (or ./device-out),
 # at most one file per step (the device tool brings back 8 files).
 #
-#   .bin/device-run.sh [tests] [sanitize[:TOOLS]] [soak[:MINUTES]] [bench] [bench:CASES] [benchfull] [benchfull:CASES] [hostbench] [example] [layer] [python]
+#   .bin/device-run.sh [warmup] [tests] [sanitize[:TOOLS]] [soak[:MINUTES]] [bench] [bench:CASES] [compare[:CASES]] [benchfull] [benchfull:CASES] [hostbench] [example] [layer] [python]
 #
+# warmup    every kernel variant compiled by this machine's NVRTC
+#           into an empty cache: fails if one spills or ptxas
+#           serialised its wgmma (which NVRTC 12.4 on the
+#           development machine may not show)           -> warmup.txt
 # tests     the GPU tests of every package (-test.v)         -> tests.log
 # sanitize  compute-sanitizer memcheck, racecheck, synccheck
 #           and initcheck (sanitize:a,b for some) over every
@@ -16,6 +20,10 @@
 #           "N passed, M failed"                             -> soak.log
 # bench     gdn bench over the whole suite (bench:a,b for
 #           named cases), with its chart        -> bench.txt, bench.csv, bench.svg
+# compare   .bin/gdn-old (scripts/device-build.sh --old REV) and
+#           .bin/gdn timed in one call on the same cases
+#           (compare:a,b for named cases; default: the whole suite),
+#           with each case's speed-up                      -> compare.txt
 # benchfull gdn bench --full: the full forward from raw gates
 #           (benchfull:a,b for named cases), beside issue 8's
 #           targets              -> benchfull.txt, benchfull.csv, benchfull.svg
@@ -80,6 +88,28 @@ for step in "${@:-tests}"; do
 		timeout "$(awk -v m="$minutes" 'BEGIN { printf "%d", m * 60 + 120 }')" .bin/gdn soak --minutes "$minutes" --seed "$seed" >>"$out/soak.log" 2>&1 || fail soak
 		grep -E "^(FAIL|soak: variant)" "$out/soak.log" | head -20 >&2
 		tail -4 "$out/soak.log" >&2
+		;;
+	warmup)
+		echo "== warmup (this machine's NVRTC, empty cache)" >&2
+		wc=$(mktemp -d)
+		timeout 300 .bin/gdn warmup --cache-dir "$wc" >"$out/warmup.txt" 2>&1 || fail warmup
+		rm -rf "$wc"
+		grep -E "^(variant|gdn_)" "$out/warmup.txt" >&2
+		# Every row of the table must end in "ok".
+		if grep -E "^gdn_" "$out/warmup.txt" | grep -vqE "[[:space:]]ok( \(ptx\))?$"; then fail "warmup: a variant spills, is serialised or failed"; fi
+		;;
+	compare | compare:*)
+		cases=""
+		[[ $step == compare:* ]] && cases="--cases ${step#compare:}"
+		if [[ ! -x .bin/gdn-old ]]; then
+			fail "compare: no .bin/gdn-old (build it with scripts/device-build.sh --old REV)"
+			continue
+		fi
+		echo "== compare $cases" >&2
+		timeout 240 .bin/gdn-old bench $cases --csv "$out/compare-old.csv" >"$out/compare.txt" 2>&1 || fail "compare (old)"
+		timeout 240 .bin/gdn bench $cases --csv "$out/compare-new.csv" --compare "$out/compare-old.csv" >>"$out/compare.txt" 2>&1 || fail "compare (new)"
+		rm -f "$out/compare-old.csv" "$out/compare-new.csv"
+		sed -n '/old ms/,$p' "$out/compare.txt" >&2
 		;;
 	benchfull | benchfull:*)
 		cases=""

@@ -1,0 +1,121 @@
+package scripts
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// fakeGDN is a stand-in for the gdn tool that device-run.sh's warmup and
+// compare steps call: `warmup` prints the table in $FAKE_WARMUP, `bench`
+// writes the file after --csv and prints a comparison header when given
+// --compare, and logs its name and arguments to calls.log.
+const fakeGDN = `#!/usr/bin/env bash
+echo "$(basename "$0") $*" >>"$CALLS"
+case "$1" in
+warmup) printf '%s\n' "variant  compile ms  registers  spill B  stack B  smem B  status" "$FAKE_WARMUP" ;;
+bench)
+	shift
+	while [[ $# -gt 0 ]]; do
+		case "$1" in
+		--csv) echo "case,median_ms" >"$2"; shift ;;
+		--compare) echo "case  lens  old ms  new ms  speed-up"; echo "q35_4kx8  4096x8  0.50  0.44  1.13x"; shift ;;
+		esac
+		shift
+	done ;;
+esac
+`
+
+// runDeviceSteps runs device-run.sh with the given steps in a folder whose
+// .bin holds the fake tool (and a fake baseline when withOld), returning
+// stderr, the output folder and whether it exited 0.
+func runDeviceSteps(t *testing.T, warmupRows string, withOld bool, steps ...string) (string, string, bool) {
+	t.Helper()
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, ".bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script, err := os.ReadFile("device-run.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, text string) {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte(text), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("device-run.sh", string(script))
+	write("gdn", fakeGDN)
+	if withOld {
+		write("gdn-old", fakeGDN)
+	}
+	out := filepath.Join(dir, "out")
+	cmd := exec.Command("bash", ".bin/device-run.sh")
+	cmd.Args = append(cmd.Args, steps...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "OUT="+out, "FAKE_WARMUP="+warmupRows, "CALLS="+filepath.Join(dir, "calls.log"),
+		"PATH="+os.Getenv("PATH"))
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	err = cmd.Run()
+	return errb.String(), out, err == nil
+}
+
+func TestDeviceRunWarmupFailsOnSerializedOrSpills(t *testing.T) {
+	ok := "gdn_hopper_bf16_bv64   800  168  0  0  0  ok\ngdn_hopper_bf16_bv128  790  168  0  0  0  ok"
+	for _, c := range []struct {
+		name, rows string
+		pass       bool
+	}{
+		{"all ok", ok, true},
+		{"serialised", ok + "\ngdn_hopper_fp16_bv64  810  168  0  0  0  WGMMA SERIALIZED", false},
+		{"spills", ok + "\ngdn_hopper_fp16_bv64  810  168  48  8  0  SPILLS", false},
+		{"ptx fallback", ok + "\ngdn_hopper_fp16_bv64  810  -  0  -  -  ok (ptx)", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			stderr, out, pass := runDeviceSteps(t, c.rows, false, "warmup")
+			if pass != c.pass {
+				t.Fatalf("exit 0 = %v, want %v; stderr:\n%s", pass, c.pass, stderr)
+			}
+			if !c.pass && !strings.Contains(stderr, "FAIL warmup") {
+				t.Errorf("stderr does not say which step failed:\n%s", stderr)
+			}
+			table, err := os.ReadFile(filepath.Join(out, "warmup.txt"))
+			if err != nil || !strings.Contains(string(table), "gdn_hopper_bf16_bv128") {
+				t.Errorf("warmup.txt = %q, %v", table, err)
+			}
+		})
+	}
+}
+
+func TestDeviceRunCompare(t *testing.T) {
+	stderr, _, pass := runDeviceSteps(t, "", false, "compare")
+	if pass || !strings.Contains(stderr, "no .bin/gdn-old") {
+		t.Errorf("compare without a baseline: exit 0 = %v, stderr:\n%s", pass, stderr)
+	}
+	stderr, out, pass := runDeviceSteps(t, "", true, "compare:q35_4kx8")
+	if !pass {
+		t.Fatalf("compare failed; stderr:\n%s", stderr)
+	}
+	calls, err := os.ReadFile(filepath.Join(filepath.Dir(out), "calls.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(calls)), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "gdn-old bench --cases q35_4kx8") ||
+		!strings.HasPrefix(lines[1], "gdn bench --cases q35_4kx8") || !strings.Contains(lines[1], "--compare") {
+		t.Errorf("calls:\n%s", calls)
+	}
+	if !strings.Contains(stderr, "speed-up") {
+		t.Errorf("the comparison is not printed:\n%s", stderr)
+	}
+	if text, err := os.ReadFile(filepath.Join(out, "compare.txt")); err != nil || !strings.Contains(string(text), "1.13x") {
+		t.Errorf("compare.txt = %q, %v", text, err)
+	}
+}
