@@ -267,6 +267,17 @@ func TestCutPieces(t *testing.T) {
 	}
 }
 
+// prefillBenchArgs is the batch of examples/prefill as host arguments:
+// 4 packed sequences, 7,896 tokens, Hq 16, Hv 32, bf16, h0 and ht, values
+// from benchFloats.
+func prefillBenchArgs() *HostCoreArgs {
+	const T, hq, hv, n = 7896, 16, 32, 4
+	return &HostCoreArgs{B: 1, T: T, Hq: hq, Hv: hv, Dtype: BF16, CuSeqlens: []int{0, 4096, 5096, 7596, 7896}, FinalState: true,
+		Q: benchFloats(T * hq * 128), K: benchFloats(T * hq * 128), V: benchFloats(T * hv * 128),
+		G: benchFloats(T * hv), Beta: benchFloats(T * hv), A: benchFloats(T * hv * 64),
+		H0: benchFloats(n * hv * 128 * 128)}
+}
+
 // benchFloats returns n values of the recipe's scale (normal, no
 // specials): the inputs the conversions see in practice.
 func benchFloats(n int) []float32 {
@@ -329,12 +340,7 @@ func BenchmarkConvert(b *testing.B) {
 // and call is encode plus decode/reuse. On every core (-cpu to vary); it
 // reports ms/call.
 func BenchmarkHostCall(b *testing.B) {
-	const T, hq, hv, n = 7896, 16, 32, 4
-	h := &HostCoreArgs{B: 1, T: T, Hq: hq, Hv: hv, Dtype: BF16, CuSeqlens: []int{0, 4096, 5096, 7596, 7896}, FinalState: true,
-		Q: benchFloats(T * hq * 128), K: benchFloats(T * hq * 128), V: benchFloats(T * hv * 128),
-		G: benchFloats(T * hv), Beta: benchFloats(T * hv), A: benchFloats(T * hv * 64),
-		H0: benchFloats(n * hv * 128 * 128)}
-	l, err := newHostLayout(h)
+	l, err := newHostLayout(prefillBenchArgs())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -330,17 +330,7 @@ func TestResultPoolCloseInFlight(t *testing.T) {
 		p.refill(b)
 		l := smallLayout(t, 64, 1, true)
 		results, _ := p.fresh(l, &HostCoreResult{})
-		closed := make(chan struct{})
-		go func() {
-			p.close()
-			close(closed)
-		}()
-		synctest.Wait()
-		select {
-		case <-closed:
-			t.Fatal("close returned with preparations in flight")
-		default:
-		}
+		closed := closeBlocked(t, p, "preparations in flight")
 		close(release)
 		<-closed
 		if dsts := results(); len(dsts[0]) != resultShapeOf(l).o {
@@ -361,6 +351,26 @@ func TestResultPoolCloseInFlight(t *testing.T) {
 	})
 }
 
+// closeBlocked runs p.close on a goroutine, inside a synctest bubble, and
+// fails the test unless close is still waiting once every goroutine of
+// the bubble is blocked (on what, the caller's what says); the channel
+// it returns closes when close returns.
+func closeBlocked(t *testing.T, p *resultPool, what string) <-chan struct{} {
+	t.Helper()
+	closed := make(chan struct{})
+	go func() {
+		p.close()
+		close(closed)
+	}()
+	synctest.Wait()
+	select {
+	case <-closed:
+		t.Fatalf("close returned with %s", what)
+	default:
+	}
+	return closed
+}
+
 // Close waits for pages being touched (the goroutines a preparation
 // starts are counted with it), and the spare it drops stops being touched
 // at the next piece: only the pieces in hand when Close came are touched.
@@ -374,17 +384,7 @@ func TestResultPoolCloseWaitsForTouch(t *testing.T) {
 		}}
 		p.refill(resultShape{o: 4*touchChunk + 1})
 		synctest.Wait()
-		closed := make(chan struct{})
-		go func() {
-			p.close()
-			close(closed)
-		}()
-		synctest.Wait()
-		select {
-		case <-closed:
-			t.Fatal("close returned with pages being touched")
-		default:
-		}
+		closed := closeBlocked(t, p, "pages being touched")
 		close(release)
 		<-closed
 		if n := touched.Load(); n != 2 {
@@ -672,12 +672,7 @@ func BenchmarkDecodeSpare(b *testing.B) {
 // It reports ms/call; on every core (-cpu to vary).
 func BenchmarkHostBackToBack(b *testing.B) {
 	const gpuPhase = time.Millisecond
-	const T, hq, hv, n = 7896, 16, 32, 4
-	h := &HostCoreArgs{B: 1, T: T, Hq: hq, Hv: hv, Dtype: BF16, CuSeqlens: []int{0, 4096, 5096, 7596, 7896}, FinalState: true,
-		Q: benchFloats(T * hq * 128), K: benchFloats(T * hq * 128), V: benchFloats(T * hv * 128),
-		G: benchFloats(T * hv), Beta: benchFloats(T * hv), A: benchFloats(T * hv * 64),
-		H0: benchFloats(n * hv * 128 * 128)}
-	l, err := newHostLayout(h)
+	l, err := newHostLayout(prefillBenchArgs())
 	if err != nil {
 		b.Fatal(err)
 	}
