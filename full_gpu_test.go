@@ -49,10 +49,7 @@ func fullCaseInputs(t *testing.T, c fullCase, seed uint64) (ref.Inputs, ref.Full
 	if err != nil {
 		t.Fatal(err)
 	}
-	dt := gdn.BF16
-	if c.opts.Dtype == gdn.FP16 {
-		dt = gdn.FP16
-	}
+	dt := recipeDtype(c.opts)
 	var fo ref.FullOptions
 	if c.l2norm {
 		for i := range in.Q {

@@ -19,6 +19,15 @@ import (
 	"github.com/gdnjit/gdn/ref"
 )
 
+// recipeDtype is the dtype of q, k and v in inputs drawn with o (the
+// recipe's zero value means bf16).
+func recipeDtype(o ref.RecipeOptions) gdn.Dtype {
+	if o.Dtype == gdn.FP16 {
+		return gdn.FP16
+	}
+	return gdn.BF16
+}
+
 func driverPtr(p uintptr) driver.DevicePtr { return driver.DevicePtr(p) }
 
 // The GPU tests run on a machine with an NVIDIA GPU (build tag cuda). Every

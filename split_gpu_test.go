@@ -39,10 +39,7 @@ func runSplitCase(t *testing.T, r *gdn.Runtime, c splitCase, seed uint64) (o, ht
 	if err != nil {
 		t.Fatal(err)
 	}
-	dt := gdn.BF16
-	if c.opts.Dtype == gdn.FP16 {
-		dt = gdn.FP16
-	}
+	dt := recipeDtype(c.opts)
 	gcum, _ := ref.ChunkCumsum(s, in.G)
 	A, _ := ref.SolveA(s, in.K, in.Beta, gcum)
 	h := &gdn.HostCoreArgs{B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, CuSeqlens: s.CuSeqlens, Dtype: dt,
@@ -74,11 +71,7 @@ func TestSplitMatchesReference(t *testing.T) {
 	for _, variant := range []string{"gdn_hopper_%s_bv64", "gdn_hopper_%s_bv128"} {
 		for _, seg := range []int{1, 2, 3} {
 			for _, c := range splitCases() {
-				dt := "bf16"
-				if c.opts.Dtype == gdn.FP16 {
-					dt = "fp16"
-				}
-				v := fmt.Sprintf(variant, dt)
+				v := fmt.Sprintf(variant, recipeDtype(c.opts))
 				t.Run(fmt.Sprintf("%s/seg%d/%s", v, seg, c.name), func(t *testing.T) {
 					r := splitRuntime(t, gdn.Options{Variant: v, SegmentChunks: seg})
 					o, ht := runSplitCase(t, r, c, uint64(seg*1000+len(c.name)))

@@ -458,6 +458,30 @@ func TestDynamicShared(t *testing.T) {
 	}
 }
 
+// captureAdd captures one launch of the test kernel add over a's n values
+// on a new stream of c and returns the stream and the graph (both
+// destroyed when the test ends).
+func captureAdd(t *testing.T, c *Context, add *Function, a DevicePtr, n int) (*Stream, *Graph) {
+	t.Helper()
+	s, err := c.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Destroy() })
+	if err := s.BeginCapture(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Launch(add, D1(uint32(n/128)), D1(128), 0, s, new(Args).Ptr(a).Int32(int32(n))); err != nil {
+		t.Fatal(err)
+	}
+	g, err := s.EndCapture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Destroy() })
+	return s, g
+}
+
 func TestGraph(t *testing.T) {
 	c := openCtx(t)
 	add, _ := loadTest(t, c)
@@ -470,22 +494,7 @@ func TestGraph(t *testing.T) {
 	if err := upload(c, b, ramp(n)); err != nil {
 		t.Fatal(err)
 	}
-	s, err := c.NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Destroy()
-	if err := s.BeginCapture(); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Launch(add, D1(n/128), D1(128), 0, s, new(Args).Ptr(a).Int32(n)); err != nil {
-		t.Fatal(err)
-	}
-	g, err := s.EndCapture()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Destroy()
+	s, g := captureAdd(t, c, add, a, n)
 	nodes, err := g.KernelNodes()
 	if err != nil || len(nodes) != 1 {
 		t.Fatalf("KernelNodes = %v, %v", nodes, err)

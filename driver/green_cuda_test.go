@@ -179,22 +179,7 @@ func TestGreenGraph(t *testing.T) {
 	if err := upload(c, a, ramp(n)); err != nil {
 		t.Fatal(err)
 	}
-	s, err := c.NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Destroy()
-	if err := s.BeginCapture(); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Launch(add, D1(n/128), D1(128), 0, s, new(Args).Ptr(a).Int32(n)); err != nil {
-		t.Fatal(err)
-	}
-	g, err := s.EndCapture()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Destroy()
+	s, g := captureAdd(t, c, add, a, n)
 	x, err := g.Instantiate()
 	if err != nil {
 		t.Fatal(err)
