@@ -38,7 +38,7 @@ type FullArgs struct {
 
 // ValidateFull checks the arguments of a full forward as ValidateCore does
 // (errors wrap ErrInvalidArgument and name the argument) and returns the
-// problem size (its ADtype is FP32: the A computed inside).
+// problem size (its ADtype is FP16: the A2 computed inside).
 func ValidateFull(a *FullArgs) (Problem, error) {
 	if a == nil {
 		return Problem{}, argErrorf("args", "nil *FullArgs")
@@ -64,23 +64,24 @@ func ValidateFull(a *FullArgs) (Problem, error) {
 }
 
 // coreTemplate is the core forward of a with its q, k, g_cumsum and A
-// buffers (A fp32 [B, T, Hv, 64]); validation passes a stand-in address for
-// A (and g stands for g_cumsum), whose shape follows q and v.
+// buffers (A2 = A diag(beta), fp16 [B, T, Hv, 64], as gdn_prep_chunk writes
+// it); validation passes a stand-in address for A (and g stands for
+// g_cumsum), whose shape follows q and v.
 func (a *FullArgs) coreTemplate(q, k Tensor, gcum, aPtr uintptr) CoreArgs {
 	g := a.G
 	if gcum != 0 {
 		g = Tensor{Ptr: gcum, Bytes: a.G.Bytes, Dtype: FP32, Shape: a.G.Shape}
 	}
-	A := Tensor{Ptr: aPtr, Dtype: FP32}
+	A := Tensor{Ptr: aPtr, Dtype: FP16}
 	if len(a.Q.Shape) == 4 && len(a.V.Shape) == 4 {
 		A.Shape = []int{a.Q.Shape[0], a.Q.Shape[1], a.V.Shape[2], ChunkLen}
-		A.Bytes = A.Elems() * 4
+		A.Bytes = A.Elems() * 2
 	}
 	if aPtr == 0 {
 		A.Ptr = 1 << 12 // a stand-in: validation checks A's shape, not its memory
 	}
 	return CoreArgs{Q: q, K: k, V: a.V, G: g, Beta: a.Beta, A: A, H0: a.H0, O: a.O, Ht: a.Ht,
-		CuSeqlens: a.CuSeqlens, CuSeqlensDevice: a.CuSeqlensDevice, Scale: a.Scale}
+		CuSeqlens: a.CuSeqlens, CuSeqlensDevice: a.CuSeqlensDevice, Scale: a.Scale, aPrepared: true}
 }
 
 // fullKey is everything a prepared full call depends on.
@@ -185,8 +186,8 @@ func chunkPairs(p Problem) []int32 {
 // the core forward (Forward: the same plans, sequence parallelism and graph
 // cache). Arguments are validated first (ValidateFull); nothing is written
 // when they are wrong. The first call with a set of arguments allocates the
-// scratch the steps need (g_cumsum and A in fp32: 260 bytes per token and
-// value head; with L2Norm a copy of q and k), kept for repeated calls, which
+// scratch the steps need (g_cumsum in fp32 and A2 in fp16: 132 bytes per
+// token and value head; with L2Norm a copy of q and k), kept for repeated calls, which
 // allocate nothing.
 func (rt *Runtime) ForwardFull(a *FullArgs, s Stream) error {
 	if err := rt.enter(); err != nil {
@@ -303,7 +304,7 @@ func (rt *Runtime) newFullCall(a *FullArgs, key fullKey, p Problem) (*fullCall, 
 	align := func(n int) int { return (n + 255) &^ 255 }
 	tableBytes := align(4 * len(chunks))
 	gBytes := align(tokens * p.Hv * 4)
-	aBytes := align(tokens * p.Hv * ChunkLen * 4)
+	aBytes := align(tokens * p.Hv * ChunkLen * 2)
 	qkBytes := 0
 	if a.L2Norm {
 		qkBytes = align(tokens * p.Hq * HeadDim * 2)

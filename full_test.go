@@ -1,11 +1,13 @@
 package gdn
 
 import (
+	"encoding/binary"
 	"errors"
 	"math"
 	"testing"
 
 	"github.com/gdnjit/gdn/driver"
+	"github.com/gdnjit/gdn/kernsrc"
 )
 
 // fullArgs are valid full-forward arguments (A absent, g raw).
@@ -20,7 +22,7 @@ func fullArgs(b, t, hq, hv int) *FullArgs {
 func TestValidateFull(t *testing.T) {
 	a := fullArgs(2, 100, 2, 4)
 	p, err := ValidateFull(a)
-	if err != nil || p.Hv != 4 || p.N != 2 || p.ADtype != FP32 {
+	if err != nil || p.Hv != 4 || p.N != 2 || p.ADtype != FP16 {
 		t.Fatalf("valid args: %+v, %v", p, err)
 	}
 	hv := Tensor{Ptr: 1 << 30, Bytes: 16, Dtype: FP32, Shape: []int{4}}
@@ -50,6 +52,39 @@ func TestValidateFull(t *testing.T) {
 	}
 	if _, err := ValidateFull(nil); err == nil {
 		t.Error("nil accepted")
+	}
+}
+
+// The core forward of a full call takes A2 as the preparation wrote it:
+// FP16, half the bytes of an fp32 A, loaded by a 64-column fp16 tensor map
+// and flagged so that the kernel does not build it again. A public CoreArgs
+// with an FP16 A is still refused.
+func TestFullCoreTakesPreparedA(t *testing.T) {
+	a := fullArgs(2, 100, 2, 4)
+	core := a.coreTemplate(a.Q, a.K, 1<<20, 1<<24)
+	p, err := ValidateCore(&core)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.ADtype != FP16 || core.A.Bytes != 2*100*4*ChunkLen*2 {
+		t.Fatalf("A %v, %d bytes", p.ADtype, core.A.Bytes)
+	}
+	var f fakeEncoder
+	hp, err := newHopperCall(&core, p).hopperParams(f.encode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hp.Flags&kernsrc.HopperFlagAPrepared == 0 || hp.Flags&kernsrc.HopperFlagAFP32 != 0 {
+		t.Errorf("flags %#x", hp.Flags)
+	}
+	if dt, box0 := driver.TensorDtype(hp.MapA[8]), binary.LittleEndian.Uint32(hp.MapA[72:]); dt != driver.TensorF16 || box0 != ChunkLen {
+		t.Errorf("A's map: dtype %v, box %d", dt, box0)
+	}
+	public := core
+	public.aPrepared = false
+	var ae *ArgError
+	if _, err := ValidateCore(&public); !errors.As(err, &ae) || ae.Arg != "A" {
+		t.Errorf("public FP16 A: %v", err)
 	}
 }
 

@@ -115,9 +115,12 @@ func (k hopperCall) hopperParams(encode tiledEncoder) (kernsrc.HopperParams, err
 	if hp.MapO, err = tokens(in, k.o, HeadDim, k.hv, 64); err != nil {
 		return hp, fmt.Errorf("gdn: tensor map of o: %w", err)
 	}
-	if k.aDtype == FP32 {
+	switch k.aDtype {
+	case FP32:
 		hp.MapA, err = tokens(driver.TensorF32, k.a, ChunkLen, k.hv, 32)
-	} else {
+	case FP16: // the full forward's A2 (CoreArgs.aPrepared)
+		hp.MapA, err = tokens(driver.TensorF16, k.a, ChunkLen, k.hv, 64)
+	default:
 		hp.MapA, err = tokens(driver.TensorBF16, k.a, ChunkLen, k.hv, 64)
 	}
 	if err != nil {
@@ -130,8 +133,11 @@ func (k hopperCall) hopperParams(encode tiledEncoder) (kernsrc.HopperParams, err
 	if k.betaDtype == FP32 {
 		hp.Flags |= kernsrc.HopperFlagBetaFP32
 	}
-	if k.aDtype == FP32 {
+	switch k.aDtype {
+	case FP32:
 		hp.Flags |= kernsrc.HopperFlagAFP32
+	case FP16:
+		hp.Flags |= kernsrc.HopperFlagAPrepared
 	}
 	if k.seqlensDtype == Int64 {
 		hp.Flags |= kernsrc.HopperFlagSeqlensInt64

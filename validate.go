@@ -45,6 +45,12 @@ type CoreArgs struct {
 	CuSeqlens           []int
 	CuSeqlensDevice     Tensor
 	Scale               float32 // 0 means 1/sqrt(128)
+
+	// aPrepared: A is the full forward's scratch, A2 = A diag(beta) as
+	// gdn_prep_chunk writes it (FP16, zero above the diagonal), which the
+	// kernel takes as it is (kernsrc.HopperFlagAPrepared). Never set by
+	// callers: a public A is FP32 or BF16.
+	aPrepared bool
 }
 
 // Problem is the validated size of a call.
@@ -54,7 +60,7 @@ type Problem struct {
 	Seqs         []int // cu_seqlens (N+1 offsets into the B*T tokens); nil without varlen
 	Dtype        Dtype // of q, k, v, o
 	BetaDtype    Dtype
-	ADtype       Dtype
+	ADtype       Dtype // FP16 only for the full forward's prepared A2 (CoreArgs.aPrepared)
 	SeqlensDtype Dtype // of CuSeqlensDevice; DtypeInvalid without varlen
 	HasH0, HasHt bool
 	Scale        float32
@@ -135,6 +141,10 @@ func ValidateCore(a *CoreArgs) (Problem, error) {
 	// Fixed arrays, not slices: validation must not allocate (Forward
 	// validates every call); only a failed check builds its message.
 	b, t := p.B, p.T
+	aDtypes := dtypesOf(FP32, BF16)
+	if a.aPrepared {
+		aDtypes = dtypesOf(FP16)
+	}
 	operands := [...]struct {
 		name   string
 		t      Tensor
@@ -146,8 +156,8 @@ func ValidateCore(a *CoreArgs) (Problem, error) {
 		{"k", a.K, dtypesOf(p.Dtype), shapeOf(b, t, p.Hq, HeadDim), 16},
 		{"v", a.V, dtypesOf(p.Dtype), shapeOf(b, t, p.Hv, HeadDim), 16},
 		{"g", a.G, dtypesOf(FP32), shapeOf(b, t, p.Hv), 4},
-		{"beta", a.Beta, dtypesOf(FP32, p.Dtype), shapeOf(b, t, p.Hv), 0},   // aligned to its element
-		{"A", a.A, dtypesOf(FP32, BF16), shapeOf(b, t, p.Hv, ChunkLen), 16}, // copied in 16-byte vectors
+		{"beta", a.Beta, dtypesOf(FP32, p.Dtype), shapeOf(b, t, p.Hv), 0}, // aligned to its element
+		{"A", a.A, aDtypes, shapeOf(b, t, p.Hv, ChunkLen), 16},            // copied in 16-byte vectors
 		{"o", a.O, dtypesOf(p.Dtype), shapeOf(b, t, p.Hv, HeadDim), 16},
 	}
 	for _, s := range operands {

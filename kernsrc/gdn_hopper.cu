@@ -91,6 +91,10 @@ enum : int32_t {
   // (B), the second its transfer matrix (M: v read as zero, h0 = I),
   // written at ht + N * Hv * 128 * 128.
   kTransfer = 16,
+  // A is A2 already (the full forward's preparation: fp16 A diag(beta), zero
+  // above the diagonal, written for each chunk's own rows): no build, only a
+  // short chunk's rows past its end are cleared.
+  kAPrepared = 32,
 };
 
 static_assert(sizeof(TmaDesc) == 128 && alignof(TmaDesc) == 64, "tensor map");
@@ -100,7 +104,7 @@ static_assert(sizeof(GdnHopperParams) == GDN_PARAMS_BYTES, "kernsrc.HopperParams
 static_assert(GDN_OFF_PTRS == 5 * sizeof(TmaDesc) && GDN_OFF_SCALARS == GDN_OFF_PTRS + sizeof(HopperPtrs),
               "kernsrc.HopperOff*");
 static_assert(GDN_FLAG_BETA_FP32 == kBetaFP32 && GDN_FLAG_A_FP32 == kAFP32 && GDN_FLAG_SEQLENS_INT64 == kSeqlensInt64 &&
-                  GDN_FLAG_SEG_PAIRS == kSegPairs && GDN_FLAG_TRANSFER == kTransfer,
+                  GDN_FLAG_SEG_PAIRS == kSegPairs && GDN_FLAG_TRANSFER == kTransfer && GDN_FLAG_A_PREPARED == kAPrepared,
               "kernsrc.HopperFlag*");
 #endif
 
@@ -340,11 +344,18 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
     }
     if (t == 0) vec.gamma = __expf(g_last);
 
-    // A2 over A (see build_a2).
-    if (a32)
+    // A2 over A (see build_a2), or A2 as the preparation wrote it: rows past
+    // a short chunk's end hold the next sequence's (or are TMA's zero fill
+    // at the end of the tensor), and are cleared. A row keeps its 128 bytes
+    // under the swizzle, so the rows from len on are the tile's bytes from
+    // 128 len on.
+    if (p.sc.flags & kAPrepared) {
+      for (int q = 8 * len + t; q < 512; q += 128) *reinterpret_cast<uint4*>(st + kOffA2 + 16 * q) = make_uint4(0, 0, 0, 0);
+    } else if (a32) {
       build_a2<true>(st, vec, len, warp, lane);
-    else
+    } else {
       build_a2<false>(st, vec, len, warp, lane);
+    }
 
     // The operands the consumers take from the stage as fp16: K (converted
     // from bf16) and Q diag(e^g) (Q's rows times their decay, which puts

@@ -3,7 +3,8 @@
 // asked; gdn_prep_l2norm), then per chunk and value head (gdn_prep_chunk)
 // the per-token log-gate (from the raw gate inputs, when asked), its
 // chunk-local cumulative sum, and A, the inverse of the gated, beta-scaled
-// K K^T of the chunk (K K^T on the tensor cores, everything after it fp32).
+// K K^T of the chunk (K K^T on the tensor cores, everything after it fp32),
+// written as A2 = A diag(beta) in fp16.
 //
 // Chunks are listed by the host as int32 (begin, end) token pairs (flat
 // indices into the B*T tokens): every sequence's 64-token chunks, the last
@@ -93,7 +94,8 @@ extern "C" __global__ void __launch_bounds__(128) gdn_prep_l2norm(const uint16_t
 //      forward substitution (a column per thread, rows of L in registers),
 //      then block row r = 1..3 as X_r = -D_r^-1 (L_r,<r X_<r): two
 //      parallel steps per block row instead of a 64-step dependent chain;
-//   5. the chunk's rows of A = X, fp32, with float4 stores.
+//   5. the chunk's rows of A2 = X diag(beta), fp16: what the core kernel's
+//      products take (kernsrc.HopperFlagAPrepared).
 // One 64 x 64 fp32 buffer M holds in turn the k rows, L, and X: X's blocks
 // overwrite the blocks of L that are no longer needed (the diagonal ones
 // after step 4a has read them, block row r once its product T is taken),
@@ -113,7 +115,7 @@ static_assert(GDN_PREP_CHUNK_SMEM == kPrepChunkSmem, "kernsrc.PrepChunkSharedByt
 extern "C" __global__ void __launch_bounds__(128) gdn_prep_chunk(
     const uint16_t* __restrict__ k, const void* __restrict__ beta, const float* __restrict__ g,
     const float* __restrict__ a_log, const float* __restrict__ dt_bias, float* __restrict__ gcum,
-    float* __restrict__ A, const int* __restrict__ chunks, int Hq, int Hv, int flags) {
+    uint16_t* __restrict__ A2, const int* __restrict__ chunks, int Hq, int Hv, int flags) {
   extern __shared__ float4 smem_raw[];
   float* M = reinterpret_cast<float*>(smem_raw);  // [64][kLs]: k rows, then L, then X
   uint16_t* Ks = reinterpret_cast<uint16_t*>(M);  // [64][kKs]
@@ -264,10 +266,19 @@ extern "C" __global__ void __launch_bounds__(128) gdn_prep_chunk(
     __syncthreads();
   }
 
-  // 5. The chunk's rows of A: row i of the matrix for token b + i.
-  for (int q = t; q < len * 16; q += 128) {
-    const int i = q >> 4, part = q & 15;
-    reinterpret_cast<float4*>(A + ((long long)(b + i) * Hv + h) * 64)[part] =
-        *reinterpret_cast<const float4*>(M + i * kLs + 4 * part);
+  // 5. The chunk's rows of A2 = X diag(beta) in fp16, the operand the core
+  // kernel's products take (it would otherwise build it from an fp32 A, with
+  // the same multiply and the same rounding): row i for token b + i, eight
+  // columns (16 bytes) a thread.
+  for (int q = t; q < len * 8; q += 128) {
+    const int i = q >> 3, j = 8 * (q & 7);
+    const float4 x0 = *reinterpret_cast<const float4*>(M + i * kLs + j);
+    const float4 x1 = *reinterpret_cast<const float4*>(M + i * kLs + j + 4);
+    uint4 y;
+    y.x = pack_fp16x2(x0.x * bv[j], x0.y * bv[j + 1]);
+    y.y = pack_fp16x2(x0.z * bv[j + 2], x0.w * bv[j + 3]);
+    y.z = pack_fp16x2(x1.x * bv[j + 4], x1.y * bv[j + 5]);
+    y.w = pack_fp16x2(x1.z * bv[j + 6], x1.w * bv[j + 7]);
+    reinterpret_cast<uint4*>(A2 + ((long long)(b + i) * Hv + h) * 64)[q & 7] = y;
   }
 }

@@ -80,6 +80,11 @@ const (
 	// from a zero start (B) to ht, its second half the segment's transfer
 	// matrix M (v read as zero, h0 the identity) to ht + N*Hv*128*128 floats.
 	HopperFlagTransfer = 16
+	// A holds A2 itself, as the full forward's preparation writes it: fp16
+	// A diag(beta), zero above the diagonal, the rows of each chunk's tokens
+	// only (gdn_prep_chunk). The kernel takes the tile as loaded and only
+	// clears a short chunk's rows past its end (another sequence's tokens).
+	HopperFlagAPrepared = 32
 )
 
 // HopperParams are the values of GdnHopperParams; Pack lays them out.
@@ -158,6 +163,7 @@ func hopperVariant(dt CoreDtype, consumers int, transfer bool) (Variant, error) 
 			fmt.Sprintf("GDN_FLAG_SEQLENS_INT64=%d", HopperFlagSeqlensInt64),
 			fmt.Sprintf("GDN_FLAG_SEG_PAIRS=%d", HopperFlagSegPairs),
 			fmt.Sprintf("GDN_FLAG_TRANSFER=%d", HopperFlagTransfer),
+			fmt.Sprintf("GDN_FLAG_A_PREPARED=%d", HopperFlagAPrepared),
 			fmt.Sprintf("GDN_TRANSFER=%d", xfer)},
 	}, nil
 }

@@ -3,7 +3,7 @@
 # scripts/device-build.sh filled .bin/. Logs go to $OUT (or ./device-out),
 # at most one file per step (the device tool brings back 8 files).
 #
-#   .bin/device-run.sh [warmup] [tests] [sanitize[:TOOLS]] [soak[:MINUTES]] [bench] [bench:CASES] [compare[:CASES]] [benchfull] [benchfull:CASES] [hostbench] [example] [layer] [python]
+#   .bin/device-run.sh [warmup] [tests] [sanitize[:TOOLS]] [soak[:MINUTES]] [bench] [bench:CASES] [compare[:CASES]] [comparefull[:CASES]] [benchfull] [benchfull:CASES] [hostbench] [example] [layer] [python]
 #
 # warmup    every kernel variant compiled by this machine's NVRTC
 #           into an empty cache: fails if one spills or ptxas
@@ -24,6 +24,8 @@
 #           .bin/gdn timed in one call on the same cases
 #           (compare:a,b for named cases; default: the whole suite),
 #           with each case's speed-up                      -> compare.txt
+# comparefull the same for gdn bench --full (comparefull:a,b)
+#                                                      -> comparefull.txt
 # benchfull gdn bench --full: the full forward from raw gates
 #           (benchfull:a,b for named cases), beside issue 8's
 #           targets              -> benchfull.txt, benchfull.csv, benchfull.svg
@@ -98,18 +100,22 @@ for step in "${@:-tests}"; do
 		# Every row of the table must end in "ok".
 		if grep -E "^gdn_" "$out/warmup.txt" | grep -vqE "[[:space:]]ok( \(ptx\))?$"; then fail "warmup: a variant spills, is serialised or failed"; fi
 		;;
-	compare | compare:*)
+	compare | compare:* | comparefull | comparefull:*)
+		# comparefull: the same with gdn bench --full (the full forward).
+		name=${step%%:*}
 		cases=""
-		[[ $step == compare:* ]] && cases="--cases ${step#compare:}"
+		[[ $step == *:* ]] && cases="--cases ${step#*:}"
+		full=""
+		[[ $name == comparefull ]] && full="--full"
 		if [[ ! -x .bin/gdn-old ]]; then
-			fail "compare: no .bin/gdn-old (build it with scripts/device-build.sh --old REV)"
+			fail "$name: no .bin/gdn-old (build it with scripts/device-build.sh --old REV)"
 			continue
 		fi
-		echo "== compare $cases" >&2
-		timeout 240 .bin/gdn-old bench $cases --csv "$out/compare-old.csv" >"$out/compare.txt" 2>&1 || fail "compare (old)"
-		timeout 240 .bin/gdn bench $cases --csv "$out/compare-new.csv" --compare "$out/compare-old.csv" >>"$out/compare.txt" 2>&1 || fail "compare (new)"
-		rm -f "$out/compare-old.csv" "$out/compare-new.csv"
-		sed -n '/old ms/,$p' "$out/compare.txt" >&2
+		echo "== $name $cases" >&2
+		timeout 240 .bin/gdn-old bench $full $cases --csv "$out/$name-old.csv" >"$out/$name.txt" 2>&1 || fail "$name (old)"
+		timeout 240 .bin/gdn bench $full $cases --csv "$out/$name-new.csv" --compare "$out/$name-old.csv" >>"$out/$name.txt" 2>&1 || fail "$name (new)"
+		rm -f "$out/$name-old.csv" "$out/$name-new.csv"
+		sed -n '/old ms/,$p' "$out/$name.txt" >&2
 		;;
 	benchfull | benchfull:*)
 		cases=""

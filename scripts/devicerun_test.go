@@ -119,3 +119,23 @@ func TestDeviceRunCompare(t *testing.T) {
 		t.Errorf("compare.txt = %q, %v", text, err)
 	}
 }
+
+// comparefull times both binaries' full forward (bench --full).
+func TestDeviceRunCompareFull(t *testing.T) {
+	stderr, out, pass := runDeviceSteps(t, "", true, "comparefull:tp8_8k")
+	if !pass {
+		t.Fatalf("comparefull failed; stderr:\n%s", stderr)
+	}
+	calls, err := os.ReadFile(filepath.Join(filepath.Dir(out), "calls.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(calls)), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "gdn-old bench --full --cases tp8_8k") ||
+		!strings.HasPrefix(lines[1], "gdn bench --full --cases tp8_8k") || !strings.Contains(lines[1], "--compare") {
+		t.Errorf("calls:\n%s", calls)
+	}
+	if text, err := os.ReadFile(filepath.Join(out, "comparefull.txt")); err != nil || !strings.Contains(string(text), "1.13x") {
+		t.Errorf("comparefull.txt = %q, %v", text, err)
+	}
+}
