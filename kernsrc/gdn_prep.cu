@@ -33,6 +33,56 @@ static_assert(GDN_PREP_FLAG_GATE == kGateInKernel && GDN_PREP_FLAG_BETA_FP32 == 
 __device__ __forceinline__ float softplus(float x) { return x > 20.f ? x : log1pf(__expf(x)); }
 }  // namespace
 
+// A TF32 pair for x: hi = x rounded to TF32, lo = the rest rounded, so that
+// hi + lo holds x to about 21 bits.
+namespace {
+__device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(x));
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(x - __uint_as_float(hi)));
+}
+
+__device__ __forceinline__ void mma_tf32(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// c = A B for a warp: A 16 rows (stride sa), B 8 columns (stride sb), both
+// fp32 in shared memory, over k-steps ks0 <= ks < ks1 of 8. Three TF32
+// products per step, the small ones first: lo(a) hi(b) + hi(a) lo(b) +
+// hi(a) hi(b) leaves out only lo(a) lo(b), about 2^-22 of a term, so the
+// sums are as good as fp32 FMA's. Fragments (m16n8k8): a thread holds A's
+// rows g, g + 8 at columns t, t + 4, and B's rows t, t + 4 at column g.
+__device__ __forceinline__ void tf32_mma3(float c[4], const float* A, int sa, const float* B, int sb, int ks0, int ks1,
+                                          int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  c[0] = c[1] = c[2] = c[3] = 0.f;
+  for (int ks = ks0; ks < ks1; ++ks) {
+    const float* a = A + g * sa + 8 * ks + t;
+    const float* b = B + (8 * ks + t) * sb + g;
+    uint32_t ah[4], al[4], bh[2], bl[2];
+    split_tf32(a[0], ah[0], al[0]);
+    split_tf32(a[8 * sa], ah[1], al[1]);
+    split_tf32(a[4], ah[2], al[2]);
+    split_tf32(a[8 * sa + 4], ah[3], al[3]);
+    split_tf32(b[0], bh[0], bl[0]);
+    split_tf32(b[4 * sb], bh[1], bl[1]);
+    mma_tf32(c, al, bh[0], bh[1]);
+    mma_tf32(c, ah, bl[0], bl[1]);
+    mma_tf32(c, ah, bh[0], bh[1]);
+  }
+}
+
+// s c into C (stride sc), the accumulator's layout: rows g, g + 8, columns
+// 2t, 2t + 1.
+__device__ __forceinline__ void store_c(const float c[4], float* C, int sc, float s, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  *reinterpret_cast<float2*>(C + g * sc + 2 * t) = make_float2(s * c[0], s * c[1]);
+  *reinterpret_cast<float2*>(C + (g + 8) * sc + 2 * t) = make_float2(s * c[2], s * c[3]);
+}
+}  // namespace
+
 // gdn_prep_l2norm: y = x / sqrt(sum(x^2) + 1e-6) for each 128-vector (a
 // token of a head) of x, rounded to the input dtype. A half-warp holds a
 // row (16 bytes a lane) and each thread takes kL2Rows rows whose loads all
@@ -92,20 +142,21 @@ extern "C" __global__ void __launch_bounds__(128) gdn_prep_l2norm(const uint16_t
 //      strong decay), zero from row len on;
 //   4. X = (I + L)^-1 by 16 x 16 blocks: the four diagonal blocks D_r^-1 by
 //      forward substitution (a column per thread, rows of L in registers),
-//      then block row r = 1..3 as X_r = -D_r^-1 (L_r,<r X_<r): two
-//      parallel steps per block row instead of a 64-step dependent chain;
+//      then the two 32 x 32 halves' off-diagonal blocks and the lower-left
+//      32 x 32 block, each as two products on the tensor cores (TF32 in
+//      three passes, fp32-exact sums): four dependent steps in all;
 //   5. the chunk's rows of A2 = X diag(beta), fp16: what the core kernel's
 //      products take (kernsrc.HopperFlagAPrepared).
 // One 64 x 64 fp32 buffer M holds in turn the k rows, L, and X: X's blocks
 // overwrite the blocks of L that are no longer needed (the diagonal ones
-// after step 4a has read them, block row r once its product T is taken),
-// so that the CTA needs about 21 KB and nine fit an SM.
+// after step 4a has read them, the others once the product that reads them
+// is in Y), so that the CTA needs about 22 KB and ten fit an SM.
 // Dynamic shared memory: kernsrc.PrepChunkSharedBytes.
 namespace {
 constexpr int kKs = 136;  // k row stride (16-bit values): ldmatrix rows land in distinct banks
 constexpr int kLs = 68;   // M row stride (floats): 16-byte rows for float4 loads and stores
-constexpr int kTs = 52;   // T row stride (floats): 16-byte rows for float4
-constexpr int kPrepChunkSmem = 64 * kLs * 4 + 16 * kTs * 4 + 2 * 64 * 4 + 16;
+constexpr int kYs = 36;   // Y row stride (floats): like kLs, 4 mod 32, for conflict-free A fragments
+constexpr int kPrepChunkSmem = 64 * kLs * 4 + 32 * kYs * 4 + 2 * 64 * 4 + 16;
 static_assert(64 * kKs * 2 <= 64 * kLs * 4, "the k rows fit M");
 }  // namespace
 #ifdef GDN_PREP_CHUNK_SMEM
@@ -119,8 +170,8 @@ extern "C" __global__ void __launch_bounds__(128) gdn_prep_chunk(
   extern __shared__ float4 smem_raw[];
   float* M = reinterpret_cast<float*>(smem_raw);  // [64][kLs]: k rows, then L, then X
   uint16_t* Ks = reinterpret_cast<uint16_t*>(M);  // [64][kKs]
-  float* T = M + 64 * kLs;                        // [16][kTs]
-  float* gv = T + 16 * kTs;                       // [64]
+  float* Y = M + 64 * kLs;                        // [32][kYs]: the inner products of 4b
+  float* gv = Y + 32 * kYs;                       // [64]
   float* bv = gv + 64;                            // [64]
   float* wsum = bv + 64;                          // [1]
   const int c = blockIdx.x, h = blockIdx.y, hk = h / (Hv / Hq), t = threadIdx.x;
@@ -224,44 +275,42 @@ extern "C" __global__ void __launch_bounds__(128) gdn_prep_chunk(
   }
   __syncthreads();
 
-  // 4b. Block rows r = 1..3: T = L[r block, 0:16r] X[0:16r, 0:16r] (the
-  // rows above are X by now), then X[r block, 0:16r] = -D_r^-1 T over the
-  // block row's L, with D_r^-1 its diagonal block. Each of the first 32r
-  // threads computes a 2 x 4 tile (rows 2 ti, +1; columns 4 tj..+3): a
-  // float4 and two scalars feed eight products.
-#pragma unroll 1
-  for (int r = 1; r < 4; ++r) {
-    const int r0 = 16 * r, ti = t / (4 * r), tj = t % (4 * r);
-    const int i0 = 2 * ti, j0 = 4 * tj;
-    const bool mine = t < 32 * r;
-    float4 s0 = make_float4(0.f, 0.f, 0.f, 0.f), s1 = s0;
-    if (mine) {
-      const float* l0 = M + (r0 + i0) * kLs;
-      const float* l1 = l0 + kLs;
-#pragma unroll 4
-      for (int m = j0 & ~15; m < r0; ++m) {
-        const float4 xm = *reinterpret_cast<const float4*>(M + m * kLs + j0);
-        const float a0 = l0[m], a1 = l1[m];
-        s0.x = fmaf(a0, xm.x, s0.x), s0.y = fmaf(a0, xm.y, s0.y), s0.z = fmaf(a0, xm.z, s0.z), s0.w = fmaf(a0, xm.w, s0.w);
-        s1.x = fmaf(a1, xm.x, s1.x), s1.y = fmaf(a1, xm.y, s1.y), s1.z = fmaf(a1, xm.z, s1.z), s1.w = fmaf(a1, xm.w, s1.w);
-      }
-      *reinterpret_cast<float4*>(T + i0 * kTs + j0) = s0;
-      *reinterpret_cast<float4*>(T + (i0 + 1) * kTs + j0) = s1;
+  // 4b. The 32 x 32 inverses of the two halves, then the whole: with D the
+  // diagonal blocks' inverses (4a),
+  //   X[2h+1, 2h] = -D_{2h+1} (L[2h+1, 2h] D_{2h})       (16 x 16 blocks, h = 0, 1)
+  //   X[23, 01]   = -X[23] (L[23, 01] X[01])             (32 x 32 blocks)
+  // each product on the tensor cores in three TF32 passes (tf32_mma3: as
+  // exact as fp32 FMA for these sums), the inner product into Y first, the
+  // outer one over the L block it replaces. Each step's four warps share
+  // the work evenly; the k-steps that meet only the zeros of a triangular
+  // factor are skipped.
+  {
+    float c[4];
+    // Y[16h.., 8nt..] = L[2h+1, 2h] D_{2h}, n-tile nt of half h (warp 2h + nt);
+    // D_{2h}'s columns 8nt.. are zero above row 8nt.
+    const int half = warp >> 1, nt = warp & 1, d = 32 * half;
+    tf32_mma3(c, M + (d + 16) * kLs + d, kLs, M + d * kLs + d + 8 * nt, kLs, nt, 2, lane);
+    store_c(c, Y + 16 * half * kYs + 8 * nt, kYs, 1.f, lane);
+    __syncthreads();
+    tf32_mma3(c, M + (d + 16) * kLs + d + 16, kLs, Y + 16 * half * kYs + 8 * nt, kYs, 0, 2, lane);
+    store_c(c, M + (d + 16) * kLs + d + 8 * nt, kLs, -1.f, lane);
+    __syncthreads();
+    // Y[16mt.., 8nt..] = L[23, 01] X[01]: warp w takes n-tile w of the first
+    // m-tile and 3 - w of the second (X[01]'s columns 8nt.. are zero above
+    // row 8nt: 5 k-steps a warp).
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int mt = u, n = u ? 3 - warp : warp;
+      tf32_mma3(c, M + (32 + 16 * mt) * kLs, kLs, M + 8 * n, kLs, n, 4, lane);
+      store_c(c, Y + 16 * mt * kYs + 8 * n, kYs, 1.f, lane);
     }
     __syncthreads();
-    if (mine) {
-      const float* d0r = M + (r0 + i0) * kLs + r0;
-      const float* d1r = d0r + kLs;
-      s0 = s1 = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 4
-      for (int m = 0; m <= i0 + 1; ++m) {
-        const float4 tm = *reinterpret_cast<const float4*>(T + m * kTs + j0);
-        const float a0 = d0r[m], a1 = d1r[m];  // D_r^-1 is lower triangular: a0 = 0 at m = i0 + 1
-        s0.x = fmaf(a0, tm.x, s0.x), s0.y = fmaf(a0, tm.y, s0.y), s0.z = fmaf(a0, tm.z, s0.z), s0.w = fmaf(a0, tm.w, s0.w);
-        s1.x = fmaf(a1, tm.x, s1.x), s1.y = fmaf(a1, tm.y, s1.y), s1.z = fmaf(a1, tm.z, s1.z), s1.w = fmaf(a1, tm.w, s1.w);
-      }
-      *reinterpret_cast<float4*>(M + (r0 + i0) * kLs + j0) = make_float4(-s0.x, -s0.y, -s0.z, -s0.w);
-      *reinterpret_cast<float4*>(M + (r0 + i0 + 1) * kLs + j0) = make_float4(-s1.x, -s1.y, -s1.z, -s1.w);
+    // X[23, 01] = -X[23] Y: X[23]'s rows 16mt.. end at column 16mt + 15.
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int mt = u, n = u ? 3 - warp : warp;
+      tf32_mma3(c, M + (32 + 16 * mt) * kLs + 32, kLs, Y + 8 * n, kYs, 0, 2 * mt + 2, lane);
+      store_c(c, M + (32 + 16 * mt) * kLs + 8 * n, kLs, -1.f, lane);
     }
     __syncthreads();
   }

@@ -14,11 +14,12 @@ const (
 // 128-vectors a block (a half-warp per vector),
 // chunk one block per (chunk, value head) with PrepChunkSharedBytes of
 // dynamic shared memory (one 64 x 64 fp32 buffer for the k rows, then L,
-// then its inverse; a 16 x 48 block product; g, beta and a warp total).
+// then its inverse; a 32 x 32 fp32 block for the inner products of the
+// inverse; g, beta and a warp total).
 const (
 	PrepThreads            = 128
 	PrepL2NormRowsPerBlock = 32
-	PrepChunkSharedBytes   = 64*68*4 + 16*52*4 + 2*64*4 + 16
+	PrepChunkSharedBytes   = 64*68*4 + 32*36*4 + 2*64*4 + 16
 )
 
 // Flags of the chunk kernel.
