@@ -118,6 +118,12 @@ constexpr int kBV = 64 * kNC;
 #define GDN_AUX 2
 #endif
 constexpr int kAux = GDN_AUX;
+#ifndef GDN_GATES_AHEAD
+#define GDN_GATES_AHEAD 1
+#endif
+#ifndef GDN_REFILL_LATE
+#define GDN_REFILL_LATE 0
+#endif
 constexpr int kThreads = 128 * (kAux + kNC);
 constexpr bool kConvert = GDN_FP16 == 0;  // bf16 inputs are converted to fp16 in place
 constexpr bool kXfer = GDN_TRANSFER != 0;
@@ -295,18 +301,24 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
   }
 
   // g and beta of a chunk (one token per thread) are plain loads, strided
-  // by Hv: issued a chunk ahead so that their latency hides behind a
-  // chunk's work.
+  // by Hv: issued GDN_GATES_AHEAD of this group's chunks ahead so that their
+  // latency hides behind the chunks' work. beta only builds A2: a prepared
+  // A2 needs none.
+  const bool need_beta = !(p.sc.flags & kAPrepared);
   auto load_gates = [&](int c, float& gv, float& bv) {
     gv = bv = 0.f;
     const int64_t tok = w.bos + 64 * c + t;
     if (c < w.nch && t < chunk_len(w, c)) {
       gv = p.ptr.g[tok * p.sc.Hv + w.h];
-      bv = read_beta(p, tok * p.sc.Hv + w.h);
+      if (need_beta) bv = read_beta(p, tok * p.sc.Hv + w.h);
     }
   };
   float g_next, b_next;
   load_gates(aw, g_next, b_next);
+#if GDN_GATES_AHEAD == 2
+  float g_next2, b_next2;
+  load_gates(aw + kAux, g_next2, b_next2);
+#endif
 
   for (int c = aw; c < w.nch; c += kAux) {
     const int s = c % kStages, use = c / kStages;
@@ -314,7 +326,12 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
     Vec& vec = *reinterpret_cast<Vec*>(st + kOffVec);
     const int len = chunk_len(w, c);
     const float gv = g_next, bv = b_next;
+#if GDN_GATES_AHEAD == 2
+    g_next = g_next2, b_next = b_next2;
+    load_gates(c + 2 * kAux, g_next2, b_next2);
+#else
     load_gates(c + kAux, g_next, b_next);
+#endif
     mbar_wait(&bars.full[s], use & 1);
 
     if (t < 64) vec.g[t] = gv, vec.beta[t] = bv;
@@ -440,13 +457,18 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
   // Releases chunk c's stage once every wgmma that read it is done: the
   // first consumer refills it with chunk c + kStages once every consumer
   // is done with it.
-  auto release = [&](int c) {
+  auto refill = [&](int c) {
     const int s = c % kStages, use = c / kStages;
-    mbar_arrive(&bars.empty[s]);
     if (cw == 0 && t == 0 && c + kStages < w.nch) {
       mbar_wait(&bars.empty[s], use & 1);
       issue_loads(smem + s * kStageBytes, &bars.full[s], p, w, c + kStages);
     }
+  };
+  auto release = [&](int c) {
+    mbar_arrive(&bars.empty[c % kStages]);
+#if !GDN_REFILL_LATE
+    refill(c);
+#endif
   };
   // O^T of chunk c -> o[i][v] through the staging tile (stmatrix .trans
   // writes rows i).
@@ -637,6 +659,9 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       wgmma_wait<0>();
       reg_fence(S, 64);
       release(c);
+#if GDN_REFILL_LATE
+      refill(c);
+#endif
     } else {
       update_state();
       if (!kXfer) p_term();
@@ -647,6 +672,9 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
         reg_fence(O, 32);
         if (w.store_o) store_o(c, O);
       }
+#if GDN_REFILL_LATE
+      refill(c);
+#endif
     }
   }
   if (t == 0) tma_store_wait_all();
