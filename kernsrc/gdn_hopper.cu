@@ -118,12 +118,6 @@ constexpr int kBV = 64 * kNC;
 #define GDN_AUX 2
 #endif
 constexpr int kAux = GDN_AUX;
-#ifndef GDN_GATES_AHEAD
-#define GDN_GATES_AHEAD 1
-#endif
-#ifndef GDN_REFILL_LATE
-#define GDN_REFILL_LATE 0
-#endif
 constexpr int kThreads = 128 * (kAux + kNC);
 constexpr bool kConvert = GDN_FP16 == 0;  // bf16 inputs are converted to fp16 in place
 constexpr bool kXfer = GDN_TRANSFER != 0;
@@ -301,9 +295,11 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
   }
 
   // g and beta of a chunk (one token per thread) are plain loads, strided
-  // by Hv: issued GDN_GATES_AHEAD of this group's chunks ahead so that their
-  // latency hides behind the chunks' work. beta only builds A2: a prepared
-  // A2 needs none.
+  // by Hv: issued two of this group's chunks ahead. One chunk ahead was not
+  // enough: under the kernel's own HBM traffic the aux group still stalled
+  // on them at every chunk (ncu: 16% of its stall samples at their first
+  // use; two ahead made the BV 128 rows 8-15% faster, docs/PERF.md v14).
+  // beta only builds A2: a prepared A2 needs none.
   const bool need_beta = !(p.sc.flags & kAPrepared);
   auto load_gates = [&](int c, float& gv, float& bv) {
     gv = bv = 0.f;
@@ -313,12 +309,9 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
       if (need_beta) bv = read_beta(p, tok * p.sc.Hv + w.h);
     }
   };
-  float g_next, b_next;
+  float g_next, b_next, g_next2, b_next2;
   load_gates(aw, g_next, b_next);
-#if GDN_GATES_AHEAD == 2
-  float g_next2, b_next2;
   load_gates(aw + kAux, g_next2, b_next2);
-#endif
 
   for (int c = aw; c < w.nch; c += kAux) {
     const int s = c % kStages, use = c / kStages;
@@ -326,12 +319,8 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
     Vec& vec = *reinterpret_cast<Vec*>(st + kOffVec);
     const int len = chunk_len(w, c);
     const float gv = g_next, bv = b_next;
-#if GDN_GATES_AHEAD == 2
     g_next = g_next2, b_next = b_next2;
     load_gates(c + 2 * kAux, g_next2, b_next2);
-#else
-    load_gates(c + kAux, g_next, b_next);
-#endif
     mbar_wait(&bars.full[s], use & 1);
 
     if (t < 64) vec.g[t] = gv, vec.beta[t] = bv;
@@ -457,18 +446,13 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
   // Releases chunk c's stage once every wgmma that read it is done: the
   // first consumer refills it with chunk c + kStages once every consumer
   // is done with it.
-  auto refill = [&](int c) {
+  auto release = [&](int c) {
     const int s = c % kStages, use = c / kStages;
+    mbar_arrive(&bars.empty[s]);
     if (cw == 0 && t == 0 && c + kStages < w.nch) {
       mbar_wait(&bars.empty[s], use & 1);
       issue_loads(smem + s * kStageBytes, &bars.full[s], p, w, c + kStages);
     }
-  };
-  auto release = [&](int c) {
-    mbar_arrive(&bars.empty[c % kStages]);
-#if !GDN_REFILL_LATE
-    refill(c);
-#endif
   };
   // O^T of chunk c -> o[i][v] through the staging tile (stmatrix .trans
   // writes rows i).
@@ -659,9 +643,6 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       wgmma_wait<0>();
       reg_fence(S, 64);
       release(c);
-#if GDN_REFILL_LATE
-      refill(c);
-#endif
     } else {
       update_state();
       if (!kXfer) p_term();
@@ -672,9 +653,6 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
         reg_fence(O, 32);
         if (w.store_o) store_o(c, O);
       }
-#if GDN_REFILL_LATE
-      refill(c);
-#endif
     }
   }
   if (t == 0) tma_store_wait_all();
