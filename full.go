@@ -95,7 +95,7 @@ type fullKey struct {
 }
 
 // fullCall is a prepared full call: its scratch (the chunk table, g_cumsum,
-// A and the normalised q and k), the packed arguments of the prep kernels
+// A and the normalised q and k), the packed arguments of the prep kernel
 // and the core forward on the scratch.
 type fullCall struct {
 	key      fullKey
@@ -105,9 +105,9 @@ type fullCall struct {
 	grave    *scratchGraveyard
 	mem      driver.DevicePtr
 	memBytes int
-	variants [2]kernsrc.Variant // l2norm, chunk
-	fns      [2]atomic.Pointer[driver.Function]
-	launches []prepLaunch
+	variant  kernsrc.Variant // the chunk kernel
+	fn       atomic.Pointer[driver.Function]
+	prep     *prepLaunch // the chunk kernel's launch
 	// pinned: launched on a stream that was capturing (the caller's graph
 	// points into the scratch), so the scratch is kept until Close.
 	pinned atomic.Bool
@@ -115,9 +115,8 @@ type fullCall struct {
 	holdState // guarded by the cache's heldCache.mu
 }
 
-// prepLaunch is one prep kernel launch of a full call.
+// prepLaunch is the prep kernel's launch of a full call.
 type prepLaunch struct {
-	kernel      int // index into fullCall.variants and fns
 	grid, block [3]uint32
 	shared      int
 	params      *driver.KernelParams
@@ -150,10 +149,10 @@ func (e *fullCall) sameSeqs(seqs []int) bool { return slices.Equal(e.seqs, seqs)
 
 // free releases the call's parameters and parks its scratch.
 func (e *fullCall) free() {
-	for _, l := range e.launches {
-		l.params.Free()
+	if e.prep != nil {
+		e.prep.params.Free()
+		e.prep = nil
 	}
-	e.launches = nil
 	if e.mem != 0 {
 		switch {
 		case e.grave != nil && e.pinned.Load():
@@ -273,27 +272,26 @@ func (rt *Runtime) forwardFull(a *FullArgs, s Stream) error {
 			e.pinned.Store(true)
 		}
 	}
-	for i := range e.launches {
-		l := &e.launches[i]
-		fn := e.fns[l.kernel].Load()
+	if l := e.prep; l != nil {
+		fn := e.fn.Load()
 		if fn == nil {
-			k, err := rt.kernel(e.variants[l.kernel], l.shared)
+			k, err := rt.kernel(e.variant, l.shared)
 			if err != nil {
 				return err
 			}
 			fn = k.fn
-			e.fns[l.kernel].Store(fn)
+			e.fn.Store(fn)
 		}
 		err := rt.ctx.LaunchParams(fn, driver.Dim3{X: l.grid[0], Y: l.grid[1], Z: l.grid[2]},
 			driver.Dim3{X: l.block[0], Y: l.block[1], Z: l.block[2]}, l.shared, stream, l.params)
 		if err != nil {
-			return fmt.Errorf("gdn: launch %s: %w", e.variants[l.kernel].Name, err)
+			return fmt.Errorf("gdn: launch %s: %w", e.variant.Name, err)
 		}
 	}
 	return rt.forward(&e.core, s)
 }
 
-// newFullCall allocates a full call's scratch and packs its prep launches.
+// newFullCall allocates a full call's scratch and packs its prep launch.
 func (rt *Runtime) newFullCall(a *FullArgs, key fullKey, p Problem) (*fullCall, error) {
 	chunks := chunkPairs(p)
 	nch := len(chunks) / 2
@@ -310,15 +308,12 @@ func (rt *Runtime) newFullCall(a *FullArgs, key fullKey, p Problem) (*fullCall, 
 		qkBytes = align(tokens * p.Hq * HeadDim * 2)
 	}
 	e := &fullCall{key: key, seqs: slices.Clone(p.Seqs), dev: rt.calls.dev, memBytes: tableBytes + gBytes + aBytes + 2*qkBytes}
-	dt := coreDtype(p.Dtype)
-	for i, k := range []string{kernsrc.PrepL2NormKernel, kernsrc.PrepChunkKernel} {
-		v, err := kernsrc.PrepVariant(k, dt)
-		if err != nil {
-			return nil, err
-		}
-		e.variants[i] = v
+	v, err := kernsrc.PrepVariant(kernsrc.PrepChunkKernel, coreDtype(p.Dtype))
+	if err != nil {
+		return nil, err
 	}
-	err := e.dev.RelaxedCapture(func() error {
+	e.variant = v
+	err = e.dev.RelaxedCapture(func() error {
 		var err error
 		if e.mem, err = e.dev.Alloc(e.memBytes); err != nil {
 			return err
@@ -349,31 +344,21 @@ func (rt *Runtime) newFullCall(a *FullArgs, key fullKey, p Problem) (*fullCall, 
 	if p.BetaDtype == FP32 {
 		flags |= kernsrc.PrepFlagBetaFP32
 	}
-	add := func(kernel int, grid [3]uint32, threads, shared int, args *driver.Args) error {
-		params, err := driver.NewKernelParams(args)
-		if err != nil {
-			return fmt.Errorf("gdn: kernel parameters: %w", err)
-		}
-		e.launches = append(e.launches, prepLaunch{kernel: kernel, grid: grid, block: [3]uint32{uint32(threads), 1, 1},
-			shared: shared, params: params})
-		return nil
-	}
-	blocks := func(n, per int) uint32 { return uint32((n + per - 1) / per) }
-	// l2norm (q, then k) before chunk: chunk reads the normalised k.
 	if a.L2Norm {
-		rows := tokens * p.Hq
-		for _, x := range [][2]uintptr{{a.Q.Ptr, q.Ptr}, {a.K.Ptr, k.Ptr}} {
-			if err = add(0, [3]uint32{blocks(rows, kernsrc.PrepL2NormRowsPerBlock), 1, 1}, kernsrc.PrepThreads, 0,
-				new(driver.Args).Ptr(driver.DevicePtr(x[0])).Ptr(driver.DevicePtr(x[1])).Int64(int64(rows))); err != nil {
-				break
-			}
-		}
+		flags |= kernsrc.PrepFlagL2Norm
 	}
-	if err == nil {
-		err = add(1, [3]uint32{uint32(nch), uint32(p.Hv), 1}, kernsrc.PrepThreads, kernsrc.PrepChunkSharedBytes,
-			new(driver.Args).Ptr(driver.DevicePtr(k.Ptr)).Ptr(driver.DevicePtr(a.Beta.Ptr)).
-				Ptr(driver.DevicePtr(a.G.Ptr)).Ptr(driver.DevicePtr(a.ALog.Ptr)).Ptr(driver.DevicePtr(a.DtBias.Ptr)).
-				Ptr(gcum).Ptr(A).Ptr(table).Int32(int32(p.Hq)).Int32(int32(p.Hv)).Int32(flags))
+	// One launch: the chunk kernel reads q and k as given and, with L2Norm,
+	// writes their normalised copies q and k (the core forward's) itself.
+	params, err := driver.NewKernelParams(new(driver.Args).
+		Ptr(driver.DevicePtr(a.Q.Ptr)).Ptr(driver.DevicePtr(a.K.Ptr)).Ptr(driver.DevicePtr(q.Ptr)).Ptr(driver.DevicePtr(k.Ptr)).
+		Ptr(driver.DevicePtr(a.Beta.Ptr)).Ptr(driver.DevicePtr(a.G.Ptr)).Ptr(driver.DevicePtr(a.ALog.Ptr)).
+		Ptr(driver.DevicePtr(a.DtBias.Ptr)).Ptr(gcum).Ptr(A).Ptr(table).
+		Int32(int32(p.Hq)).Int32(int32(p.Hv)).Int32(flags))
+	if err != nil {
+		err = fmt.Errorf("gdn: kernel parameters: %w", err)
+	} else {
+		e.prep = &prepLaunch{grid: [3]uint32{uint32(nch), uint32(p.Hv), 1},
+			block: [3]uint32{kernsrc.PrepThreads, 1, 1}, shared: kernsrc.PrepChunkSharedBytes, params: params}
 	}
 	if err != nil {
 		e.free()

@@ -1,7 +1,7 @@
 // gdn_prep.cu: the steps of the full forward (FLA's chunk_gated_delta_rule)
-// that come before the core forward: the L2 normalisation of q and k (when
-// asked; gdn_prep_l2norm), then per chunk and value head (gdn_prep_chunk)
-// the per-token log-gate (from the raw gate inputs, when asked), its
+// that come before the core forward, in one kernel (gdn_prep_chunk), per
+// chunk and value head: the L2 normalisation of q and k (when asked), the
+// per-token log-gate (from the raw gate inputs, when asked), its
 // chunk-local cumulative sum, and A, the inverse of the gated, beta-scaled
 // K K^T of the chunk (K K^T on the tensor cores, everything after it fp32),
 // written as A2 = A diag(beta) in fp16.
@@ -23,10 +23,13 @@ typedef Elem<GDN_FP16 != 0> E;
 enum : int32_t {
   kGateInKernel = 1,  // g holds the raw a: g = -exp(A_log) softplus(a + dt_bias)
   kBetaFP32 = 2,      // beta is fp32 (else the dtype of q)
+  kL2Norm = 4,        // q and k are L2-normalised here (written to qn and kn)
 };
 
 #ifdef GDN_PREP_FLAG_GATE
-static_assert(GDN_PREP_FLAG_GATE == kGateInKernel && GDN_PREP_FLAG_BETA_FP32 == kBetaFP32, "kernsrc.Prep*");
+static_assert(GDN_PREP_FLAG_GATE == kGateInKernel && GDN_PREP_FLAG_BETA_FP32 == kBetaFP32 &&
+                  GDN_PREP_FLAG_L2NORM == kL2Norm,
+              "kernsrc.Prep*");
 #endif
 
 // softplus as FLA's gate takes it: log(1 + e^x), x itself above 20.
@@ -83,55 +86,41 @@ __device__ __forceinline__ void store_c(const float c[4], float* C, int sc, floa
 }
 }  // namespace
 
-// gdn_prep_l2norm: y = x / sqrt(sum(x^2) + 1e-6) for each 128-vector (a
-// token of a head) of x, rounded to the input dtype. A half-warp holds a
-// row (16 bytes a lane) and each thread takes kL2Rows rows whose loads all
-// go out before any sum: one row at a time per warp left the kernel waiting
-// on memory latency. Grid ceil(rows / (8 kL2Rows)) x 128 threads.
+// A 128-vector held by a half-warp, eight 16-bit values (16 bytes) a lane,
+// L2-normalised: x / sqrt(sum(x^2) + 1e-6) (FLA's l2norm), rounded back to
+// the input dtype. Every lane of the warp takes part (the two halves hold
+// two vectors); a zero vector stays zero.
 namespace {
-constexpr int kL2Rows = 4;
-}  // namespace
-#ifdef GDN_PREP_L2_ROWS
-static_assert(GDN_PREP_L2_ROWS == kL2Rows, "kernsrc.PrepL2NormRowsPerBlock");
-#endif
-
-extern "C" __global__ void __launch_bounds__(128) gdn_prep_l2norm(const uint16_t* __restrict__ x,
-                                                                   uint16_t* __restrict__ y, long long rows) {
-  const int half = threadIdx.x >> 4, lane = threadIdx.x & 15;
-  const long long first = (long long)blockIdx.x * 8 * kL2Rows + half;
-  uint4 in[kL2Rows];
+__device__ __forceinline__ uint4 l2_normalise(uint4 x) {
+  const uint32_t* w = reinterpret_cast<const uint32_t*>(&x);
+  float v[8];
 #pragma unroll
-  for (int u = 0; u < kL2Rows; ++u) {
-    const long long row = first + 8 * u;
-    in[u] = row < rows ? reinterpret_cast<const uint4*>(x + row * 128)[lane] : make_uint4(0, 0, 0, 0);
+  for (int e = 0; e < 4; ++e) {
+    v[2 * e] = E::to_float((uint16_t)(w[e] & 0xffff));
+    v[2 * e + 1] = E::to_float((uint16_t)(w[e] >> 16));
   }
+  float ss = 0.f;
 #pragma unroll
-  for (int u = 0; u < kL2Rows; ++u) {
-    const uint32_t* w = reinterpret_cast<const uint32_t*>(&in[u]);
-    float v[8];
+  for (int e = 0; e < 8; ++e) ss = fmaf(v[e], v[e], ss);
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      v[2 * e] = E::to_float((uint16_t)(w[e] & 0xffff));
-      v[2 * e + 1] = E::to_float((uint16_t)(w[e] >> 16));
-    }
-    float ss = 0.f;
-#pragma unroll
-    for (int e = 0; e < 8; ++e) ss = fmaf(v[e], v[e], ss);
-#pragma unroll
-    for (int o = 8; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    const float inv = 1.f / sqrtf(ss + 1e-6f);
-    uint4 out;
-    out.x = E::pack2(v[0] * inv, v[1] * inv);
-    out.y = E::pack2(v[2] * inv, v[3] * inv);
-    out.z = E::pack2(v[4] * inv, v[5] * inv);
-    out.w = E::pack2(v[6] * inv, v[7] * inv);
-    const long long row = first + 8 * u;
-    if (row < rows) reinterpret_cast<uint4*>(y + row * 128)[lane] = out;
-  }
+  for (int o = 8; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  const float inv = 1.f / sqrtf(ss + 1e-6f);
+  uint4 out;
+  out.x = E::pack2(v[0] * inv, v[1] * inv);
+  out.y = E::pack2(v[2] * inv, v[3] * inv);
+  out.z = E::pack2(v[4] * inv, v[5] * inv);
+  out.w = E::pack2(v[6] * inv, v[7] * inv);
+  return out;
 }
+}  // namespace
 
 // gdn_prep_chunk: one CTA of 128 threads per (chunk, value head) does all
 // of that chunk's preparation:
+//   0. with L2Norm, the chunk's k rows normalised as they arrive (every CTA
+//      of the key head, for its own K K^T), and the CTA of the key head's
+//      first value head writes them, and the chunk's normalised q rows, to
+//      kn and qn for the core forward (a memory-bound pass folded into a
+//      compute-bound kernel rather than two passes of their own);
 //   1. the log-gate of each token (from the raw input when asked) and its
 //      chunk-local cumulative sum, by a warp scan, written to gcum;
 //   2. K K^T of the chunk's k rows on the tensor cores (m16n8k16, exact
@@ -164,7 +153,8 @@ static_assert(GDN_PREP_CHUNK_SMEM == kPrepChunkSmem, "kernsrc.PrepChunkSharedByt
 #endif
 
 extern "C" __global__ void __launch_bounds__(128) gdn_prep_chunk(
-    const uint16_t* __restrict__ k, const void* __restrict__ beta, const float* __restrict__ g,
+    const uint16_t* __restrict__ q, const uint16_t* __restrict__ k, uint16_t* __restrict__ qn,
+    uint16_t* __restrict__ kn, const void* __restrict__ beta, const float* __restrict__ g,
     const float* __restrict__ a_log, const float* __restrict__ dt_bias, float* __restrict__ gcum,
     uint16_t* __restrict__ A2, const int* __restrict__ chunks, int Hq, int Hv, int flags) {
   extern __shared__ float4 smem_raw[];
@@ -178,13 +168,39 @@ extern "C" __global__ void __launch_bounds__(128) gdn_prep_chunk(
   const int warp = t >> 5, lane = t & 31, gq = lane >> 2, tq = lane & 3;
   const int b = chunks[2 * c], len = chunks[2 * c + 1] - b;
 
-  // The chunk's k rows (zero past its end).
+  // 0. The chunk's k rows (zero past its end), normalised with L2Norm: row
+  // i = t / 16 + 8 u in a half-warp, 16 bytes a lane, four rows' loads out
+  // before the first use. The key head's first value head writes them, and
+  // q's rows likewise, for the core forward.
+  const bool l2 = flags & kL2Norm, writer = l2 && h % (Hv / Hq) == 0;
+#pragma unroll 1
+  for (int half = 0; half < 2; ++half) {
+    uint4 x[4];
 #pragma unroll
-  for (int u = 0; u < 8; ++u) {
-    const int q = t + 128 * u, i = q >> 4, part = q & 15;
-    uint4 w = make_uint4(0, 0, 0, 0);
-    if (i < len) w = reinterpret_cast<const uint4*>(k + ((long long)(b + i) * Hq + hk) * 128)[part];
-    *reinterpret_cast<uint4*>(Ks + i * kKs + part * 8) = w;
+    for (int u = 0; u < 4; ++u) {
+      const int e = t + 128 * (4 * half + u), i = e >> 4, part = e & 15;
+      x[u] = i < len ? reinterpret_cast<const uint4*>(k + ((long long)(b + i) * Hq + hk) * 128)[part] : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int e = t + 128 * (4 * half + u), i = e >> 4, part = e & 15;
+      if (l2) x[u] = l2_normalise(x[u]);
+      *reinterpret_cast<uint4*>(Ks + i * kKs + part * 8) = x[u];
+      if (writer && i < len) reinterpret_cast<uint4*>(kn + ((long long)(b + i) * Hq + hk) * 128)[part] = x[u];
+    }
+    if (writer) {
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int e = t + 128 * (4 * half + u), i = e >> 4, part = e & 15;
+        x[u] = i < len ? reinterpret_cast<const uint4*>(q + ((long long)(b + i) * Hq + hk) * 128)[part] : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int e = t + 128 * (4 * half + u), i = e >> 4, part = e & 15;
+        x[u] = l2_normalise(x[u]);
+        if (i < len) reinterpret_cast<uint4*>(qn + ((long long)(b + i) * Hq + hk) * 128)[part] = x[u];
+      }
+    }
   }
 
   // 1. Gates: token t of the chunk in thread t (two warps), an inclusive
@@ -266,10 +282,10 @@ extern "C" __global__ void __launch_bounds__(128) gdn_prep_chunk(
 #pragma unroll
     for (int i = 0; i < 16; ++i) M[(d0 + i) * kLs + d0 + col] = xs[i];
   } else {
-    // Blocks above the diagonal: float4 q of row q / 16 lies in column
-    // block (q % 16) / 4.
-    for (int q = t - 64; q < 64 * 16; q += 64) {
-      const int i = q >> 4, part = q & 15;
+    // Blocks above the diagonal: float4 e of row e / 16 lies in column
+    // block (e % 16) / 4.
+    for (int e = t - 64; e < 64 * 16; e += 64) {
+      const int i = e >> 4, part = e & 15;
       if ((part >> 2) > (i >> 4)) *reinterpret_cast<float4*>(M + i * kLs + 4 * part) = make_float4(0.f, 0.f, 0.f, 0.f);
     }
   }
@@ -319,8 +335,8 @@ extern "C" __global__ void __launch_bounds__(128) gdn_prep_chunk(
   // kernel's products take (it would otherwise build it from an fp32 A, with
   // the same multiply and the same rounding): row i for token b + i, eight
   // columns (16 bytes) a thread.
-  for (int q = t; q < len * 8; q += 128) {
-    const int i = q >> 3, j = 8 * (q & 7);
+  for (int e = t; e < len * 8; e += 128) {
+    const int i = e >> 3, j = 8 * (e & 7);
     const float4 x0 = *reinterpret_cast<const float4*>(M + i * kLs + j);
     const float4 x1 = *reinterpret_cast<const float4*>(M + i * kLs + j + 4);
     uint4 y;
@@ -328,6 +344,6 @@ extern "C" __global__ void __launch_bounds__(128) gdn_prep_chunk(
     y.y = pack_fp16x2(x0.z * bv[j + 2], x0.w * bv[j + 3]);
     y.z = pack_fp16x2(x1.x * bv[j + 4], x1.y * bv[j + 5]);
     y.w = pack_fp16x2(x1.z * bv[j + 6], x1.w * bv[j + 7]);
-    reinterpret_cast<uint4*>(A2 + ((long long)(b + i) * Hv + h) * 64)[q & 7] = y;
+    reinterpret_cast<uint4*>(A2 + ((long long)(b + i) * Hv + h) * 64)[e & 7] = y;
   }
 }
