@@ -224,7 +224,7 @@ func TestFullBadInput(t *testing.T) {
 
 // TestFullTiming (GDN_FULL_TIMING=1) logs the time of ForwardFull beside
 // Forward on the same buffers (A as the full forward computes it): what the
-// prep kernels cost on top of the core.
+// prep kernel costs on top of the core.
 func TestFullTiming(t *testing.T) {
 	if os.Getenv("GDN_FULL_TIMING") == "" {
 		t.Skip("set GDN_FULL_TIMING=1")

@@ -14,7 +14,7 @@
 #           and initcheck (sanitize:a,b for some) over every
 #           kernel variant (forced) on small and tail shapes
 #           (TestEveryVariant), and the full forward's prep
-#           kernels on two small cases                       -> san.log
+#           kernel on two small cases                       -> san.log
 # soak      gdn soak for MINUTES (default 9) with a seed from
 #           the clock (SOAK_SEED overrides); the last line is
 #           "N passed, M failed"                             -> soak.log
@@ -73,7 +73,7 @@ for step in "${@:-tests}"; do
 		for tool in $tools; do
 			echo "== sanitizer $tool" | tee -a "$out/san.log" >&2
 			timeout 280 "$san" --tool "$tool" --error-exitcode 9 .bin/gdn.test -test.run '^TestEveryVariant$' -test.count=1 -test.v >>"$out/san.log" 2>&1 || fail "sanitizer $tool"
-			# The full forward's prep kernels, on packed sequences with empty
+			# The full forward's prep kernel, on packed sequences with empty
 			# and one-token ones, fp16, in-kernel gate and L2 norm.
 			timeout 200 "$san" --tool "$tool" --error-exitcode 9 .bin/gdn.test -test.run '^TestFullMatchesReference$/^seg0$/^(plain|l2norm_gate_varlen_fp16)$' -test.count=1 -test.v >>"$out/san.log" 2>&1 || fail "sanitizer $tool (full)"
 			grep -E "ERROR SUMMARY|^(--- FAIL|FAIL|ok|PASS)" "$out/san.log" | tail -2 >&2
