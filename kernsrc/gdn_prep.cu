@@ -139,7 +139,8 @@ __device__ __forceinline__ uint4 l2_normalise(uint4 x) {
 // One 64 x 64 fp32 buffer M holds in turn the k rows, L, and X: X's blocks
 // overwrite the blocks of L that are no longer needed (the diagonal ones
 // after step 4a has read them, the others once the product that reads them
-// is in Y), so that the CTA needs about 22 KB and ten fit an SM.
+// is in Y): the CTA needs about 22 KB of shared memory and 57 registers a
+// thread, so eight fit an SM.
 // Dynamic shared memory: kernsrc.PrepChunkSharedBytes.
 namespace {
 constexpr int kKs = 136;  // k row stride (16-bit values): ldmatrix rows land in distinct banks
