@@ -99,43 +99,38 @@ func TestDeviceRunCompare(t *testing.T) {
 	if pass || !strings.Contains(stderr, "no .bin/gdn-old") {
 		t.Errorf("compare without a baseline: exit 0 = %v, stderr:\n%s", pass, stderr)
 	}
-	stderr, out, pass := runDeviceSteps(t, "", true, "compare:q35_4kx8")
-	if !pass {
-		t.Fatalf("compare failed; stderr:\n%s", stderr)
-	}
-	calls, err := os.ReadFile(filepath.Join(filepath.Dir(out), "calls.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(calls)), "\n")
-	if len(lines) != 2 || !strings.HasPrefix(lines[0], "gdn-old bench --cases q35_4kx8") ||
-		!strings.HasPrefix(lines[1], "gdn bench --cases q35_4kx8") || !strings.Contains(lines[1], "--compare") {
-		t.Errorf("calls:\n%s", calls)
-	}
+	stderr = checkCompareStep(t, "compare", "", "q35_4kx8")
 	if !strings.Contains(stderr, "speed-up") {
 		t.Errorf("the comparison is not printed:\n%s", stderr)
-	}
-	if text, err := os.ReadFile(filepath.Join(out, "compare.txt")); err != nil || !strings.Contains(string(text), "1.13x") {
-		t.Errorf("compare.txt = %q, %v", text, err)
 	}
 }
 
 // comparefull times both binaries' full forward (bench --full).
 func TestDeviceRunCompareFull(t *testing.T) {
-	stderr, out, pass := runDeviceSteps(t, "", true, "comparefull:tp8_8k")
+	checkCompareStep(t, "comparefull", "--full ", "tp8_8k")
+}
+
+// checkCompareStep runs step:cases with a baseline and checks that the
+// baseline, then the new tool, ran gdn bench (with flags) on those cases,
+// the new one against the old one's CSV, and that the comparison reached
+// step.txt; it returns device-run.sh's stderr.
+func checkCompareStep(t *testing.T, step, flags, cases string) string {
+	t.Helper()
+	stderr, out, pass := runDeviceSteps(t, "", true, step+":"+cases)
 	if !pass {
-		t.Fatalf("comparefull failed; stderr:\n%s", stderr)
+		t.Fatalf("%s failed; stderr:\n%s", step, stderr)
 	}
 	calls, err := os.ReadFile(filepath.Join(filepath.Dir(out), "calls.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(calls)), "\n")
-	if len(lines) != 2 || !strings.HasPrefix(lines[0], "gdn-old bench --full --cases tp8_8k") ||
-		!strings.HasPrefix(lines[1], "gdn bench --full --cases tp8_8k") || !strings.Contains(lines[1], "--compare") {
-		t.Errorf("calls:\n%s", calls)
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "gdn-old bench "+flags+"--cases "+cases) ||
+		!strings.HasPrefix(lines[1], "gdn bench "+flags+"--cases "+cases) || !strings.Contains(lines[1], "--compare") {
+		t.Errorf("%s calls:\n%s", step, calls)
 	}
-	if text, err := os.ReadFile(filepath.Join(out, "comparefull.txt")); err != nil || !strings.Contains(string(text), "1.13x") {
-		t.Errorf("comparefull.txt = %q, %v", text, err)
+	if text, err := os.ReadFile(filepath.Join(out, step+".txt")); err != nil || !strings.Contains(string(text), "1.13x") {
+		t.Errorf("%s.txt = %q, %v", step, text, err)
 	}
+	return stderr
 }
