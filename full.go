@@ -186,8 +186,8 @@ func chunkPairs(p Problem) []int32 {
 // cache). Arguments are validated first (ValidateFull); nothing is written
 // when they are wrong. The first call with a set of arguments allocates the
 // scratch the steps need (g_cumsum in fp32 and A2 in fp16: 132 bytes per
-// token and value head; with L2Norm a copy of q and k), kept for repeated calls, which
-// allocate nothing.
+// token and value head; with L2Norm a copy of q and k), kept for repeated
+// calls, which allocate nothing.
 func (rt *Runtime) ForwardFull(a *FullArgs, s Stream) error {
 	if err := rt.enter(); err != nil {
 		return err
@@ -355,15 +355,11 @@ func (rt *Runtime) newFullCall(a *FullArgs, key fullKey, p Problem) (*fullCall, 
 		Ptr(driver.DevicePtr(a.DtBias.Ptr)).Ptr(gcum).Ptr(A).Ptr(table).
 		Int32(int32(p.Hq)).Int32(int32(p.Hv)).Int32(flags))
 	if err != nil {
-		err = fmt.Errorf("gdn: kernel parameters: %w", err)
-	} else {
-		e.prep = &prepLaunch{grid: [3]uint32{uint32(nch), uint32(p.Hv), 1},
-			block: [3]uint32{kernsrc.PrepThreads, 1, 1}, shared: kernsrc.PrepChunkSharedBytes, params: params}
-	}
-	if err != nil {
 		e.free()
-		return nil, err
+		return nil, fmt.Errorf("gdn: kernel parameters: %w", err)
 	}
+	e.prep = &prepLaunch{grid: [3]uint32{uint32(nch), uint32(p.Hv), 1},
+		block: [3]uint32{kernsrc.PrepThreads, 1, 1}, shared: kernsrc.PrepChunkSharedBytes, params: params}
 	e.grave = rt.calls.grave
 	return e, nil
 }
