@@ -36,12 +36,16 @@ static_assert(GDN_PREP_FLAG_GATE == kGateInKernel && GDN_PREP_FLAG_BETA_FP32 == 
 __device__ __forceinline__ float softplus(float x) { return x > 20.f ? x : log1pf(__expf(x)); }
 }  // namespace
 
-// A TF32 pair for x: hi = x rounded to TF32, lo = the rest rounded, so that
-// hi + lo holds x to about 21 bits.
+// A TF32 pair for x: hi = x truncated to TF32 (its 13 low mantissa bits
+// cleared), lo = the rest (exact in fp32), truncated likewise, so that hi +
+// lo holds x to about 20 bits. Truncation by a mask, not cvt.rna.tf32 (which
+// sm_90 compiles to about five instructions, and the kernel did six splits
+// a k-step: ncu put a third of its instructions there); the bit lost to
+// rounding is far below the fp16 that A2 is stored in.
 namespace {
 __device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(x));
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(x - __uint_as_float(hi)));
+  hi = __float_as_uint(x) & 0xffffe000u;
+  lo = __float_as_uint(x - __uint_as_float(hi)) & 0xffffe000u;
 }
 
 __device__ __forceinline__ void mma_tf32(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
@@ -54,8 +58,9 @@ __device__ __forceinline__ void mma_tf32(float c[4], const uint32_t a[4], uint32
 // c = A B for a warp: A 16 rows (stride sa), B 8 columns (stride sb), both
 // fp32 in shared memory, over k-steps ks0 <= ks < ks1 of 8. Three TF32
 // products per step, the small ones first: lo(a) hi(b) + hi(a) lo(b) +
-// hi(a) hi(b) leaves out only lo(a) lo(b), about 2^-22 of a term, so the
-// sums are as good as fp32 FMA's. Fragments (m16n8k8): a thread holds A's
+// hi(a) hi(b) leaves out only lo(a) lo(b) and the truncated bits of the
+// lo parts, about 2^-20 of a term: close to fp32 FMA's sums, and 2^9 below
+// the fp16 rounding of A2. Fragments (m16n8k8): a thread holds A's
 // rows g, g + 8 at columns t, t + 4, and B's rows t, t + 4 at column g.
 __device__ __forceinline__ void tf32_mma3(float c[4], const float* A, int sa, const float* B, int sb, int ks0, int ks1,
                                           int lane) {
@@ -133,14 +138,16 @@ __device__ __forceinline__ uint4 l2_normalise(uint4 x) {
 //      forward substitution (a column per thread, rows of L in registers),
 //      then the two 32 x 32 halves' off-diagonal blocks and the lower-left
 //      32 x 32 block, each as two products on the tensor cores (TF32 in
-//      three passes, fp32-exact sums): four dependent steps in all;
+//      three passes, sums to about 2^-20): four dependent steps in all;
 //   5. the chunk's rows of A2 = X diag(beta), fp16: what the core kernel's
 //      products take (kernsrc.HopperFlagAPrepared).
 // One 64 x 64 fp32 buffer M holds in turn the k rows, L, and X: X's blocks
 // overwrite the blocks of L that are no longer needed (the diagonal ones
 // after step 4a has read them, the others once the product that reads them
-// is in Y): the CTA needs about 22 KB of shared memory and 57 registers a
-// thread, so eight fit an SM.
+// is in Y): the CTA needs about 22 KB of shared memory and 64 registers a
+// thread (__launch_bounds__ holds it there), so eight fit an SM
+// (the kernel issues an instruction on about 2 of every 3 cycles of its
+// schedulers, ncu: its instruction count, not memory, bounds it).
 // Dynamic shared memory: kernsrc.PrepChunkSharedBytes.
 namespace {
 constexpr int kKs = 136;  // k row stride (16-bit values): ldmatrix rows land in distinct banks
@@ -153,7 +160,7 @@ static_assert(64 * kKs * 2 <= 64 * kLs * 4, "the k rows fit M");
 static_assert(GDN_PREP_CHUNK_SMEM == kPrepChunkSmem, "kernsrc.PrepChunkSharedBytes");
 #endif
 
-extern "C" __global__ void __launch_bounds__(128) gdn_prep_chunk(
+extern "C" __global__ void __launch_bounds__(128, 8) gdn_prep_chunk(
     const uint16_t* __restrict__ q, const uint16_t* __restrict__ k, uint16_t* __restrict__ qn,
     uint16_t* __restrict__ kn, const void* __restrict__ beta, const float* __restrict__ g,
     const float* __restrict__ a_log, const float* __restrict__ dt_bias, float* __restrict__ gcum,
@@ -169,52 +176,50 @@ extern "C" __global__ void __launch_bounds__(128) gdn_prep_chunk(
   const int warp = t >> 5, lane = t & 31, gq = lane >> 2, tq = lane & 3;
   const int b = chunks[2 * c], len = chunks[2 * c + 1] - b;
 
+  // The gate inputs of token t (step 1) are loaded first, so that their
+  // round trip overlaps step 0's rather than following it.
+  float x = 0.f, bb = 0.f;
+  const long long at = (long long)(b + t) * Hv + h;
+  if (t < len && t < 64) {
+    x = g[at];
+    bb = (flags & kBetaFP32) ? static_cast<const float*>(beta)[at] : E::to_float(static_cast<const uint16_t*>(beta)[at]);
+  }
+
   // 0. The chunk's k rows (zero past its end), normalised with L2Norm: row
   // i = t / 16 + 8 u in a half-warp, 16 bytes a lane, four rows' loads out
   // before the first use. The key head's first value head writes them, and
-  // q's rows likewise, for the core forward.
+  // q's rows likewise (loaded beside k's), for the core forward.
   const bool l2 = flags & kL2Norm, writer = l2 && h % (Hv / Hq) == 0;
 #pragma unroll 1
   for (int half = 0; half < 2; ++half) {
-    uint4 x[4];
+    uint4 xk[4], xq[4];
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
       const int e = t + 128 * (4 * half + u), i = e >> 4, part = e & 15;
-      x[u] = i < len ? reinterpret_cast<const uint4*>(k + ((long long)(b + i) * Hq + hk) * 128)[part] : make_uint4(0, 0, 0, 0);
+      const long long row = ((long long)(b + i) * Hq + hk) * 128;
+      xk[u] = i < len ? reinterpret_cast<const uint4*>(k + row)[part] : make_uint4(0, 0, 0, 0);
+      xq[u] = writer && i < len ? reinterpret_cast<const uint4*>(q + row)[part] : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
       const int e = t + 128 * (4 * half + u), i = e >> 4, part = e & 15;
-      if (l2) x[u] = l2_normalise(x[u]);
-      *reinterpret_cast<uint4*>(Ks + i * kKs + part * 8) = x[u];
-      if (writer && i < len) reinterpret_cast<uint4*>(kn + ((long long)(b + i) * Hq + hk) * 128)[part] = x[u];
-    }
-    if (writer) {
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int e = t + 128 * (4 * half + u), i = e >> 4, part = e & 15;
-        x[u] = i < len ? reinterpret_cast<const uint4*>(q + ((long long)(b + i) * Hq + hk) * 128)[part] : make_uint4(0, 0, 0, 0);
-      }
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int e = t + 128 * (4 * half + u), i = e >> 4, part = e & 15;
-        x[u] = l2_normalise(x[u]);
-        if (i < len) reinterpret_cast<uint4*>(qn + ((long long)(b + i) * Hq + hk) * 128)[part] = x[u];
+      const long long row = ((long long)(b + i) * Hq + hk) * 128;
+      if (l2) xk[u] = l2_normalise(xk[u]);
+      *reinterpret_cast<uint4*>(Ks + i * kKs + part * 8) = xk[u];
+      if (writer) {
+        xq[u] = l2_normalise(xq[u]);
+        if (i < len) {
+          reinterpret_cast<uint4*>(kn + row)[part] = xk[u];
+          reinterpret_cast<uint4*>(qn + row)[part] = xq[u];
+        }
       }
     }
   }
 
   // 1. Gates: token t of the chunk in thread t (two warps), an inclusive
   // warp scan, then warp 1 adds warp 0's total.
-  float x = 0.f;
-  const long long at = (long long)(b + t) * Hv + h;
   if (t < 64) {
-    float bb = 0.f;
-    if (t < len) {
-      x = g[at];
-      if (flags & kGateInKernel) x = -__expf(a_log[h]) * softplus(x + dt_bias[h]);
-      bb = (flags & kBetaFP32) ? static_cast<const float*>(beta)[at] : E::to_float(static_cast<const uint16_t*>(beta)[at]);
-    }
+    if (t < len && (flags & kGateInKernel)) x = -__expf(a_log[h]) * softplus(x + dt_bias[h]);
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
       const float y = __shfl_up_sync(0xffffffffu, x, o);
@@ -249,21 +254,25 @@ extern "C" __global__ void __launch_bounds__(128) gdn_prep_chunk(
   }
   __syncthreads();  // gv complete; every warp done with the k rows (L replaces them)
 
-  // 3. L into M, every entry (zeros above the diagonal and past len).
+  // 3. L into M, every entry (zeros above the diagonal and past len), two
+  // adjacent columns a store.
 #pragma unroll
   for (int n = 0; n < 8; ++n)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int i = 16 * warp + gq + 8 * (e >> 1), j = 8 * n + 2 * tq + (e & 1);
-      M[i * kLs + j] = (j < i && i < len) ? bv[i] * acc[n][e] * __expf(gv[i] - gv[j]) : 0.f;
+    for (int r = 0; r < 2; ++r) {
+      const int i = 16 * warp + gq + 8 * r, j = 8 * n + 2 * tq;
+      float2 l;
+      l.x = (j < i && i < len) ? bv[i] * acc[n][2 * r] * __expf(gv[i] - gv[j]) : 0.f;
+      l.y = (j + 1 < i && i < len) ? bv[i] * acc[n][2 * r + 1] * __expf(gv[i] - gv[j + 1]) : 0.f;
+      *reinterpret_cast<float2*>(M + i * kLs + j) = l;
     }
   __syncthreads();
 
   // 4a. Diagonal blocks (threads 0..63: block t/16, column t%16): x_i = 1 at
   // the diagonal, else -sum_{m<i} L_im x_m (x_m = 0 above the column), each
   // row of the block's L read into registers before its dependent sums.
-  // Written over L's diagonal blocks once all are read; the other threads
-  // clear the blocks above the diagonal.
+  // Written over L's diagonal blocks once all are read (the blocks above
+  // the diagonal hold step 3's zeros).
   float xs[16];
   const int d0 = 16 * (t >> 4), col = t & 15;
   if (t < 64) {
@@ -282,13 +291,6 @@ extern "C" __global__ void __launch_bounds__(128) gdn_prep_chunk(
   if (t < 64) {
 #pragma unroll
     for (int i = 0; i < 16; ++i) M[(d0 + i) * kLs + d0 + col] = xs[i];
-  } else {
-    // Blocks above the diagonal: float4 e of row e / 16 lies in column
-    // block (e % 16) / 4.
-    for (int e = t - 64; e < 64 * 16; e += 64) {
-      const int i = e >> 4, part = e & 15;
-      if ((part >> 2) > (i >> 4)) *reinterpret_cast<float4*>(M + i * kLs + 4 * part) = make_float4(0.f, 0.f, 0.f, 0.f);
-    }
   }
   __syncthreads();
 
