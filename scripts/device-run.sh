@@ -3,7 +3,7 @@
 # scripts/device-build.sh filled .bin/. Logs go to $OUT (or ./device-out),
 # at most one file per step (the device tool brings back 8 files).
 #
-#   .bin/device-run.sh [warmup] [tests] [sanitize[:TOOLS]] [soak[:MINUTES]] [bench] [bench:CASES] [compare[:CASES]] [comparefull[:CASES]] [benchfull] [benchfull:CASES] [hostbench] [example] [layer] [python]
+#   .bin/device-run.sh [warmup] [tests] [sanitize[:TOOLS]] [soak[:MINUTES]] [bench] [bench:CASES] [compare[:CASES]] [comparefull[:CASES]] [knob:DEFINES[@CASES]] [knobfull:DEFINES[@CASES]] [benchfull] [benchfull:CASES] [hostbench] [example] [layer] [python]
 #
 # warmup    every kernel variant compiled by this machine's NVRTC
 #           into an empty cache: fails if one spills or ptxas
@@ -26,6 +26,12 @@
 #           with each case's speed-up                      -> compare.txt
 # comparefull the same for gdn bench --full (comparefull:a,b)
 #                                                      -> comparefull.txt
+# knob      a compile-time switch of the kernels (GDN_JIT_DEFINES:
+#           knob:NAME=VALUE+NAME2=VALUE2@case,case) timed against
+#           the same binary without it, in one call; first every
+#           variant's warmup with it (fails as warmup does). knobfull:
+#           the same with gdn bench --full. Several knob steps append
+#           to the one file                     -> knob.txt, knobfull.txt
 # benchfull gdn bench --full: the full forward from raw gates
 #           (benchfull:a,b for named cases), beside issue 8's
 #           targets              -> benchfull.txt, benchfull.csv, benchfull.svg
@@ -116,6 +122,25 @@ for step in "${@:-tests}"; do
 		timeout 240 .bin/gdn bench $full $cases --csv "$out/$name-new.csv" --compare "$out/$name-old.csv" >>"$out/$name.txt" 2>&1 || fail "$name (new)"
 		rm -f "$out/$name-old.csv" "$out/$name-new.csv"
 		sed -n '/old ms/,$p' "$out/$name.txt" >&2
+		;;
+	knob:* | knobfull:*)
+		name=${step%%:*}
+		spec=${step#*:}
+		cases=""
+		[[ $spec == *@* ]] && cases="--cases ${spec#*@}" && spec=${spec%%@*}
+		defines=${spec//+/ }
+		full=""
+		[[ $name == knobfull ]] && full="--full"
+		echo "== $name [$defines] $cases" | tee -a "$out/$name.txt" >&2
+		tmp=$(mktemp -d)
+		GDN_JIT_DEFINES="$defines" timeout 300 .bin/gdn warmup --cache-dir "$tmp/cache" >"$tmp/warmup.txt" 2>&1 || fail "$name: warmup with $defines"
+		cat "$tmp/warmup.txt" >>"$out/$name.txt"
+		if grep -E "^gdn_" "$tmp/warmup.txt" | grep -vqE "[[:space:]]ok( \(ptx\))?$"; then fail "$name: a variant spills, is serialised or failed with $defines"; fi
+		timeout 240 .bin/gdn bench $full $cases --csv "$tmp/without.csv" >>"$out/$name.txt" 2>&1 || fail "$name (without)"
+		GDN_JIT_DEFINES="$defines" timeout 240 .bin/gdn bench $full $cases --csv "$tmp/with.csv" --compare "$tmp/without.csv" >"$tmp/with.txt" 2>&1 || fail "$name (with $defines)"
+		cat "$tmp/with.txt" >>"$out/$name.txt"
+		sed -n '/old ms/,$p' "$tmp/with.txt" >&2
+		rm -rf "$tmp"
 		;;
 	benchfull | benchfull:*)
 		cases=""

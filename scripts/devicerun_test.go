@@ -8,12 +8,13 @@ import (
 	"testing"
 )
 
-// fakeGDN is a stand-in for the gdn tool that device-run.sh's warmup and
-// compare steps call: `warmup` prints the table in $FAKE_WARMUP, `bench`
-// writes the file after --csv and prints a comparison header when given
-// --compare, and logs its name and arguments to calls.log.
+// fakeGDN is a stand-in for the gdn tool that device-run.sh's warmup,
+// compare and knob steps call: `warmup` prints the table in $FAKE_WARMUP,
+// `bench` writes the file after --csv and prints a comparison header when
+// given --compare, and logs its name and arguments to calls.log (after
+// GDN_JIT_DEFINES=... when that is set).
 const fakeGDN = `#!/usr/bin/env bash
-echo "$(basename "$0") $*" >>"$CALLS"
+echo "${GDN_JIT_DEFINES:+GDN_JIT_DEFINES=$GDN_JIT_DEFINES }$(basename "$0") $*" >>"$CALLS"
 case "$1" in
 warmup) printf '%s\n' "variant  compile ms  registers  spill B  stack B  smem B  status" "$FAKE_WARMUP" ;;
 bench)
@@ -59,7 +60,7 @@ func runDeviceSteps(t *testing.T, warmupRows string, withOld bool, steps ...stri
 	cmd := exec.Command("bash", ".bin/device-run.sh")
 	cmd.Args = append(cmd.Args, steps...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "OUT="+out, "FAKE_WARMUP="+warmupRows, "CALLS="+filepath.Join(dir, "calls.log"),
+	cmd.Env = append(os.Environ(), "GDN_JIT_DEFINES=", "OUT="+out, "FAKE_WARMUP="+warmupRows, "CALLS="+filepath.Join(dir, "calls.log"),
 		"PATH="+os.Getenv("PATH"))
 	var errb strings.Builder
 	cmd.Stderr = &errb
@@ -133,4 +134,51 @@ func checkCompareStep(t *testing.T, step, flags, cases string) string {
 		t.Errorf("%s.txt = %q, %v", step, text, err)
 	}
 	return stderr
+}
+
+// A knob step compiles every variant with the switch, then times the same
+// binary without and with it on the cases named, in that order, the second
+// run against the first's CSV; a switch that makes a variant spill fails
+// the step.
+func TestDeviceRunKnob(t *testing.T) {
+	ok := "gdn_hopper_bf16_bv128  790  168  0  0  0  ok"
+	for _, c := range []struct {
+		step, rows, flags string
+		pass              bool
+	}{
+		{"knob:GDN_A=1+GDN_B=2@q35_4kx8,tp8_32k", ok, "", true},
+		{"knobfull:GDN_A=1+GDN_B=2@q35_4kx8,tp8_32k", ok, "--full ", true},
+		{"knob:GDN_A=1+GDN_B=2@q35_4kx8,tp8_32k", ok + "\ngdn_hopper_fp16_bv64  810  168  48  8  0  SPILLS", "", false},
+	} {
+		stderr, out, pass := runDeviceSteps(t, c.rows, false, c.step)
+		if pass != c.pass {
+			t.Fatalf("%s with %q: exit 0 = %v, want %v; stderr:\n%s", c.step, c.rows, pass, c.pass, stderr)
+		}
+		name := strings.SplitN(c.step, ":", 2)[0]
+		if !c.pass {
+			if !strings.Contains(stderr, "FAIL "+name+": a variant spills") {
+				t.Errorf("stderr does not say the switch broke a variant:\n%s", stderr)
+			}
+			continue
+		}
+		calls, err := os.ReadFile(filepath.Join(filepath.Dir(out), "calls.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(calls)), "\n")
+		env := "GDN_JIT_DEFINES=GDN_A=1 GDN_B=2 "
+		cases := "--cases q35_4kx8,tp8_32k"
+		if len(lines) != 3 || !strings.HasPrefix(lines[0], env+"gdn warmup --cache-dir ") ||
+			!strings.HasPrefix(lines[1], "gdn bench "+c.flags+cases+" --csv ") || strings.Contains(lines[1], "--compare") ||
+			!strings.HasPrefix(lines[2], env+"gdn bench "+c.flags+cases+" --csv ") || !strings.Contains(lines[2], "--compare") {
+			t.Errorf("%s calls:\n%s", c.step, calls)
+		}
+		if text, err := os.ReadFile(filepath.Join(out, name+".txt")); err != nil || !strings.Contains(string(text), "1.13x") ||
+			!strings.Contains(string(text), "gdn_hopper_bf16_bv128") {
+			t.Errorf("%s.txt = %q, %v", name, text, err)
+		}
+		if !strings.Contains(stderr, "speed-up") {
+			t.Errorf("the comparison is not printed:\n%s", stderr)
+		}
+	}
 }
