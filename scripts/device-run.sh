@@ -51,6 +51,9 @@ export GDN_CACHE_DIR="${GDN_CACHE_DIR:-/tmp/gdn-cache}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,utilization.gpu --format=csv >"$out/gpu.txt" 2>&1
 status=0
 fail() { status=1; echo "FAIL $*" >&2; }
+# all_ok FILE: every variant row of a gdn warmup table in FILE ends in "ok"
+# (no spills, no serialised wgmma, no compile error).
+all_ok() { ! grep -E "^gdn_" "$1" | grep -vqE "[[:space:]]ok( \(ptx\))?$"; }
 for step in "${@:-tests}"; do
 	case "$step" in
 	tests)
@@ -104,7 +107,7 @@ for step in "${@:-tests}"; do
 		rm -rf "$wc"
 		grep -E "^(variant|gdn_)" "$out/warmup.txt" >&2
 		# Every row of the table must end in "ok".
-		if grep -E "^gdn_" "$out/warmup.txt" | grep -vqE "[[:space:]]ok( \(ptx\))?$"; then fail "warmup: a variant spills, is serialised or failed"; fi
+		all_ok "$out/warmup.txt" || fail "warmup: a variant spills, is serialised or failed"
 		;;
 	compare | compare:* | comparefull | comparefull:*)
 		# comparefull: the same with gdn bench --full (the full forward).
@@ -135,7 +138,7 @@ for step in "${@:-tests}"; do
 		tmp=$(mktemp -d)
 		GDN_JIT_DEFINES="$defines" timeout 300 .bin/gdn warmup --cache-dir "$tmp/cache" >"$tmp/warmup.txt" 2>&1 || fail "$name: warmup with $defines"
 		cat "$tmp/warmup.txt" >>"$out/$name.txt"
-		if grep -E "^gdn_" "$tmp/warmup.txt" | grep -vqE "[[:space:]]ok( \(ptx\))?$"; then fail "$name: a variant spills, is serialised or failed with $defines"; fi
+		all_ok "$tmp/warmup.txt" || fail "$name: a variant spills, is serialised or failed with $defines"
 		timeout 240 .bin/gdn bench $full $cases --csv "$tmp/without.csv" >>"$out/$name.txt" 2>&1 || fail "$name (without)"
 		GDN_JIT_DEFINES="$defines" timeout 240 .bin/gdn bench $full $cases --csv "$tmp/with.csv" --compare "$tmp/without.csv" >"$tmp/with.txt" 2>&1 || fail "$name (with $defines)"
 		cat "$tmp/with.txt" >>"$out/$name.txt"
