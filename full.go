@@ -308,7 +308,8 @@ func (rt *Runtime) newFullCall(a *FullArgs, key fullKey, p Problem) (*fullCall, 
 		qkBytes = align(tokens * p.Hq * HeadDim * 2)
 	}
 	e := &fullCall{key: key, seqs: slices.Clone(p.Seqs), dev: rt.calls.dev, memBytes: tableBytes + gBytes + aBytes + 2*qkBytes}
-	v, err := kernsrc.PrepVariant(kernsrc.PrepChunkKernel, coreDtype(p.Dtype))
+	heads := prepHeads(p, nch, rt.calls.plans.sms, rt.prepHeads)
+	v, err := kernsrc.PrepVariant(kernsrc.PrepChunkKernel, coreDtype(p.Dtype), heads)
 	if err != nil {
 		return nil, err
 	}
@@ -358,8 +359,33 @@ func (rt *Runtime) newFullCall(a *FullArgs, key fullKey, p Problem) (*fullCall, 
 		e.free()
 		return nil, fmt.Errorf("gdn: kernel parameters: %w", err)
 	}
-	e.prep = &prepLaunch{grid: [3]uint32{uint32(nch), uint32(p.Hv), 1},
-		block: [3]uint32{kernsrc.PrepThreads, 1, 1}, shared: kernsrc.PrepChunkSharedBytes, params: params}
+	e.prep = &prepLaunch{grid: [3]uint32{uint32(nch), uint32(p.Hv / heads), 1},
+		block: [3]uint32{kernsrc.PrepThreads, 1, 1}, shared: kernsrc.PrepChunkSharedBytes(heads), params: params}
 	e.grave = rt.calls.grave
 	return e, nil
+}
+
+// prepMinBlocksPerSM is the fewest prep blocks per SM that prepHeads
+// accepts for blocks of several heads. Measured (docs/PERF.md v16): four
+// heads a block paid on tp8_32k's 1,024 blocks (7.8 an SM: 1.03x) and lost
+// on tp8_8k's 256 (1.9 an SM: 0.93x), where too few blocks are left to
+// hide each one's chain of dependent steps.
+const prepMinBlocksPerSM = 4
+
+// prepHeads returns how many value heads each block of the prep kernel
+// takes (one of kernsrc.PrepHeads) for p, cut into chunks chunks, on sms
+// SMs: the most that divide G = Hv / Hq while the grid keeps at least
+// prepMinBlocksPerSM blocks an SM. capHeads > 0 (Options.PrepHeads)
+// replaces the grid rule by a cap.
+func prepHeads(p Problem, chunks, sms, capHeads int) int {
+	g := p.Hv / p.Hq
+	for _, h := range kernsrc.PrepHeads {
+		if g%h != 0 {
+			continue
+		}
+		if capHeads > 0 && h <= capHeads || capHeads == 0 && (h == 1 || chunks*p.Hv/h >= prepMinBlocksPerSM*sms) {
+			return h
+		}
+	}
+	return 1
 }

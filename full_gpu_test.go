@@ -34,6 +34,8 @@ func fullCases() []fullCase {
 			ref.RecipeOptions{WithH0: true, Dtype: gdn.FP16}, true, true},
 		{"strong_decay_beta1", ref.Shape{B: 1, T: 449, Hq: 1, Hv: 2}, ref.RecipeOptions{WithH0: true, StrongDecay: true, BetaValue: &one}, false, false},
 		{"long_G8", ref.Shape{B: 1, T: 4096, Hq: 1, Hv: 8}, ref.RecipeOptions{WithH0: true}, true, true},
+		{"l2norm_G4_varlen", ref.Shape{B: 1, T: 900, Hq: 2, Hv: 8, CuSeqlens: []int{0, 1, 1, 130, 500, 900}},
+			ref.RecipeOptions{WithH0: true}, true, false},
 	}
 }
 
@@ -131,12 +133,15 @@ func runFullCase(t *testing.T, r *gdn.Runtime, c fullCase, seed uint64) (o, ht r
 // The full forward from raw gates against ref.Full: log-gates given or
 // computed from A_log, dt_bias and a; q and k normalised inside or not;
 // packed sequences with empty and one-token ones; fp16; strong decay and
-// beta = 1; a long sequence with G = 8; and the same through a split plan.
+// beta = 1; sequences with G = 4 and 8; the same through a split plan; and
+// the preparation in blocks of four value heads wherever four divide G
+// (Options.PrepHeads; a test shape's grid is too small for the full
+// forward to choose them itself).
 func TestFullMatchesReference(t *testing.T) {
-	for _, seg := range []int{0, 2} {
-		r := splitRuntime(t, gdn.Options{SegmentChunks: seg})
+	for _, o := range []gdn.Options{{}, {SegmentChunks: 2}, {PrepHeads: 4}} {
+		r := splitRuntime(t, o)
 		for i, c := range fullCases() {
-			t.Run(fmt.Sprintf("seg%d/%s", seg, c.name), func(t *testing.T) {
+			t.Run(fmt.Sprintf("seg%d_prep%d/%s", o.SegmentChunks, o.PrepHeads, c.name), func(t *testing.T) {
 				o, ht := runFullCase(t, r, c, uint64(100+i))
 				t.Logf("METRIC full o %v ht %v", o, ht)
 			})

@@ -39,3 +39,16 @@ func TestOpenSMsWithoutCUDA(t *testing.T) {
 		t.Errorf("got an *ArgError: %v", err)
 	}
 }
+
+// A negative Options.PrepHeads is refused before any device is touched.
+func TestOpenNegativePrepHeads(t *testing.T) {
+	rt, err := Open(Options{PrepHeads: -4})
+	if err == nil {
+		rt.Close()
+		t.Fatal("PrepHeads -4: Open succeeded")
+	}
+	var ae *ArgError
+	if !errors.As(err, &ae) || ae.Arg != "Options.PrepHeads" || !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("PrepHeads -4: got %v, want an *ArgError naming Options.PrepHeads", err)
+	}
+}

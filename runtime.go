@@ -34,6 +34,14 @@ type Options struct {
 	// grid rows of the output pass); < 0 never cuts. Results are exact
 	// either way.
 	SegmentChunks int
+	// PrepHeads, when positive, caps how many value heads of one key head
+	// each block of the full forward's preparation kernel takes (it loads
+	// the chunk's k rows and forms K K^T once for all of them): the most of
+	// 4 and 1 that is at most PrepHeads and divides Hv / Hq, whatever the
+	// grid's size (tests, benchmarks). 0 lets the full forward choose by
+	// shape. Results are exact either way; a negative count is an
+	// *ArgError.
+	PrepHeads int
 	// SMs, when positive, runs the Runtime on a slice of at least that many
 	// of the device's SMs, through a CUDA green context (driver.OpenGreen);
 	// 0 is the whole device. The driver rounds the count up to its
@@ -59,16 +67,17 @@ type DeviceInfo = driver.DeviceInfo
 // (NVRTC, for the GPU found), kept on disk and in memory; calls are safe from
 // many goroutines at once.
 type Runtime struct {
-	ctx      *driver.Context
-	info     DeviceInfo
-	target   jit.Target
-	compiler *jit.Compiler
-	modules  *jit.MemCache // compiled-module key -> *loadedKernel (singleflight on first use)
-	calls    *callCache    // Forward's prepared calls (plans, parameter blocks, graphs)
-	graphs   *graphCache   // nil with Options.NoGraphs
-	staging  hostStaging   // ForwardHost's buffers, kept between calls
-	spares   resultPool    // ForwardHost's next results, prepared between calls
-	full     *fullCache    // ForwardFull's prepared calls (scratch, prep launches)
+	ctx       *driver.Context
+	info      DeviceInfo
+	target    jit.Target
+	compiler  *jit.Compiler
+	modules   *jit.MemCache // compiled-module key -> *loadedKernel (singleflight on first use)
+	calls     *callCache    // Forward's prepared calls (plans, parameter blocks, graphs)
+	prepHeads int           // Options.PrepHeads
+	graphs    *graphCache   // nil with Options.NoGraphs
+	staging   hostStaging   // ForwardHost's buffers, kept between calls
+	spares    resultPool    // ForwardHost's next results, prepared between calls
+	full      *fullCache    // ForwardFull's prepared calls (scratch, prep launches)
 
 	// kernels maps a variant name to its *loadedKernel once loaded: the hot
 	// path looks a kernel up by name, without hashing sources for its key.
@@ -93,6 +102,9 @@ type loadedKernel struct {
 // Options.SMs). Without the cuda build tag, or without a GPU, it returns an
 // error wrapping ErrNoCUDA.
 func Open(opts Options) (*Runtime, error) {
+	if opts.PrepHeads < 0 {
+		return nil, argErrorf("Options.PrepHeads", "is %d; want 0 (chosen by shape) or a count of value heads", opts.PrepHeads)
+	}
 	if opts.SMs < 0 {
 		return nil, argErrorf("Options.SMs", "is %d; want 0 (the whole device) or a count of SMs", opts.SMs)
 	}
@@ -149,6 +161,7 @@ func newRuntime(ctx *driver.Context, opts Options) (*Runtime, error) {
 		calls:    newCallCache(newPlanCache(info.SMs, opts.Variant), ctx.EncodeTiled, packParams),
 	}
 	rt.calls.dev, rt.calls.segChunks = contextScratch{ctx}, opts.SegmentChunks
+	rt.prepHeads = opts.PrepHeads
 	rt.full = newFullCache()
 	rt.calls.grave = &scratchGraveyard{dev: rt.calls.dev}
 	if !opts.NoGraphs {

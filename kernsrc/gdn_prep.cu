@@ -16,9 +16,15 @@
 #ifndef GDN_FP16
 #define GDN_FP16 0
 #endif
+#ifndef GDN_PREP_HEADS
+#define GDN_PREP_HEADS 1
+#endif
 
 namespace {
 typedef Elem<GDN_FP16 != 0> E;
+// Value heads per CTA, all of one key head (kernsrc.PrepHeads): step 0's
+// k rows and step 2's K K^T are done once for all of them.
+constexpr int kHeads = GDN_PREP_HEADS;
 
 enum : int32_t {
   kGateInKernel = 1,  // g holds the raw a: g = -exp(A_log) softplus(a + dt_bias)
@@ -119,8 +125,9 @@ __device__ __forceinline__ uint4 l2_normalise(uint4 x) {
 }
 }  // namespace
 
-// gdn_prep_chunk: one CTA of 128 threads per (chunk, value head) does all
-// of that chunk's preparation:
+// gdn_prep_chunk: one CTA of 128 threads per chunk and kHeads value heads
+// of one key head does all of that chunk's preparation for them; steps 0
+// and 2 are done once, 1 and 3-5 for each head:
 //   0. with L2Norm, the chunk's k rows normalised as they arrive (every CTA
 //      of the key head, for its own K K^T), and the CTA of the key head's
 //      first value head writes them, and the chunk's normalised q rows, to
@@ -130,7 +137,7 @@ __device__ __forceinline__ uint4 l2_normalise(uint4 x) {
 //      chunk-local cumulative sum, by a warp scan, written to gcum;
 //   2. K K^T of the chunk's k rows on the tensor cores (m16n8k16, exact
 //      16-bit products, fp32 sums; warp w takes rows 16w..16w+15 and only
-//      the column tiles that reach the diagonal);
+//      the column tiles that reach the diagonal), kept for every head;
 //   3. L = StrictLower(diag(beta) K K^T * Gamma), Gamma_ij = exp(g_i - g_j)
 //      (one exponential of the difference: exp(-g_j) alone overflows under
 //      strong decay), zero from row len on;
@@ -144,8 +151,9 @@ __device__ __forceinline__ uint4 l2_normalise(uint4 x) {
 // One 64 x 64 fp32 buffer M holds in turn the k rows, L, and X: X's blocks
 // overwrite the blocks of L that are no longer needed (the diagonal ones
 // after step 4a has read them, the others once the product that reads them
-// is in Y): the CTA needs about 22 KB of shared memory and 64 registers a
-// thread (__launch_bounds__ holds it there), so eight fit an SM
+// is in Y): the CTA needs about 22 KB of shared memory (26 KB for several
+// heads) and 64 registers a thread (__launch_bounds__ holds it there), so
+// eight fit an SM
 // (the kernel issues an instruction on about 2 of every 3 cycles of its
 // schedulers, ncu: its instruction count, not memory, bounds it).
 // Dynamic shared memory: kernsrc.PrepChunkSharedBytes.
@@ -153,7 +161,8 @@ namespace {
 constexpr int kKs = 136;  // k row stride (16-bit values): ldmatrix rows land in distinct banks
 constexpr int kLs = 68;   // M row stride (floats): 16-byte rows for float4 loads and stores
 constexpr int kYs = 36;   // Y row stride (floats): like kLs, 4 mod 32, for conflict-free A fragments
-constexpr int kPrepChunkSmem = 64 * kLs * 4 + 32 * kYs * 4 + 2 * 64 * 4 + 16;
+constexpr int kKKdFloats = kHeads > 1 ? 4 * 256 : 0;  // K K^T's diagonal blocks, kept for several heads
+constexpr int kPrepChunkSmem = 64 * kLs * 4 + 32 * kYs * 4 + kKKdFloats * 4 + 2 * 64 * 4 + 16;
 static_assert(64 * kKs * 2 <= 64 * kLs * 4, "the k rows fit M");
 }  // namespace
 #ifdef GDN_PREP_CHUNK_SMEM
@@ -169,27 +178,34 @@ extern "C" __global__ void __launch_bounds__(128, 8) gdn_prep_chunk(
   float* M = reinterpret_cast<float*>(smem_raw);  // [64][kLs]: k rows, then L, then X
   uint16_t* Ks = reinterpret_cast<uint16_t*>(M);  // [64][kKs]
   float* Y = M + 64 * kLs;                        // [32][kYs]: the inner products of 4b
-  float* gv = Y + 32 * kYs;                       // [64]
+  float2* KKd = reinterpret_cast<float2*>(Y + 32 * kYs);  // kHeads > 1: [4 warps][2][2][32 lanes]
+  float* gv = Y + 32 * kYs + kKKdFloats;          // [64]
   float* bv = gv + 64;                            // [64]
   float* wsum = bv + 64;                          // [1]
-  const int c = blockIdx.x, h = blockIdx.y, hk = h / (Hv / Hq), t = threadIdx.x;
-  const int warp = t >> 5, lane = t & 31, gq = lane >> 2, tq = lane & 3;
+  const int c = blockIdx.x, h0 = kHeads * blockIdx.y, hk = h0 / (Hv / Hq);
+  int t = threadIdx.x, warp = t >> 5, lane = t & 31, gq = lane >> 2, tq = lane & 3;  // see the head loop
   const int b = chunks[2 * c], len = chunks[2 * c + 1] - b;
 
-  // The gate inputs of token t (step 1) are loaded first, so that their
-  // round trip overlaps step 0's rather than following it.
-  float x = 0.f, bb = 0.f;
-  const long long at = (long long)(b + t) * Hv + h;
-  if (t < len && t < 64) {
-    x = g[at];
-    bb = (flags & kBetaFP32) ? static_cast<const float*>(beta)[at] : E::to_float(static_cast<const uint16_t*>(beta)[at]);
-  }
+  // The gate inputs of token t for value head h (step 1), loaded a step
+  // ahead of their use (the first head's before step 0), so that their
+  // round trip overlaps other work rather than preceding it.
+  auto load_gates = [&](int h, float& x, float& bb) {
+    x = bb = 0.f;
+    if (t < len && t < 64) {
+      const long long at = (long long)(b + t) * Hv + h;
+      x = g[at];
+      bb = (flags & kBetaFP32) ? static_cast<const float*>(beta)[at] : E::to_float(static_cast<const uint16_t*>(beta)[at]);
+    }
+  };
+  float x, bb;
+  load_gates(h0, x, bb);
 
   // 0. The chunk's k rows (zero past its end), normalised with L2Norm: row
   // i = t / 16 + 8 u in a half-warp, 16 bytes a lane, four rows' loads out
-  // before the first use. The key head's first value head writes them, and
-  // q's rows likewise (loaded beside k's), for the core forward.
-  const bool l2 = flags & kL2Norm, writer = l2 && h % (Hv / Hq) == 0;
+  // before the first use. The CTA of the key head's first value head
+  // writes them, and q's rows likewise (loaded beside k's), to kn and qn
+  // for the core forward.
+  const bool l2 = flags & kL2Norm, writer = l2 && h0 % (Hv / Hq) == 0;
 #pragma unroll 1
   for (int half = 0; half < 2; ++half) {
     uint4 xk[4], xq[4];
@@ -216,24 +232,30 @@ extern "C" __global__ void __launch_bounds__(128, 8) gdn_prep_chunk(
     }
   }
 
-  // 1. Gates: token t of the chunk in thread t (two warps), an inclusive
-  // warp scan, then warp 1 adds warp 0's total.
-  if (t < 64) {
-    if (t < len && (flags & kGateInKernel)) x = -__expf(a_log[h]) * softplus(x + dt_bias[h]);
+  // 1. Gates of value head h: token t of the chunk in thread t (two warps),
+  // an inclusive warp scan, then warp 1 adds warp 0's total. For the first
+  // head its barrier also completes step 0's k rows; for the others a
+  // barrier before the call orders the last head's step 5 before bv is
+  // rewritten. gv is complete after the next barrier (before step 3).
+  auto gates = [&](int h, int t, int lane) {
+    if (t < 64) {
+      if (t < len && (flags & kGateInKernel)) x = -__expf(a_log[h]) * softplus(x + dt_bias[h]);
 #pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const float y = __shfl_up_sync(0xffffffffu, x, o);
-      if (lane >= o) x += y;
+      for (int o = 1; o < 32; o <<= 1) {
+        const float y = __shfl_up_sync(0xffffffffu, x, o);
+        if (lane >= o) x += y;
+      }
+      if (t == 31) *wsum = x;
+      bv[t] = bb;
     }
-    if (t == 31) *wsum = x;
-    bv[t] = bb;
-  }
-  __syncthreads();
-  if (t < 64) {
-    if (t >= 32) x += *wsum;
-    gv[t] = x;
-    if (t < len) gcum[at] = x;
-  }
+    __syncthreads();
+    if (t < 64) {
+      if (t >= 32) x += *wsum;
+      gv[t] = x;
+      if (t < len) gcum[(long long)(b + t) * Hv + h] = x;
+    }
+  };
+  gates(h0, t, lane);
 
   // 2. K K^T, rows 16 warp.., column tiles up to the diagonal block.
   float acc[8][4];
@@ -254,99 +276,153 @@ extern "C" __global__ void __launch_bounds__(128, 8) gdn_prep_chunk(
   }
   __syncthreads();  // gv complete; every warp done with the k rows (L replaces them)
 
-  // 3. L into M, every entry (zeros above the diagonal and past len), two
-  // adjacent columns a store.
+  // With several value heads, K K^T is kept for each head's step 3, every
+  // thread's own entries where it reads them back: the blocks left of the
+  // diagonal at their mirror images in M's blocks right of it (K K^T is
+  // symmetric, and no later step writes or reads those blocks: L and X are
+  // lower triangular, and step 5 masks them), the diagonal blocks in KKd,
+  // a float2 a lane. (Kept in registers instead, they spill.) A mirrored
+  // entry's bank is 8 tq + gq (+ 4): the scalar accesses are free of
+  // conflicts.
+  if (kHeads > 1) {
 #pragma unroll
-  for (int n = 0; n < 8; ++n)
+    for (int n = 0; n < 8; ++n) {
+      if (n > 2 * warp + 1) break;
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int i = 16 * warp + gq + 8 * r, j = 8 * n + 2 * tq;
-      float2 l;
-      l.x = (j < i && i < len) ? bv[i] * acc[n][2 * r] * __expf(gv[i] - gv[j]) : 0.f;
-      l.y = (j + 1 < i && i < len) ? bv[i] * acc[n][2 * r + 1] * __expf(gv[i] - gv[j + 1]) : 0.f;
-      *reinterpret_cast<float2*>(M + i * kLs + j) = l;
-    }
-  __syncthreads();
-
-  // 4a. Diagonal blocks (threads 0..63: block t/16, column t%16): x_i = 1 at
-  // the diagonal, else -sum_{m<i} L_im x_m (x_m = 0 above the column), each
-  // row of the block's L read into registers before its dependent sums.
-  // Written over L's diagonal blocks once all are read (the blocks above
-  // the diagonal hold step 3's zeros).
-  float xs[16];
-  const int d0 = 16 * (t >> 4), col = t & 15;
-  if (t < 64) {
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      float l[16];
-#pragma unroll
-      for (int m = 0; m < 16; m += 4) *reinterpret_cast<float4*>(l + m) = *reinterpret_cast<const float4*>(M + (d0 + i) * kLs + d0 + m);
-      float s = 0.f;
-#pragma unroll
-      for (int m = 0; m < i; ++m) s = fmaf(l[m], xs[m], s);
-      xs[i] = i == col ? 1.f : -s;
+      for (int r = 0; r < 2; ++r) {
+        const int i = 16 * warp + gq + 8 * r, j = 8 * n + 2 * tq;
+        if (n < 2 * warp) {
+          M[j * kLs + i] = acc[n][2 * r];
+          M[(j + 1) * kLs + i] = acc[n][2 * r + 1];
+        } else {
+          KKd[((warp * 2 + (n & 1)) * 2 + r) * 32 + lane] = make_float2(acc[n][2 * r], acc[n][2 * r + 1]);
+        }
+      }
     }
   }
-  __syncthreads();
-  if (t < 64) {
-#pragma unroll
-    for (int i = 0; i < 16; ++i) M[(d0 + i) * kLs + d0 + col] = xs[i];
-  }
-  __syncthreads();
 
-  // 4b. The 32 x 32 inverses of the two halves, then the whole: with D the
-  // diagonal blocks' inverses (4a),
-  //   X[2h+1, 2h] = -D_{2h+1} (L[2h+1, 2h] D_{2h})       (16 x 16 blocks, h = 0, 1)
-  //   X[23, 01]   = -X[23] (L[23, 01] X[01])             (32 x 32 blocks)
-  // each product on the tensor cores in three TF32 passes (tf32_mma3: as
-  // exact as fp32 FMA for these sums), the inner product into Y first, the
-  // outer one over the L block it replaces. Each step's four warps share
-  // the work evenly; the k-steps that meet only the zeros of a triangular
-  // factor are skipped.
-  {
-    float c[4];
-    // Y[16h.., 8nt..] = L[2h+1, 2h] D_{2h}, n-tile nt of half h (warp 2h + nt);
-    // D_{2h}'s columns 8nt.. are zero above row 8nt.
-    const int half = warp >> 1, nt = warp & 1, d = 32 * half;
-    tf32_mma3(c, M + (d + 16) * kLs + d, kLs, M + d * kLs + d + 8 * nt, kLs, nt, 2, lane);
-    store_c(c, Y + 16 * half * kYs + 8 * nt, kYs, 1.f, lane);
-    __syncthreads();
-    tf32_mma3(c, M + (d + 16) * kLs + d + 16, kLs, Y + 16 * half * kYs + 8 * nt, kYs, 0, 2, lane);
-    store_c(c, M + (d + 16) * kLs + d + 8 * nt, kLs, -1.f, lane);
-    __syncthreads();
-    // Y[16mt.., 8nt..] = L[23, 01] X[01]: warp w takes n-tile w of the first
-    // m-tile and 3 - w of the second (X[01]'s columns 8nt.. are zero above
-    // row 8nt: 5 k-steps a warp).
+#pragma unroll 1
+  for (int vh = 0; vh < kHeads; ++vh) {
+    const int h = h0 + vh;
+    // With several heads, the thread's indices anew for each, hidden from
+    // the optimiser: ptxas would otherwise keep every address derived from
+    // them live across the loop, and spill at 64 registers.
+    if (kHeads > 1) {
+      asm volatile("" : "+r"(t));
+      warp = t >> 5, lane = t & 31, gq = lane >> 2, tq = lane & 3;
+    }
+    if (kHeads > 1 && vh > 0) {
+      __syncthreads();  // the last head's step 5 done with M and bv
+      gates(h, t, lane);
+      __syncthreads();  // gv complete
+    }
+    float x_next = 0.f, bb_next = 0.f;
+    if (kHeads > 1 && vh + 1 < kHeads) load_gates(h + 1, x_next, bb_next);
+
+    // 3. L into M (zero above the diagonal and past len; with several
+    // heads only the blocks on and left of the diagonal), two adjacent
+    // columns a store.
 #pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      const int mt = u, n = u ? 3 - warp : warp;
-      tf32_mma3(c, M + (32 + 16 * mt) * kLs, kLs, M + 8 * n, kLs, n, 4, lane);
-      store_c(c, Y + 16 * mt * kYs + 8 * n, kYs, 1.f, lane);
+    for (int n = 0; n < 8; ++n) {
+      if (kHeads > 1 && n > 2 * warp + 1) break;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int i = 16 * warp + gq + 8 * r, j = 8 * n + 2 * tq;
+        float2 kk = make_float2(acc[n][2 * r], acc[n][2 * r + 1]);
+        if (kHeads > 1)
+          kk = n < 2 * warp ? make_float2(M[j * kLs + i], M[(j + 1) * kLs + i])
+                            : KKd[((warp * 2 + (n & 1)) * 2 + r) * 32 + lane];
+        float2 l;
+        l.x = (j < i && i < len) ? bv[i] * kk.x * __expf(gv[i] - gv[j]) : 0.f;
+        l.y = (j + 1 < i && i < len) ? bv[i] * kk.y * __expf(gv[i] - gv[j + 1]) : 0.f;
+        *reinterpret_cast<float2*>(M + i * kLs + j) = l;
+      }
     }
     __syncthreads();
-    // X[23, 01] = -X[23] Y: X[23]'s rows 16mt.. end at column 16mt + 15.
+
+    // 4a. Diagonal blocks (threads 0..63: block t/16, column t%16): x_i = 1 at
+    // the diagonal, else -sum_{m<i} L_im x_m (x_m = 0 above the column), each
+    // row of the block's L read into registers before its dependent sums.
+    // Written over L's diagonal blocks once all are read (the blocks above
+    // the diagonal hold step 3's zeros).
+    float xs[16];
+    const int d0 = 16 * (t >> 4), col = t & 15;
+    if (t < 64) {
 #pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      const int mt = u, n = u ? 3 - warp : warp;
-      tf32_mma3(c, M + (32 + 16 * mt) * kLs + 32, kLs, Y + 8 * n, kYs, 0, 2 * mt + 2, lane);
-      store_c(c, M + (32 + 16 * mt) * kLs + 8 * n, kLs, -1.f, lane);
+      for (int i = 0; i < 16; ++i) {
+        float l[16];
+#pragma unroll
+        for (int m = 0; m < 16; m += 4) *reinterpret_cast<float4*>(l + m) = *reinterpret_cast<const float4*>(M + (d0 + i) * kLs + d0 + m);
+        float s = 0.f;
+#pragma unroll
+        for (int m = 0; m < i; ++m) s = fmaf(l[m], xs[m], s);
+        xs[i] = i == col ? 1.f : -s;
+      }
     }
     __syncthreads();
-  }
+    if (t < 64) {
+#pragma unroll
+      for (int i = 0; i < 16; ++i) M[(d0 + i) * kLs + d0 + col] = xs[i];
+    }
+    __syncthreads();
 
-  // 5. The chunk's rows of A2 = X diag(beta) in fp16, the operand the core
-  // kernel's products take (it would otherwise build it from an fp32 A, with
-  // the same multiply and the same rounding): row i for token b + i, eight
-  // columns (16 bytes) a thread.
-  for (int e = t; e < len * 8; e += 128) {
-    const int i = e >> 3, j = 8 * (e & 7);
-    const float4 x0 = *reinterpret_cast<const float4*>(M + i * kLs + j);
-    const float4 x1 = *reinterpret_cast<const float4*>(M + i * kLs + j + 4);
-    uint4 y;
-    y.x = pack_fp16x2(x0.x * bv[j], x0.y * bv[j + 1]);
-    y.y = pack_fp16x2(x0.z * bv[j + 2], x0.w * bv[j + 3]);
-    y.z = pack_fp16x2(x1.x * bv[j + 4], x1.y * bv[j + 5]);
-    y.w = pack_fp16x2(x1.z * bv[j + 6], x1.w * bv[j + 7]);
-    reinterpret_cast<uint4*>(A2 + ((long long)(b + i) * Hv + h) * 64)[e & 7] = y;
+    // 4b. The 32 x 32 inverses of the two halves, then the whole: with D the
+    // diagonal blocks' inverses (4a),
+    //   X[2h+1, 2h] = -D_{2h+1} (L[2h+1, 2h] D_{2h})       (16 x 16 blocks, h = 0, 1)
+    //   X[23, 01]   = -X[23] (L[23, 01] X[01])             (32 x 32 blocks)
+    // each product on the tensor cores in three TF32 passes (tf32_mma3: as
+    // exact as fp32 FMA for these sums), the inner product into Y first, the
+    // outer one over the L block it replaces. Each step's four warps share
+    // the work evenly; the k-steps that meet only the zeros of a triangular
+    // factor are skipped.
+    {
+      float c[4];
+      // Y[16h.., 8nt..] = L[2h+1, 2h] D_{2h}, n-tile nt of half h (warp 2h + nt);
+      // D_{2h}'s columns 8nt.. are zero above row 8nt.
+      const int half = warp >> 1, nt = warp & 1, d = 32 * half;
+      tf32_mma3(c, M + (d + 16) * kLs + d, kLs, M + d * kLs + d + 8 * nt, kLs, nt, 2, lane);
+      store_c(c, Y + 16 * half * kYs + 8 * nt, kYs, 1.f, lane);
+      __syncthreads();
+      tf32_mma3(c, M + (d + 16) * kLs + d + 16, kLs, Y + 16 * half * kYs + 8 * nt, kYs, 0, 2, lane);
+      store_c(c, M + (d + 16) * kLs + d + 8 * nt, kLs, -1.f, lane);
+      __syncthreads();
+      // Y[16mt.., 8nt..] = L[23, 01] X[01]: warp w takes n-tile w of the first
+      // m-tile and 3 - w of the second (X[01]'s columns 8nt.. are zero above
+      // row 8nt: 5 k-steps a warp).
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const int mt = u, n = u ? 3 - warp : warp;
+        tf32_mma3(c, M + (32 + 16 * mt) * kLs, kLs, M + 8 * n, kLs, n, 4, lane);
+        store_c(c, Y + 16 * mt * kYs + 8 * n, kYs, 1.f, lane);
+      }
+      __syncthreads();
+      // X[23, 01] = -X[23] Y: X[23]'s rows 16mt.. end at column 16mt + 15.
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const int mt = u, n = u ? 3 - warp : warp;
+        tf32_mma3(c, M + (32 + 16 * mt) * kLs + 32, kLs, Y + 8 * n, kYs, 0, 2 * mt + 2, lane);
+        store_c(c, M + (32 + 16 * mt) * kLs + 8 * n, kLs, -1.f, lane);
+      }
+      __syncthreads();
+    }
+
+    // 5. The chunk's rows of A2 = X diag(beta) in fp16, the operand the core
+    // kernel's products take (it would otherwise build it from an fp32 A, with
+    // the same multiply and the same rounding): row i for token b + i, eight
+    // columns (16 bytes) a thread.
+    for (int e = t; e < len * 8; e += 128) {
+      const int i = e >> 3, j = 8 * (e & 7);
+      const float4 x0 = *reinterpret_cast<const float4*>(M + i * kLs + j);
+      const float4 x1 = *reinterpret_cast<const float4*>(M + i * kLs + j + 4);
+      uint4 y = make_uint4(0, 0, 0, 0);  // right of the diagonal block (kHeads > 1: K K^T there)
+      if (kHeads == 1 || j >> 4 <= i >> 4) {
+      y.x = pack_fp16x2(x0.x * bv[j], x0.y * bv[j + 1]);
+      y.y = pack_fp16x2(x0.z * bv[j + 2], x0.w * bv[j + 3]);
+      y.z = pack_fp16x2(x1.x * bv[j + 4], x1.y * bv[j + 5]);
+      y.w = pack_fp16x2(x1.z * bv[j + 6], x1.w * bv[j + 7]);
+      }
+      reinterpret_cast<uint4*>(A2 + ((long long)(b + i) * Hv + h) * 64)[e & 7] = y;
+    }
+    x = x_next, bb = bb_next;
   }
 }

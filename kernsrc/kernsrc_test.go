@@ -1,6 +1,8 @@
 package kernsrc
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -77,6 +79,39 @@ func TestHopperSharedBytesAndThreads(t *testing.T) {
 		}
 		if th := HopperThreads(nc); th%128 != 0 || th > 1024 || th < 128*(nc+1) {
 			t.Errorf("%d consumers: %d threads", nc, th)
+		}
+	}
+}
+
+// One prep variant per dtype and head count, named apart, each telling the
+// kernel its head count and the shared memory the launch gives it; other
+// head counts are refused.
+func TestPrepVariants(t *testing.T) {
+	names := map[string]bool{}
+	for _, v := range PrepVariants() {
+		names[v.Name] = true
+	}
+	if len(names) != 2*len(PrepHeads) {
+		t.Errorf("%d distinct prep variants, want %d", len(names), 2*len(PrepHeads))
+	}
+	for _, h := range PrepHeads {
+		v, err := PrepVariant(PrepChunkKernel, CoreFP16, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{fmt.Sprintf("GDN_PREP_HEADS=%d", h), fmt.Sprintf("GDN_PREP_CHUNK_SMEM=%d", PrepChunkSharedBytes(h))}
+		for _, d := range want {
+			if !slices.Contains(v.Defines, d) {
+				t.Errorf("%s: defines %v lack %s", v.Name, v.Defines, d)
+			}
+		}
+	}
+	if PrepChunkSharedBytes(4) <= PrepChunkSharedBytes(1) {
+		t.Error("blocks of several heads need room for K K^T's diagonal blocks")
+	}
+	for _, h := range []int{0, 3, -1} {
+		if _, err := PrepVariant(PrepChunkKernel, CoreBF16, h); err == nil {
+			t.Errorf("%d heads a block accepted", h)
 		}
 	}
 }

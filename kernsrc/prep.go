@@ -1,20 +1,38 @@
 package kernsrc
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // The kernel of gdn_prep.cu: the steps of the full forward before the core
 // forward (per chunk and value head: the L2 normalisation of q and k when
 // asked, the gates, their chunk-local sum and A2).
 const PrepChunkKernel = "gdn_prep_chunk"
 
-// Launch geometry: 128-thread blocks, one per (chunk, value head), with
-// PrepChunkSharedBytes of dynamic shared memory (one 64 x 64 fp32 buffer
-// for the k rows, then L, then its inverse; a 32 x 32 fp32 block for the
-// inner products of the inverse; g, beta and a warp total).
-const (
-	PrepThreads          = 128
-	PrepChunkSharedBytes = 64*68*4 + 32*36*4 + 2*64*4 + 16
-)
+// PrepThreads is the prep kernel's block size. Each 128-thread block takes
+// one chunk and PrepHeads value heads of one key head (PrepVariant's heads
+// argument): grid (chunks, Hv / heads).
+const PrepThreads = 128
+
+// PrepHeads lists the value heads a prep block may take, the most first.
+// The block loads and normalises the chunk's k rows and forms K K^T once for
+// all of them, and the count must divide Hv / Hq. (Two heads a block were
+// measured no faster than one: docs/PERF.md v16.)
+var PrepHeads = []int{4, 1}
+
+// PrepChunkSharedBytes is the prep kernel's dynamic shared memory for blocks
+// of heads value heads: one 64 x 64 fp32 buffer for the k rows, then L,
+// then its inverse; a 32 x 32 fp32 block for the inner products of the
+// inverse; with several heads, K K^T's four diagonal 16 x 16 blocks (kept
+// for each head's L); g, beta and a warp total.
+func PrepChunkSharedBytes(heads int) int {
+	kkd := 0
+	if heads > 1 {
+		kkd = 4 * 256 * 4
+	}
+	return 64*68*4 + 32*36*4 + kkd + 2*64*4 + 16
+}
 
 // Flags of the chunk kernel.
 const (
@@ -24,20 +42,28 @@ const (
 )
 
 // PrepVariant returns the variant of the prep kernel (PrepChunkKernel) for
-// an input dtype.
-func PrepVariant(kernel string, dt CoreDtype) (Variant, error) {
+// an input dtype and blocks of heads value heads (one of PrepHeads).
+func PrepVariant(kernel string, dt CoreDtype, heads int) (Variant, error) {
 	switch kernel {
 	case PrepChunkKernel:
 	default:
 		return Variant{}, fmt.Errorf("kernsrc: no prep kernel %q", kernel)
 	}
+	if !slices.Contains(PrepHeads, heads) {
+		return Variant{}, fmt.Errorf("kernsrc: prep blocks of %d value heads; want one of %v", heads, PrepHeads)
+	}
 	fp16, err := fp16Define(dt, "prep")
 	if err != nil {
 		return Variant{}, err
 	}
-	return Variant{Name: kernel + "_" + string(dt), File: "gdn_prep.cu", Kernel: kernel, Defines: []string{
+	name := kernel + "_" + string(dt)
+	if heads > 1 {
+		name += fmt.Sprintf("_h%d", heads)
+	}
+	return Variant{Name: name, File: "gdn_prep.cu", Kernel: kernel, Defines: []string{
 		fmt.Sprintf("GDN_FP16=%d", fp16),
-		fmt.Sprintf("GDN_PREP_CHUNK_SMEM=%d", PrepChunkSharedBytes),
+		fmt.Sprintf("GDN_PREP_HEADS=%d", heads),
+		fmt.Sprintf("GDN_PREP_CHUNK_SMEM=%d", PrepChunkSharedBytes(heads)),
 		fmt.Sprintf("GDN_PREP_FLAG_GATE=%d", PrepFlagGateInKernel),
 		fmt.Sprintf("GDN_PREP_FLAG_BETA_FP32=%d", PrepFlagBetaFP32),
 		fmt.Sprintf("GDN_PREP_FLAG_L2NORM=%d", PrepFlagL2Norm)}}, nil
@@ -47,8 +73,10 @@ func PrepVariant(kernel string, dt CoreDtype) (Variant, error) {
 func PrepVariants() []Variant {
 	var out []Variant
 	for _, dt := range []CoreDtype{CoreBF16, CoreFP16} {
-		v, _ := PrepVariant(PrepChunkKernel, dt)
-		out = append(out, v)
+		for _, h := range PrepHeads {
+			v, _ := PrepVariant(PrepChunkKernel, dt, h)
+			out = append(out, v)
+		}
 	}
 	return out
 }

@@ -48,6 +48,7 @@ type benchOptions struct {
 	runtimeGraphs bool
 	variant       string // a kernel variant instead of the planner's choice
 	segments      int    // Options.SegmentChunks: 0 planner, > 0 forced split, < 0 never
+	prepHeads     int    // Options.PrepHeads: 0 by shape, > 0 a cap (--full)
 	plotPath      string // --plot: chart of the results (.svg or .png)
 	comparePath   string // --compare: an earlier run's CSV
 	fromPath      string // --from: a CSV to plot or compare instead of running
@@ -56,7 +57,7 @@ type benchOptions struct {
 	l2norm        bool   // with full: q and k normalised inside (off with --no-l2norm)
 }
 
-const benchSynopsis = "[--cases a,b,...] [--reps N] [--warmup N] [--calls N] [--csv FILE] [--dtype bf16|fp16] [--seed N] [--runtime-graphs] [--variant NAME] [--segments N] [--plot FILE.svg|.png] [--compare OLD.csv] [--sms N] [--full [--no-l2norm]]\n       gdn bench --from RUN.csv [--plot FILE.svg|.png] [--compare OLD.csv]"
+const benchSynopsis = "[--cases a,b,...] [--reps N] [--warmup N] [--calls N] [--csv FILE] [--dtype bf16|fp16] [--seed N] [--runtime-graphs] [--variant NAME] [--segments N] [--prep-heads N] [--plot FILE.svg|.png] [--compare OLD.csv] [--sms N] [--full [--no-l2norm]]\n       gdn bench --from RUN.csv [--plot FILE.svg|.png] [--compare OLD.csv]"
 
 // parseBenchArgs reads the command line of `gdn bench`.
 func parseBenchArgs(args []string) (benchOptions, error) {
@@ -72,6 +73,7 @@ func parseBenchArgs(args []string) (benchOptions, error) {
 	plotPath := fs.String("plot", "", "also draw the results beside the anchors and the roofline floor into this .svg or .png file")
 	comparePath := fs.String("compare", "", "also print each case's speed-up over the run in this CSV (from an earlier --csv)")
 	variant := fs.String("variant", "", "run every case with this kernel variant (see gdn warmup) instead of the planner's choice")
+	prepHeads := fs.Int("prep-heads", 0, "with --full: value heads per block of the preparation kernel, at most N (4 or 1, dividing Hv/Hq); 0 lets the shape decide")
 	segments := fs.Int("segments", 0, "sequence parallelism: 0 lets the planner decide, N > 0 cuts sequences longer than N chunks into segments of N, -1 never cuts")
 	fromPath := fs.String("from", "", "take the results from this CSV (from an earlier --csv) instead of running: for --plot and --compare, no GPU needed")
 	sms := fs.Int("sms", 0, smsFlagHelp)
@@ -81,7 +83,7 @@ func parseBenchArgs(args []string) (benchOptions, error) {
 		return benchOptions{}, err
 	}
 	o := benchOptions{reps: *reps, warmup: *warmup, calls: *calls, csvPath: *csvPath, seed: *seed, runtimeGraphs: *runtimeGraphs,
-		variant: *variant, segments: *segments, plotPath: *plotPath, comparePath: *comparePath, fromPath: *fromPath, sms: *sms,
+		variant: *variant, segments: *segments, prepHeads: *prepHeads, plotPath: *plotPath, comparePath: *comparePath, fromPath: *fromPath, sms: *sms,
 		full: *full, l2norm: *full && !*noL2Norm}
 	if *noL2Norm && !o.full {
 		return o, errors.New("--no-l2norm applies to the full forward: add --full")
@@ -115,6 +117,10 @@ func parseBenchArgs(args []string) (benchOptions, error) {
 		return o, fmt.Errorf("--calls %d: want 0 (automatic) or more", o.calls)
 	case o.sms < 0:
 		return o, fmt.Errorf("--sms %d: want 0 (the whole GPU) or a count of SMs", o.sms)
+	case o.prepHeads < 0:
+		return o, fmt.Errorf("--prep-heads %d: want 0 (by shape) or a count of value heads", o.prepHeads)
+	case o.prepHeads > 0 && !o.full:
+		return o, errors.New("--prep-heads applies to the full forward's preparation: add --full")
 	}
 	return o, nil
 }
@@ -178,7 +184,7 @@ func runBench(args []string) error {
 	}
 	// Without the Runtime's graph cache every Forward is a plain kernel
 	// launch, which the benchmark's own capture records as it is.
-	rt, err := openRuntime(gdn.Options{NoGraphs: !o.runtimeGraphs, Variant: o.variant, SegmentChunks: o.segments, SMs: o.sms})
+	rt, err := openRuntime(gdn.Options{NoGraphs: !o.runtimeGraphs, Variant: o.variant, SegmentChunks: o.segments, PrepHeads: o.prepHeads, SMs: o.sms})
 	if err != nil {
 		return err
 	}

@@ -43,3 +43,18 @@ func TestSMsLine(t *testing.T) {
 		}
 	}
 }
+
+// --prep-heads reaches Options.PrepHeads with --full; a negative count, or
+// one without --full, is refused by name.
+func TestBenchPrepHeadsFlag(t *testing.T) {
+	o, err := parseBenchArgs([]string{"--full", "--prep-heads", "4"})
+	if err != nil || o.prepHeads != 4 {
+		t.Fatalf("--full --prep-heads 4: %+v, %v", o.prepHeads, err)
+	}
+	if _, err := parseBenchArgs([]string{"--full", "--prep-heads", "-1"}); err == nil || !strings.Contains(err.Error(), "--prep-heads -1") {
+		t.Errorf("--prep-heads -1: %v", err)
+	}
+	if _, err := parseBenchArgs([]string{"--prep-heads", "4"}); err == nil || !strings.Contains(err.Error(), "--full") {
+		t.Errorf("--prep-heads without --full: %v", err)
+	}
+}
