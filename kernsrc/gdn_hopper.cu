@@ -321,6 +321,17 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
     const float gv = g_next, bv = b_next;
     g_next = g_next2, b_next = b_next2;
     load_gates(c + 2 * kAux, g_next2, b_next2);
+    // With two aux groups the stage's previous phase (chunk c - kStages)
+    // is the other group's, and it may still be pending when this group
+    // gets here: a parity wait on full[s] would then pass at once (the
+    // pending phase has the other parity), and this group would prepare
+    // chunk c from the tiles of chunk c - kStages, or before they land.
+    // Seen as a hang or NaN in about 2% of short split runs at BV 64. The
+    // other group's arrival on ready[s] for that chunk proves the phase
+    // complete, and ready's phase before it was this group's own arrival,
+    // so that wait is unambiguous.
+    static_assert(kAux == 1 || (kAux == 2 && kStages % 2 == 1), "chunk c - kStages belongs to the other aux group");
+    if (kAux > 1 && c >= kStages) mbar_wait(&bars.ready[s], (use - 1) & 1);
     mbar_wait(&bars.full[s], use & 1);
 
     if (t < 64) vec.g[t] = gv, vec.beta[t] = bv;
