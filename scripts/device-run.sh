@@ -3,7 +3,7 @@
 # scripts/device-build.sh filled .bin/. Logs go to $OUT (or ./device-out),
 # at most one file per step (the device tool brings back 8 files).
 #
-#   .bin/device-run.sh [warmup] [tests] [sanitize[:TOOLS]] [soak[:MINUTES]] [bench] [bench:CASES] [compare[:CASES]] [comparefull[:CASES]] [knob:DEFINES[@CASES]] [knobfull:DEFINES[@CASES]] [benchfull] [benchfull:CASES] [hostbench] [example] [layer] [python]
+#   .bin/device-run.sh [warmup] [tests] [sanitize[:TOOLS]] [soak[:MINUTES]] [stress[:SECONDS]] [bench] [bench:CASES] [compare[:CASES]] [comparefull[:CASES]] [knob:DEFINES[@CASES]] [knobfull:DEFINES[@CASES]] [benchfull] [benchfull:CASES] [hostbench] [example] [layer] [python]
 #
 # warmup    every kernel variant compiled by this machine's NVRTC
 #           into an empty cache: fails if one spills or ptxas
@@ -18,6 +18,16 @@
 # soak      gdn soak for MINUTES (default 9) with a seed from
 #           the clock (SOAK_SEED overrides); the last line is
 #           "N passed, M failed"                             -> soak.log
+# stress    a race hunt for SECONDS (default 240): short split runs
+#           of the core kernel with two aux groups (BV 64;
+#           STRESS_VARIANT and STRESS_CASES override; STRESS_GDN
+#           runs another binary, e.g. .bin/gdn-old), one fresh
+#           gdn bench --full process after another; each must exit
+#           0 (no CUDA error, no NaN, within 60 s) and give every
+#           case the same output digest as the first process (the
+#           kernels are deterministic: a race that leaves finite
+#           but wrong outputs shows as a different digest); the
+#           last line is "N processes, M failed"         -> stress.log
 # bench     gdn bench over the whole suite (bench:a,b for
 #           named cases), with its chart        -> bench.txt, bench.csv, bench.svg
 # compare   .bin/gdn-old (scripts/device-build.sh --old REV) and
@@ -99,6 +109,39 @@ for step in "${@:-tests}"; do
 		timeout "$(awk -v m="$minutes" 'BEGIN { printf "%d", m * 60 + 120 }')" .bin/gdn soak --minutes "$minutes" --seed "$seed" >>"$out/soak.log" 2>&1 || fail soak
 		grep -E "^(FAIL|soak: variant)" "$out/soak.log" | head -20 >&2
 		tail -4 "$out/soak.log" >&2
+		;;
+	stress | stress:*)
+		secs=240
+		[[ $step == stress:* ]] && secs="${step#stress:}"
+		variant="${STRESS_VARIANT:-gdn_hopper_bf16_bv64}"
+		cases="${STRESS_CASES:-tp8_2k,chain_equal}"
+		gdn="${STRESS_GDN:-.bin/gdn}"
+		echo "== stress $secs s: $gdn, $variant on $cases, --segments 4" | tee "$out/stress.log" >&2
+		tmp=$(mktemp -d)
+		end=$((SECONDS + secs))
+		n=0
+		bad=0
+		while :; do
+			n=$((n + 1))
+			if ! timeout 60 "$gdn" bench --full --variant "$variant" --segments 4 --reps 20 --cases "$cases" --csv "$tmp/run.csv" >"$tmp/run.txt" 2>&1; then
+				bad=$((bad + 1))
+				{ echo "process $n failed:"; tail -3 "$tmp/run.txt"; } >>"$out/stress.log"
+			else
+				# "case digest" lines, compared with the first process's.
+				awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) { if ($i == "case") c = i; if ($i == "out_hash") h = i }; next } { print $c, $h }' \
+					"$tmp/run.csv" >"$tmp/digests.txt"
+				if [[ ! -f $tmp/first.txt ]]; then
+					cp "$tmp/digests.txt" "$tmp/first.txt"
+				elif ! cmp -s "$tmp/first.txt" "$tmp/digests.txt"; then
+					bad=$((bad + 1))
+					{ echo "process $n: outputs differ from the first process's:"; diff "$tmp/first.txt" "$tmp/digests.txt"; } >>"$out/stress.log"
+				fi
+			fi
+			((SECONDS < end)) || break
+		done
+		rm -rf "$tmp"
+		echo "$n processes, $bad failed" | tee -a "$out/stress.log" >&2
+		((bad == 0)) || fail stress
 		;;
 	warmup)
 		echo "== warmup (this machine's NVRTC, empty cache)" >&2

@@ -1,6 +1,7 @@
 package scripts
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,9 +10,11 @@ import (
 )
 
 // fakeGDN is a stand-in for the gdn tool that device-run.sh's warmup,
-// compare and knob steps call: `warmup` prints the table in $FAKE_WARMUP,
-// `bench` writes the file after --csv and prints a comparison header when
-// given --compare, and logs its name and arguments to calls.log (after
+// compare, knob and stress steps call: `warmup` prints the table in
+// $FAKE_WARMUP, `bench` writes the file after --csv (one case, its output
+// digest $FAKE_HASH_n for the n-th bench call, else aa), prints a
+// comparison header when given --compare and exits $FAKE_BENCH_RC (0 when
+// unset); every call logs its name and arguments to calls.log (after
 // GDN_JIT_DEFINES=... when that is set).
 const fakeGDN = `#!/usr/bin/env bash
 echo "${GDN_JIT_DEFINES:+GDN_JIT_DEFINES=$GDN_JIT_DEFINES }$(basename "$0") $*" >>"$CALLS"
@@ -21,11 +24,16 @@ bench)
 	shift
 	while [[ $# -gt 0 ]]; do
 		case "$1" in
-		--csv) echo "case,median_ms" >"$2"; shift ;;
+		--csv)
+			n=$(grep -c " bench " "$CALLS")
+			hash="FAKE_HASH_$n"
+			printf 'case,median_ms,out_hash\ntp8_2k,0.06,%s\n' "${!hash:-aa}" >"$2"
+			shift ;;
 		--compare) echo "case  lens  old ms  new ms  speed-up"; echo "q35_4kx8  4096x8  0.50  0.44  1.13x"; shift ;;
 		esac
 		shift
-	done ;;
+	done
+	exit "${FAKE_BENCH_RC:-0}" ;;
 esac
 `
 
@@ -33,6 +41,11 @@ esac
 // .bin holds the fake tool (and a fake baseline when withOld), returning
 // stderr, the output folder and whether it exited 0.
 func runDeviceSteps(t *testing.T, warmupRows string, withOld bool, steps ...string) (string, string, bool) {
+	return runDeviceStepsEnv(t, warmupRows, withOld, nil, steps...)
+}
+
+// runDeviceStepsEnv is runDeviceSteps with more environment (NAME=VALUE).
+func runDeviceStepsEnv(t *testing.T, warmupRows string, withOld bool, env []string, steps ...string) (string, string, bool) {
 	t.Helper()
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Skip("no bash")
@@ -62,6 +75,7 @@ func runDeviceSteps(t *testing.T, warmupRows string, withOld bool, steps ...stri
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GDN_JIT_DEFINES=", "OUT="+out, "FAKE_WARMUP="+warmupRows, "CALLS="+filepath.Join(dir, "calls.log"),
 		"PATH="+os.Getenv("PATH"))
+	cmd.Env = append(cmd.Env, env...)
 	var errb strings.Builder
 	cmd.Stderr = &errb
 	err = cmd.Run()
@@ -181,4 +195,59 @@ func TestDeviceRunKnob(t *testing.T) {
 			t.Errorf("the comparison is not printed:\n%s", stderr)
 		}
 	}
+}
+
+// The stress step runs gdn bench --full processes (BV 64, forced short
+// segments) until its time is up: it passes when every process exits 0
+// with the first process's output digests, and fails, saying which
+// process, on a failed process or on a digest that differs.
+func TestDeviceRunStress(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		env  []string
+		pass bool
+		says string
+	}{
+		{"steady", nil, true, ""},
+		{"a digest differs", []string{"FAKE_HASH_3=bb"}, false, "process 3: outputs differ"},
+		{"processes fail", []string{"FAKE_BENCH_RC=1"}, false, "process 1 failed"},
+		{"another binary", []string{"STRESS_GDN=.bin/gdn-old"}, true, ""},
+	} {
+		stderr, out, pass := runDeviceStepsEnv(t, "", true, c.env, "stress:2")
+		if pass != c.pass {
+			t.Fatalf("%s: exit 0 = %v, want %v; stderr:\n%s", c.name, pass, c.pass, stderr)
+		}
+		log, err := os.ReadFile(filepath.Join(out, "stress.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n, bad int
+		if _, err := fmt.Sscanf(lastLine(string(log)), "%d processes, %d failed", &n, &bad); err != nil {
+			t.Fatalf("%s: last line of stress.log %q: %v", c.name, lastLine(string(log)), err)
+		}
+		if n < 3 || (bad == 0) != c.pass {
+			t.Errorf("%s: %d processes, %d failed", c.name, n, bad)
+		}
+		if !c.pass && !strings.Contains(string(log), c.says) {
+			t.Errorf("%s: stress.log does not say %q:\n%s", c.name, c.says, log)
+		}
+		calls, err := os.ReadFile(filepath.Join(filepath.Dir(out), "calls.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := strings.SplitN(string(calls), "\n", 2)[0]
+		bin := "gdn"
+		if len(c.env) > 0 && strings.HasPrefix(c.env[0], "STRESS_GDN=") {
+			bin = "gdn-old"
+		}
+		if !strings.HasPrefix(first, bin+" bench --full --variant gdn_hopper_bf16_bv64 --segments 4 ") || !strings.Contains(first, "--cases tp8_2k,chain_equal") {
+			t.Errorf("%s: first call %q", c.name, first)
+		}
+	}
+}
+
+// lastLine is s's last non-empty line.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
 }

@@ -165,9 +165,10 @@ type benchResult struct {
 	Calls           int    // Forward calls per timed region
 	Sets            int    // input sets used in turn
 	Reps            int
-	NonFinite       int  // NaN/Inf elements in o and ht after the run
-	Full            bool // the full forward (ForwardFull) was timed, not the core
-	L2Norm          bool // with Full: q and k normalised inside
+	NonFinite       int    // NaN/Inf elements in o and ht after the run
+	OutHash         uint64 // outputDigest of every input set's o and ht after the run, in order
+	Full            bool   // the full forward (ForwardFull) was timed, not the core
+	L2Norm          bool   // with Full: q and k normalised inside
 }
 
 func runBench(args []string) error {
@@ -333,12 +334,14 @@ func (b *bencher) runCase(c ref.Case) (benchResult, error) {
 	if err := b.measure(sets, &res); err != nil {
 		return res, err
 	}
+	res.OutHash = digestSeed
 	for _, u := range sets {
-		n, err := countNonFinite(u)
+		out, err := u.download()
 		if err != nil {
 			return res, err
 		}
-		res.NonFinite += n
+		res.NonFinite += countNonFinite(out.O) + countNonFinite(out.Ht)
+		res.OutHash = outputDigest(outputDigest(res.OutHash, out.O), out.Ht)
 	}
 	fmt.Fprintf(stderr, "  %.4f ms median (%s of %d calls, %d input sets)\n", res.MedianMs, res.Timing, res.Calls, res.Sets)
 	return res, nil
@@ -483,21 +486,32 @@ func median(x []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
-// countNonFinite downloads o and ht and counts NaN and Inf elements.
-func countNonFinite(u benchSet) (int, error) {
-	res, err := u.download()
-	if err != nil {
-		return 0, err
-	}
+// countNonFinite counts the NaN and Inf elements of x.
+func countNonFinite(x []float32) int {
 	n := 0
-	for _, x := range [][]float32{res.O, res.Ht} {
-		for _, v := range x {
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				n++
-			}
+	for _, v := range x {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			n++
 		}
 	}
-	return n, nil
+	return n
+}
+
+// digestSeed starts an outputDigest chain (FNV-1a's 64-bit offset basis).
+const digestSeed uint64 = 14695981039346656037
+
+// outputDigest folds x's bits into h, FNV-1a over 32-bit words (a word at
+// a time: a byte at a time would cost about a second on a large case's
+// half a gigabyte of o). The kernels are deterministic, so every run of
+// the same case, seed and plan must give the same digest: the device
+// script's stress step compares them across processes to catch a race
+// that leaves finite but wrong outputs.
+func outputDigest(h uint64, x []float32) uint64 {
+	const prime = 1099511628211
+	for _, v := range x {
+		h = (h ^ uint64(math.Float32bits(v))) * prime
+	}
+	return h
 }
 
 // Derived figures of a result.
@@ -644,7 +658,7 @@ var benchCSVHeader = []string{
 	"median_ms", "min_ms", "tflops", "gbps", "floor_ms", "x_floor",
 	"fla_core_ms", "vs_fla_core", "fla_full_ms", "vs_fla_full",
 	"flashqla_fwd_ms", "flashinfer_fwd_ms", "fla_fwd_published_ms", "target_ms", "vs_target",
-	"timing", "calls_per_timing", "input_sets", "reps", "variant", "plan", "nonfinite",
+	"timing", "calls_per_timing", "input_sets", "reps", "variant", "plan", "nonfinite", "out_hash",
 }
 
 // writeBenchCSV writes one row per result; anchor cells are empty where
@@ -673,7 +687,7 @@ func writeBenchCSV(w io.Writer, results []benchResult) error {
 			num(a.FLACoreMs), num(r.vsFLACore()), num(a.FLAFullMs), num(r.vsFLAFull()),
 			num(a.FlashQLAMs), num(a.FlashInferMs), num(a.FLAFullPublishedMs), num(r.targetMs()), num(r.vsTarget()),
 			r.Timing, strconv.Itoa(r.Calls), strconv.Itoa(r.Sets), strconv.Itoa(r.Reps),
-			r.Plan.Variant.Name, r.Plan.String(), strconv.Itoa(r.NonFinite),
+			r.Plan.Variant.Name, r.Plan.String(), strconv.Itoa(r.NonFinite), fmt.Sprintf("%016x", r.OutHash),
 		})
 	}
 	cw.Flush()

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/csv"
 	"errors"
+	"math"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -167,7 +169,7 @@ func fakeResults() []benchResult {
 	mix, _ := ref.CaseByName("varlen_mix")
 	plan := gdn.Plan{Variant: kernsrc.Variant{Name: "gdn_hopper_bf16_bv64"}}
 	return []benchResult{
-		{Case: tp8, Dtype: gdn.BF16, Plan: plan, MedianMs: 0.4001, MinMs: 0.39, Timing: "graph", Calls: 5, Sets: 1, Reps: 30},
+		{Case: tp8, Dtype: gdn.BF16, Plan: plan, MedianMs: 0.4001, MinMs: 0.39, Timing: "graph", Calls: 5, Sets: 1, Reps: 30, OutHash: 0xab},
 		{Case: mix, Dtype: gdn.BF16, Plan: plan, MedianMs: 0.2, MinMs: 0.19, Timing: "stream", Calls: 20, Sets: 3, Reps: 30},
 	}
 }
@@ -215,6 +217,7 @@ func TestWriteBenchCSV(t *testing.T) {
 		{mix[col["lens"]], "lens", "7000+33+1+4096+511+2048+64+129"},
 		{mix[col["fla_core_ms"]], "fla_core_ms", ""},
 		{mix[col["input_sets"]], "input_sets", "3"},
+		{tp8[col["out_hash"]], "out_hash", "00000000000000ab"},
 	}
 	for _, c := range checks {
 		if !strings.HasPrefix(c.row, c.want) || (c.want == "" && c.row != "") {
@@ -230,5 +233,47 @@ func TestRotationThreshold(t *testing.T) {
 		if got := inputBytes(c.Shape(), 2) < rotateBelowBytes; got != rotate {
 			t.Errorf("%s: %d input bytes, rotate = %v, want %v", name, inputBytes(c.Shape(), 2), got, rotate)
 		}
+	}
+}
+
+// outputDigest: equal bits give equal digests, call after call; one bit
+// anywhere, a NaN's payload, -0 for +0, or the order of two values changes
+// it; and count NonFinite counts NaN and both infinities only.
+func TestOutputDigest(t *testing.T) {
+	x := make([]float32, 1000)
+	for i := range x {
+		x[i] = float32(i)*0.37 - 100
+	}
+	base := outputDigest(digestSeed, x)
+	if outputDigest(digestSeed, slices.Clone(x)) != base {
+		t.Fatal("the same values gave another digest")
+	}
+	flip := func(i int, change func(float32) float32) {
+		y := slices.Clone(x)
+		y[i] = change(y[i])
+		if outputDigest(digestSeed, y) == base {
+			t.Errorf("element %d changed to %v: same digest", i, y[i])
+		}
+	}
+	flip(0, func(v float32) float32 { return math.Float32frombits(math.Float32bits(v) ^ 1) })
+	flip(999, func(v float32) float32 { return math.Float32frombits(math.Float32bits(v) ^ 1<<31) })
+	flip(500, func(float32) float32 { return float32(math.NaN()) })
+	y := slices.Clone(x)
+	y[3], y[4] = y[4], y[3]
+	if outputDigest(digestSeed, y) == base {
+		t.Error("two values swapped: same digest")
+	}
+	zero, negZero := []float32{0}, []float32{float32(math.Copysign(0, -1))}
+	if outputDigest(digestSeed, zero) == outputDigest(digestSeed, negZero) {
+		t.Error("+0 and -0: same digest")
+	}
+	// Chained over o then ht: not the same as ht then o.
+	a, b := x[:10], x[10:20]
+	if outputDigest(outputDigest(digestSeed, a), b) == outputDigest(outputDigest(digestSeed, b), a) {
+		t.Error("the order of the arrays does not count")
+	}
+	nf := []float32{1, float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), math.MaxFloat32, 0}
+	if n := countNonFinite(nf); n != 3 {
+		t.Errorf("countNonFinite = %d, want 3", n)
 	}
 }
