@@ -343,8 +343,9 @@ extern "C" __global__ void __launch_bounds__(128, 8) gdn_prep_chunk(
     // 4a. Diagonal blocks (threads 0..63: block t/16, column t%16): x_i = 1 at
     // the diagonal, else -sum_{m<i} L_im x_m (x_m = 0 above the column), each
     // row of the block's L read into registers before its dependent sums.
-    // Written over L's diagonal blocks once all are read (the blocks above
-    // the diagonal hold step 3's zeros).
+    // Written over L's diagonal blocks once all are read. (The blocks right
+    // of the diagonal hold step 3's zeros with one head, K K^T's mirror
+    // with several: only step 5 reads them, and it masks them.)
     float xs[16];
     const int d0 = 16 * (t >> 4), col = t & 15;
     if (t < 64) {
@@ -416,10 +417,10 @@ extern "C" __global__ void __launch_bounds__(128, 8) gdn_prep_chunk(
       const float4 x1 = *reinterpret_cast<const float4*>(M + i * kLs + j + 4);
       uint4 y = make_uint4(0, 0, 0, 0);  // right of the diagonal block (kHeads > 1: K K^T there)
       if (kHeads == 1 || j >> 4 <= i >> 4) {
-      y.x = pack_fp16x2(x0.x * bv[j], x0.y * bv[j + 1]);
-      y.y = pack_fp16x2(x0.z * bv[j + 2], x0.w * bv[j + 3]);
-      y.z = pack_fp16x2(x1.x * bv[j + 4], x1.y * bv[j + 5]);
-      y.w = pack_fp16x2(x1.z * bv[j + 6], x1.w * bv[j + 7]);
+        y.x = pack_fp16x2(x0.x * bv[j], x0.y * bv[j + 1]);
+        y.y = pack_fp16x2(x0.z * bv[j + 2], x0.w * bv[j + 3]);
+        y.z = pack_fp16x2(x1.x * bv[j + 4], x1.y * bv[j + 5]);
+        y.w = pack_fp16x2(x1.z * bv[j + 6], x1.w * bv[j + 7]);
       }
       reinterpret_cast<uint4*>(A2 + ((long long)(b + i) * Hv + h) * 64)[e & 7] = y;
     }
