@@ -22,9 +22,12 @@ func init() {
 const soakSynopsis = "[--minutes M] [--seed S] [--count N] [--case K | --problem SPEC] [--list] [--device N] [--jobs N] [--ref-budget N] [--o-ratio X] [--ht-maxabs X]"
 
 const soakHelp = `Problem k of a seed is the same on every run. Each problem runs through
-Runtime.ForwardHost (outputs poisoned with NaN) with the kernel variant it
-names forced through Options.Variant (or the planner's choice, variant=auto), and o and ht are
-compared with ref.Recurrent on a sample of (sequence, value head) pairs.
+Runtime.ForwardHost, or ForwardFullHost for the full forward (forward=full,
+one problem in three), with outputs poisoned with NaN and the kernel
+variant it names forced through Options.Variant (or the planner's choice,
+variant=auto), and o and ht are compared with ref.Recurrent (after
+ref.Full's steps for the full forward) on a sample of (sequence, value
+head) pairs.
 Every failure prints one line on stdout with a command that runs that
 problem alone; progress goes to stderr; the last line on stdout is
 "N passed, M failed", and the exit status is 1 when M > 0.`
@@ -112,7 +115,7 @@ func runSoak(args []string) error {
 	}
 	rts := &soakRuntimes{device: o.device, rts: map[string]*gdn.Runtime{}}
 	defer rts.close()
-	auto, err := rts.get("", 0, 0) // fails now, not per problem, without a GPU
+	auto, err := rts.get("", 0, 0, 0) // fails now, not per problem, without a GPU
 	if err != nil {
 		return err
 	}
@@ -221,7 +224,7 @@ type soakResult struct {
 }
 
 // soakRuntimes holds one Runtime per forced variant ("" for the planner's
-// choice), opened on first use. A Runtime is safe for concurrent use and
+// choice), segment length, SM slice and preparation cap, opened on first use. A Runtime is safe for concurrent use and
 // its variant is fixed when it opens, so the workers share them.
 type soakRuntimes struct {
 	device int
@@ -229,20 +232,25 @@ type soakRuntimes struct {
 	rts    map[string]*gdn.Runtime
 }
 
-// get returns the Runtime of a variant, opening it on first use.
-func (s *soakRuntimes) get(variant string, segments, sms int) (*gdn.Runtime, error) {
+// get returns the Runtime of a variant (and options), opening it on first use.
+func (s *soakRuntimes) get(variant string, segments, sms, prepHeads int) (*gdn.Runtime, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	key := fmt.Sprintf("%s/%d/%d", variant, segments, sms)
+	key := soakRuntimeKey(variant, segments, sms, prepHeads)
 	if rt, ok := s.rts[key]; ok {
 		return rt, nil
 	}
-	rt, err := openRuntime(gdn.Options{Device: s.device, Variant: variant, SegmentChunks: segments, SMs: sms})
+	rt, err := openRuntime(gdn.Options{Device: s.device, Variant: variant, SegmentChunks: segments, SMs: sms, PrepHeads: prepHeads})
 	if err != nil {
 		return nil, err
 	}
 	s.rts[key] = rt
 	return rt, nil
+}
+
+// soakRuntimeKey names a Runtime of soakRuntimes by what it was opened with.
+func soakRuntimeKey(variant string, segments, sms, prepHeads int) string {
+	return fmt.Sprintf("%s/%d/%d/%d", variant, segments, sms, prepHeads)
 }
 
 func (s *soakRuntimes) close() {
@@ -260,7 +268,7 @@ func runSoakProblem(rts *soakRuntimes, o soakOptions, k int, p soakProblem, st *
 	if variant == variantAuto {
 		variant = ""
 	}
-	rt, err := rts.get(variant, p.Segments, p.SMs)
+	rt, err := rts.get(variant, p.Segments, p.SMs, p.PrepHeads)
 	ran := variant
 	if err == nil {
 		var pl gdn.Plan
@@ -273,11 +281,18 @@ func runSoakProblem(rts *soakRuntimes, o soakOptions, k int, p soakProblem, st *
 		if p.SMs > 0 {
 			ran += fmt.Sprintf("@%dSMs", rt.Device().SMs)
 		}
+		if p.Full {
+			ran += "+full"
+		}
 	}
 	if err == nil {
 		in := newSoakInputs(p)
 		var out *gdn.HostCoreResult
-		out, err = rt.ForwardHost(in.args)
+		if p.Full {
+			out, err = rt.ForwardFullHost(in.full)
+		} else {
+			out, err = rt.ForwardHost(in.args)
+		}
 		if err != nil {
 			res.launchErr = !errors.Is(err, gdn.ErrInvalidArgument)
 		} else {

@@ -4,7 +4,6 @@ package main
 
 import (
 	"bytes"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -36,7 +35,7 @@ func TestSoakFailureLine(t *testing.T) {
 	if v == variantAuto {
 		v = ""
 	}
-	rts := &soakRuntimes{rts: map[string]*gdn.Runtime{fmt.Sprintf("%s/%d/%d", v, p.Segments, p.SMs): {}}}
+	rts := &soakRuntimes{rts: map[string]*gdn.Runtime{soakRuntimeKey(v, p.Segments, p.SMs, p.PrepHeads): {}}}
 	if res := runSoakProblem(rts, o, 3, p, st); !res.launchErr {
 		t.Error("a failed GPU call is not counted as one")
 	}

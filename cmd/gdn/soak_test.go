@@ -69,18 +69,30 @@ func TestSoakProblems(t *testing.T) {
 		mark(true, "decay "+p.Decay)
 		mark(true, "beta "+p.Beta)
 		mark(true, "variant "+p.Variant)
+		mark(p.Full, "full")
+		mark(!p.Full, "core")
+		mark(p.Full && p.L2Norm, "full l2norm")
+		mark(p.Full && !p.L2Norm, "full without l2norm")
+		mark(p.Full && p.Gate, "full gate")
+		mark(p.Full && !p.Gate, "full log-gate")
+		mark(p.Full && p.PrepHeads == 4 && (p.Hv/p.Hq)%4 == 0, "full prep heads 4")
+		mark(p.Full && p.Segments > 0, "full split")
+		if p.Full && p.ABF16 || p.Gate && p.Decay != decayNormal || !p.Full && (p.L2Norm || p.Gate || p.PrepHeads != 0) {
+			t.Fatalf("case %d: inconsistent options %s", k, p)
+		}
 	}
 	want := []string{"len 0", "len 1", "len 63", "len 64", "len 65", "len 70000", "chunk multiple", "long", "B>1",
 		"int64 cu_seqlens", "int32 cu_seqlens", "G 1", "G 2", "G 3", "G 4", "G 8", "bf16", "fp16", "h0", "no h0",
 		"ht", "no ht", "beta in input dtype", "beta fp32", "A bf16", "A fp32", "decay normal", "decay strong",
-		"decay none", "beta recipe", "beta 0", "beta 1", "variant auto"}
+		"decay none", "beta recipe", "beta 0", "beta 1", "variant auto", "full", "core", "full l2norm",
+		"full without l2norm", "full gate", "full log-gate", "full prep heads 4", "full split"}
 	for _, dt := range []gdn.Dtype{gdn.BF16, gdn.FP16} {
 		for _, v := range soakVariants(gdn.Problem{B: 1, T: 64, Hq: 1, Hv: 1, N: 1, Dtype: dt}) {
 			want = append(want, "variant "+v)
 		}
 	}
-	if len(want) < 35 {
-		t.Errorf("soakVariants found %d variants in all, want at least one per dtype", len(want)-33)
+	if len(want) < 43 {
+		t.Errorf("soakVariants found %d variants in all, want at least one per dtype", len(want)-41)
 	}
 	for _, w := range want {
 		if !seen[w] {
@@ -108,6 +120,12 @@ func TestParseSoakProblemRejects(t *testing.T) {
 		good + ",x":      "key=value",
 		strings.Replace(good, "Hq=2", "Hq=99999999999999999999", 1): "Hq",
 		strings.Replace(good, "B=1,T=65", "B=1000,T=1000", 1):       "token-heads",
+		good + ",l2norm=1":     "need forward=full",
+		good + ",forward=full": "needs l2norm and gate",
+		good + ",forward=full,l2norm=1,gate=0,prep_heads=-1":                                       "prep_heads",
+		strings.Replace(good, "A=fp32", "A=bf16", 1) + ",forward=full,l2norm=0,gate=0":             "computes A",
+		strings.Replace(good, "decay=normal", "decay=strong", 1) + ",forward=full,l2norm=0,gate=1": "decay=normal",
+		good + ",forward=both,l2norm=0,gate=0":                                                     "forward",
 	} {
 		if _, err := parseSoakProblem(bad); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: %v, want an error saying %q", bad, err, want)
@@ -290,4 +308,71 @@ func TestSoakLoopHugeMinutes(t *testing.T) {
 			t.Errorf("--minutes %g --count 3: %d problems ran", minutes, n)
 		}
 	}
+}
+
+// The full forward's check: the sampled reference of each pair (q and k
+// normalised, the gate from its raw input, then the recurrence) agrees
+// with ref.Full on the whole problem, whose outputs pass; damaged ones fail.
+func TestSoakCheckFull(t *testing.T) {
+	p, err := parseSoakProblem("seed=11,Hq=1,Hv=4,lens=70+1+0+129,seqlens=int64,dtype=fp16,h0=1,ht=1,beta_dtype=input,A=fp32," +
+		"decay=normal,beta=recipe,variant=auto,segments=1,forward=full,l2norm=1,gate=1,prep_heads=4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := newSoakInputs(p)
+	f := in.full
+	if f == nil || in.args != nil || !f.L2Norm || !f.GateInKernel || len(f.ALog) != p.Hv || f.BetaDtype != gdn.FP16 || f.SeqlensDtype != gdn.Int64 {
+		t.Fatalf("full arguments %+v", f)
+	}
+	if norm(f.Q[:ref.D]) < 3.9 || norm(f.Q[:ref.D]) > 4.1 {
+		t.Fatalf("q's first row has norm %v, want 4 (normalised inside)", norm(f.Q[:ref.D]))
+	}
+	s := p.shape()
+	whole := ref.Inputs{Shape: s, Q: widen64f(f.Q), K: widen64f(f.K), V: widen64f(f.V), G: widen64f(f.G),
+		Beta: widen64f(f.Beta), H0: widen64f(f.H0)}
+	o, ht, err := ref.Full(whole, ref.FullOptions{L2Norm: true, ALog: widen64f(f.ALog), DtBias: widen64f(f.DtBias)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exact := func() *gdn.HostCoreResult { return &gdn.HostCoreResult{O: ref.Float32s(o), Ht: ref.Float32s(ht)} }
+	out := soakCheck(p, in, exact(), 1<<20, defaultSoakLimits)
+	if out.Err != nil || out.Pairs != s.N()*p.Hv || out.O.Ratio > 1e-6 || out.Ht.MaxAbs > 1e-6 {
+		t.Errorf("exact outputs: %+v", out)
+	}
+	// Without the normalisation the reference differs by far more than the
+	// line: the check does apply it.
+	r := exact()
+	plain, _, err := ref.Recurrent(ref.Inputs{Shape: s, Q: whole.Q, K: whole.K, V: whole.V, H0: whole.H0, Beta: whole.Beta,
+		G: mustGate(t, whole.G, f.ALog, f.DtBias)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.O = ref.Float32s(plain)
+	if out := soakCheck(p, in, r, 1<<20, defaultSoakLimits); out.Err == nil || !strings.Contains(out.Err.Error(), "o: ") {
+		t.Errorf("o without the L2 norm passed: %v", out.Err)
+	}
+	r = exact()
+	r.Ht[5] += 0.05
+	if out := soakCheck(p, in, r, 1<<20, defaultSoakLimits); out.Err == nil || !strings.Contains(out.Err.Error(), "ht: ") {
+		t.Errorf("damaged ht passed: %v", out.Err)
+	}
+}
+
+// norm is the Euclidean norm of x.
+func norm(x []float32) float64 {
+	s := 0.0
+	for _, v := range x {
+		s += float64(v) * float64(v)
+	}
+	return math.Sqrt(s)
+}
+
+// mustGate is ref.GateFromRaw on float32 per-head parameters.
+func mustGate(t *testing.T, a []float64, aLog, dtBias []float32) []float64 {
+	t.Helper()
+	g, err := ref.GateFromRaw(a, widen64f(aLog), widen64f(dtBias))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
 }

@@ -17,12 +17,30 @@ import (
 // sample of (sequence, value head) pairs, each a one-head problem of its
 // own, in parallel, so a 70,000-token problem stays a matter of seconds.
 
-// soakInputs holds the host arguments of a problem and its raw per-token
-// gates (the arguments carry the chunk-local cumsum the kernel takes; the
-// reference takes the raw gates).
+// soakInputs holds the host arguments of a problem (args for the core
+// forward, full for the full forward) and what the reference takes: the
+// raw per-token gates (the core's arguments carry the chunk-local sums
+// instead; with Gate, the gate's input a), q and k as given (with L2Norm,
+// before the normalisation), and with Gate the per-head gate parameters.
 type soakInputs struct {
-	args *gdn.HostCoreArgs
-	g    []float32
+	args              *gdn.HostCoreArgs
+	full              *gdn.HostFullArgs
+	g                 []float32
+	q, k, v, beta, h0 []float32
+	scale             float32
+	aLog, dtBias      []float32
+}
+
+// soakGateParams are the gate's per-head parameters of a Gate problem:
+// A_log from log 0.3 to log 3.1 and dt_bias from -0.5 to 1.25, cycling
+// every eight heads, so that decays from mild to strong all come up.
+func soakGateParams(hv int) (aLog, dtBias []float32) {
+	aLog, dtBias = make([]float32, hv), make([]float32, hv)
+	for h := range hv {
+		aLog[h] = float32(math.Log(0.3 + 0.4*float64(h%8)))
+		dtBias[h] = float32(0.25*float64(h%8) - 0.5)
+	}
+	return aLog, dtBias
 }
 
 // newSoakInputs builds the host arguments of problem p. Every value is already
@@ -36,6 +54,13 @@ func newSoakInputs(p soakProblem) soakInputs {
 	rounded := func(x float64) float32 { return round(float32(x)) }
 	q := normalRows(s.QKLen(), p.Seed, rngQ, true, round)
 	k := normalRows(s.QKLen(), p.Seed, rngK, true, round)
+	if p.Full && p.L2Norm {
+		// 4x is exact in bf16 and fp16: the kernel gets exactly these.
+		for i := range q {
+			q[i] *= 4
+			k[i] *= 4
+		}
+	}
 	v := make([]float32, s.VLen())
 	fillRand(len(v), p.Seed, rngV, func(r *rand.Rand, lo, hi int) {
 		for i := lo; i < hi; i++ {
@@ -47,6 +72,8 @@ func newSoakInputs(p soakProblem) soakInputs {
 		for i := lo; i < hi; i++ {
 			x := r.NormFloat64()
 			switch {
+			case p.Full && p.Gate:
+				g[i] = float32(x) // the gate's raw input a
 			case p.Decay == decayStrong:
 				g[i] = -5
 			case p.Decay == decayNone || ref.ZeroGateHead(i%s.Hv):
@@ -72,17 +99,37 @@ func newSoakInputs(p soakProblem) soakInputs {
 			beta[i] = b
 		}
 	})
-	h := &gdn.HostCoreArgs{
-		B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, CuSeqlens: s.CuSeqlens, Dtype: p.Dtype,
-		Q: q, K: k, V: v, G: g, Beta: beta, FinalState: p.Ht,
-	}
+	var h0 []float32
 	if p.H0 {
-		h.H0 = make([]float32, s.StateLen())
-		fillRand(len(h.H0), p.Seed, rngH0, func(r *rand.Rand, lo, hi int) {
+		h0 = make([]float32, s.StateLen())
+		fillRand(len(h0), p.Seed, rngH0, func(r *rand.Rand, lo, hi int) {
 			for i := lo; i < hi; i++ {
-				h.H0[i] = float32(r.NormFloat64())
+				h0[i] = float32(r.NormFloat64())
 			}
 		})
+	}
+	in := soakInputs{g: g, q: q, k: k, v: v, beta: beta, h0: h0}
+	if p.Full {
+		f := &gdn.HostFullArgs{
+			B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, CuSeqlens: s.CuSeqlens, Dtype: p.Dtype,
+			Q: q, K: k, V: v, G: g, Beta: beta, H0: h0, FinalState: p.Ht, L2Norm: p.L2Norm, GateInKernel: p.Gate,
+		}
+		if p.Gate {
+			in.aLog, in.dtBias = soakGateParams(s.Hv)
+			f.ALog, f.DtBias = in.aLog, in.dtBias
+		}
+		if p.BetaIn {
+			f.BetaDtype = p.Dtype
+		}
+		if p.Seq64 {
+			f.SeqlensDtype = gdn.Int64
+		}
+		in.full = f
+		return in
+	}
+	h := &gdn.HostCoreArgs{
+		B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, CuSeqlens: s.CuSeqlens, Dtype: p.Dtype,
+		Q: q, K: k, V: v, G: g, Beta: beta, H0: h0, FinalState: p.Ht,
 	}
 	if p.BetaIn {
 		h.BetaDtype = p.Dtype
@@ -97,7 +144,8 @@ func newSoakInputs(p soakProblem) soakInputs {
 	gcum := chunkCumsum(s, chunks, g)
 	h.A = solveA(s, chunks, k, beta, gcum)
 	h.G = gcum
-	return soakInputs{args: h, g: g}
+	in.args = h
+	return in
 }
 
 // soakLimits are the pass lines of the soak.
@@ -188,15 +236,17 @@ func samplePairs(p soakProblem, budget int) []pair {
 // the sampled pairs, and every element of o and ht with NaN/Inf.
 func soakCheck(p soakProblem, in soakInputs, res *gdn.HostCoreResult, budget int, lim soakLimits) soakOutcome {
 	var out soakOutcome
-	if p.ABF16 {
+	if p.ABF16 || p.Full {
 		// A in bf16 is a lossy input: the recurrent reference has no A and
 		// sees the exact one, so the rounding of A itself (up to 2^-9 per
-		// entry) shows in o and ht on top of the kernel's error. Such
-		// problems are held to docs/SPEC.md's lines, the rest to the tight ones.
+		// entry) shows in o and ht on top of the kernel's error. The full
+		// forward stores A in fp16 and, with L2Norm, q and k normalised and
+		// rounded back to the input dtype. Such problems are held to
+		// docs/SPEC.md's lines (the full forward's GPU tests use the same),
+		// the rest to the tight ones.
 		lim.O = ref.Tolerance{Ratio: max(lim.O.Ratio, ref.PassO.Ratio), MaxAbs: max(lim.O.MaxAbs, ref.PassO.MaxAbs)}
 		lim.Ht = ref.Tolerance{Ratio: max(lim.Ht.Ratio, ref.PassHt.Ratio), MaxAbs: max(lim.Ht.MaxAbs, ref.PassHt.MaxAbs)}
 	}
-	h, g := in.args, in.g
 	s := p.shape()
 	if want := s.VLen(); len(res.O) != want {
 		out.Err = fmt.Errorf("o has %d values, want %d", len(res.O), want)
@@ -217,7 +267,7 @@ func soakCheck(p soakProblem, in soakInputs, res *gdn.HostCoreResult, budget int
 	parallelFor(len(pairs), func(i int) {
 		pr := pairs[i]
 		lo, hi := seqs[pr.n][0], seqs[pr.n][1]
-		o, ht, err := pairReference(p, h, g, pr, lo, hi)
+		o, ht, err := pairReference(p, in, pr, lo, hi)
 		if err != nil {
 			errMu.Lock()
 			firstErr = err
@@ -283,13 +333,14 @@ func joinWhy(why []string) string {
 }
 
 // pairReference runs ref.Recurrent on one sequence [lo, hi) and value head
-// of p: a problem of one q/k head and one value head. An empty sequence
-// gives no o and ht = h0 (or 0).
-func pairReference(p soakProblem, h *gdn.HostCoreArgs, g []float32, pr pair, lo, hi int) (o, ht []float64, err error) {
+// of p: a problem of one q/k head and one value head (with Full, after
+// ref.Full's steps: q and k normalised, the gate from its raw input). An
+// empty sequence gives no o and ht = h0 (or 0).
+func pairReference(p soakProblem, h soakInputs, pr pair, lo, hi int) (o, ht []float64, err error) {
 	hq, hv, hk := p.Hq, p.Hv, pr.h/(p.Hv/p.Hq)
 	var h0 []float64
-	if h.H0 != nil {
-		h0 = widen64f(h.H0[(pr.n*hv+pr.h)*ref.D*ref.D:][:ref.D*ref.D])
+	if h.h0 != nil {
+		h0 = widen64f(h.h0[(pr.n*hv+pr.h)*ref.D*ref.D:][:ref.D*ref.D])
 	}
 	l := hi - lo
 	if l == 0 {
@@ -298,20 +349,28 @@ func pairReference(p soakProblem, h *gdn.HostCoreArgs, g []float32, pr pair, lo,
 		}
 		return nil, h0, nil
 	}
-	in := ref.Inputs{Shape: ref.Shape{B: 1, T: l, Hq: 1, Hv: 1}, H0: h0, Scale: float64(h.Scale)}
+	in := ref.Inputs{Shape: ref.Shape{B: 1, T: l, Hq: 1, Hv: 1}, H0: h0, Scale: float64(h.scale)}
 	in.Q = make([]float64, 0, l*ref.D)
 	in.K = make([]float64, 0, l*ref.D)
 	in.V = make([]float64, 0, l*ref.D)
 	in.G = make([]float64, l)
 	in.Beta = make([]float64, l)
 	for t := lo; t < hi; t++ {
-		in.Q = append(in.Q, widen64f(h.Q[(t*hq+hk)*ref.D:][:ref.D])...)
-		in.K = append(in.K, widen64f(h.K[(t*hq+hk)*ref.D:][:ref.D])...)
-		in.V = append(in.V, widen64f(h.V[(t*hv+pr.h)*ref.D:][:ref.D])...)
-		in.G[t-lo] = float64(g[t*hv+pr.h])
-		in.Beta[t-lo] = float64(h.Beta[t*hv+pr.h])
+		in.Q = append(in.Q, widen64f(h.q[(t*hq+hk)*ref.D:][:ref.D])...)
+		in.K = append(in.K, widen64f(h.k[(t*hq+hk)*ref.D:][:ref.D])...)
+		in.V = append(in.V, widen64f(h.v[(t*hv+pr.h)*ref.D:][:ref.D])...)
+		in.G[t-lo] = float64(h.g[t*hv+pr.h])
+		in.Beta[t-lo] = float64(h.beta[t*hv+pr.h])
 	}
-	return ref.Recurrent(in)
+	if !p.Full {
+		return ref.Recurrent(in)
+	}
+	var fo ref.FullOptions
+	fo.L2Norm = p.L2Norm
+	if p.Gate {
+		fo.ALog, fo.DtBias = []float64{float64(h.aLog[pr.h])}, []float64{float64(h.dtBias[pr.h])}
+	}
+	return ref.Full(in, fo)
 }
 
 // widen64f converts float32 values to float64.

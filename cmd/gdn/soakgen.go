@@ -41,6 +41,17 @@ type soakProblem struct {
 	// SMs is gdn.Options.SMs: 0 the whole GPU, else a green-context slice
 	// of that many SMs (optional in a spec; absent means 0).
 	SMs int
+	// Full runs the full forward (ForwardFullHost: g's chunk sums and A
+	// computed inside) instead of the core forward, which takes them
+	// given; A's dtype does not apply (ABF16 is false). Spec key
+	// forward=full; absent means the core.
+	Full bool
+	// With Full: L2Norm gives q and k at 4x their norm, normalised inside;
+	// Gate gives g as the gate's raw input a with per-head A_log and
+	// dt_bias (soakGateParams; the decay is then normal); PrepHeads is
+	// gdn.Options.PrepHeads (optional in a spec; absent means 0).
+	L2Norm, Gate bool
+	PrepHeads    int
 }
 
 // Decay modes (SPEC: the recipe, g = -5 per token, and g = 0).
@@ -124,6 +135,12 @@ func (p soakProblem) String() string {
 	if p.SMs != 0 {
 		kv = append(kv, fmt.Sprintf("sms=%d", p.SMs))
 	}
+	if p.Full {
+		kv = append(kv, "forward=full", "l2norm="+b(p.L2Norm), "gate="+b(p.Gate))
+		if p.PrepHeads != 0 {
+			kv = append(kv, fmt.Sprintf("prep_heads=%d", p.PrepHeads))
+		}
+	}
 	return strings.Join(kv, ",")
 }
 
@@ -187,6 +204,17 @@ func parseSoakProblem(s string) (soakProblem, error) {
 			if err == nil && (p.SMs < 0 || p.SMs > 4096) {
 				err = fmt.Errorf("want 0 (the whole GPU) or an SM count up to 4096")
 			}
+		case "forward":
+			p.Full, err = choice(val, "core", "full")
+		case "l2norm":
+			p.L2Norm, err = choice(val, "0", "1")
+		case "gate":
+			p.Gate, err = choice(val, "0", "1")
+		case "prep_heads":
+			p.PrepHeads, err = strconv.Atoi(val)
+			if err == nil && (p.PrepHeads < 0 || p.PrepHeads > maxSoakHeads) {
+				err = fmt.Errorf("want 0 (chosen by shape) or a cap up to %d", maxSoakHeads)
+			}
 		case "segments":
 			p.Segments, err = strconv.Atoi(val)
 			if err == nil && (p.Segments < -1 || p.Segments > 1<<20) {
@@ -219,6 +247,16 @@ func parseSoakProblem(s string) (soakProblem, error) {
 	}
 	if p.Hv%p.Hq != 0 {
 		return p, fmt.Errorf("problem %q: Hv = %d is not a multiple of Hq = %d", s, p.Hv, p.Hq)
+	}
+	switch {
+	case !p.Full && (seen["l2norm"] || seen["gate"] || seen["prep_heads"]):
+		return p, fmt.Errorf("problem %q: l2norm, gate and prep_heads need forward=full", s)
+	case p.Full && !(seen["l2norm"] && seen["gate"]):
+		return p, fmt.Errorf("problem %q: forward=full needs l2norm and gate", s)
+	case p.Full && p.ABF16:
+		return p, fmt.Errorf("problem %q: A=bf16: the full forward computes A itself (want A=fp32)", s)
+	case p.Gate && p.Decay != decayNormal:
+		return p, fmt.Errorf("problem %q: gate=1 draws its own decay (want decay=normal)", s)
 	}
 	if p.Lens != nil {
 		if len(p.Lens) > soakMaxSeqs*100 {
@@ -359,6 +397,19 @@ func drawSoakProblem(seed uint64, k int) soakProblem {
 	// grids and splits for fewer SMs.
 	if r.IntN(8) == 0 {
 		p.SMs = []int{16, 32}[r.IntN(2)]
+	}
+	// One in three runs the full forward (drawn last, so that the choices
+	// above stay what they were for a seed and case), half of those with
+	// the L2 norm inside, half with the gate from its raw input, half with
+	// preparation blocks of four value heads wherever four divide G (a
+	// soak's grids are mostly too small for the shape to choose them).
+	if r.IntN(3) == 0 {
+		p.Full, p.ABF16 = true, false
+		p.L2Norm = r.IntN(2) == 0
+		p.Gate = p.Decay == decayNormal && r.IntN(2) == 0
+		if r.IntN(2) == 0 {
+			p.PrepHeads = 4
+		}
 	}
 	return p
 }
