@@ -3,7 +3,7 @@
 # scripts/device-build.sh filled .bin/. Logs go to $OUT (or ./device-out),
 # at most one file per step (the device tool brings back 8 files).
 #
-#   .bin/device-run.sh [warmup] [tests] [sanitize[:TOOLS]] [soak[:MINUTES]] [stress[:SECONDS]] [bench] [bench:CASES] [compare[:CASES]] [comparefull[:CASES]] [knob:DEFINES[@CASES]] [knobfull:DEFINES[@CASES]] [benchfull] [benchfull:CASES] [hostbench] [example] [layer] [python]
+#   .bin/device-run.sh [warmup] [tests] [sanitize[:TOOLS]] [soak[:MINUTES]] [stress[:SECONDS]] [plancheck[:CASES]] [bench] [bench:CASES] [compare[:CASES]] [comparefull[:CASES]] [knob:DEFINES[@CASES]] [knobfull:DEFINES[@CASES]] [benchfull] [benchfull:CASES] [hostbench] [example] [layer] [python]
 #
 # warmup    every kernel variant compiled by this machine's NVRTC
 #           into an empty cache: fails if one spills or ptxas
@@ -28,6 +28,14 @@
 #           kernels are deterministic: a race that leaves finite
 #           but wrong outputs shows as a different digest); the
 #           last line is "N processes, M failed"         -> stress.log
+# plancheck does the planner pick the faster tile? every case
+#           (plancheck:a,b for named ones; default the suite)
+#           timed as the planner plans it and with each tile
+#           width forced (gdn bench --variant, the split then
+#           planned for that width), one process each; a table
+#           of the three and the planner's time over the best,
+#           "*" where it is more than 3% slower (a measurement:
+#           it fails only if a run fails)        -> plancheck.txt
 # bench     gdn bench over the whole suite (bench:a,b for
 #           named cases), with its chart        -> bench.txt, bench.csv, bench.svg
 # compare   .bin/gdn-old (scripts/device-build.sh --old REV) and
@@ -142,6 +150,41 @@ for step in "${@:-tests}"; do
 		rm -rf "$tmp"
 		echo "$n processes, $bad failed" | tee -a "$out/stress.log" >&2
 		((bad == 0)) || fail stress
+		;;
+	plancheck | plancheck:*)
+		cases=""
+		[[ $step == plancheck:* ]] && cases="--cases ${step#plancheck:}"
+		echo "== plancheck $cases" | tee "$out/plancheck.txt" >&2
+		tmp=$(mktemp -d)
+		runs="auto gdn_hopper_bf16_bv64 gdn_hopper_bf16_bv128"
+		for v in $runs; do
+			flag=""
+			[[ $v != auto ]] && flag="--variant $v"
+			# shellcheck disable=SC2086 # cases and flag are word lists
+			timeout 300 .bin/gdn bench $cases $flag --csv "$tmp/$v.csv" >>"$out/plancheck.txt" 2>&1 || fail "plancheck ($v)"
+		done
+		# One row per case: the planner's plan and time, each forced
+		# width's time, and the planner's time over the best of the three.
+		# shellcheck disable=SC2086 # one CSV per run, in order
+		awk -F, '
+			FNR == 1 { f++; for (i = 1; i <= NF; i++) col[f, $i] = i; next }
+			{ c = $col[f, "case"]; ms[c, f] = $col[f, "median_ms"]
+			  if (f == 1) {
+				order[++n] = c; plan[c] = $col[1, "variant"]; sub(/^gdn_hopper_/, "", plan[c])
+				if (match($col[1, "plan"], /split=[0-9x]+/)) plan[c] = plan[c] " " substr($col[1, "plan"], RSTART, RLENGTH)
+			  } }
+			END {
+				printf "%-18s %-24s %9s %9s %9s %10s\n", "case", "planner", "ms", "bv64 ms", "bv128 ms", "over best"
+				slow = 0
+				for (k = 1; k <= n; k++) {
+					c = order[k]; best = ms[c, 1]
+					for (j = 2; j <= 3; j++) if (ms[c, j] != "" && ms[c, j] + 0 < best + 0) best = ms[c, j]
+					r = ms[c, 1] / best; mark = r > 1.03 ? " *" : ""; slow += r > 1.03
+					printf "%-18s %-24s %9s %9s %9s %9.2fx%s\n", c, plan[c], ms[c, 1], ms[c, 2], ms[c, 3], r, mark
+				}
+				printf "planner more than 3%% slower than the best tile on %d of %d cases\n", slow, n
+			}' $(for v in $runs; do echo "$tmp/$v.csv"; done) | tee -a "$out/plancheck.txt" >&2
+		rm -rf "$tmp"
 		;;
 	warmup)
 		echo "== warmup (this machine's NVRTC, empty cache)" >&2

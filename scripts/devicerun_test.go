@@ -12,7 +12,8 @@ import (
 // fakeGDN is a stand-in for the gdn tool that device-run.sh's warmup,
 // compare, knob and stress steps call: `warmup` prints the table in
 // $FAKE_WARMUP, `bench` writes the file after --csv (one case, its output
-// digest $FAKE_HASH_n for the n-th bench call, else aa), prints a
+// digest $FAKE_HASH_n for the n-th bench call, else aa; its median
+// $FAKE_MS_auto, _bv64 or _bv128 by --variant, else 0.06), prints a
 // comparison header when given --compare and exits $FAKE_BENCH_RC (0 when
 // unset); every call logs its name and arguments to calls.log (after
 // GDN_JIT_DEFINES=... when that is set).
@@ -24,10 +25,14 @@ bench)
 	shift
 	while [[ $# -gt 0 ]]; do
 		case "$1" in
+		--variant) variant=$2; shift ;;
 		--csv)
 			n=$(grep -c " bench " "$CALLS")
 			hash="FAKE_HASH_$n"
-			printf 'case,median_ms,out_hash\ntp8_2k,0.06,%s\n' "${!hash:-aa}" >"$2"
+			v=${variant:-auto}
+			ms="FAKE_MS_${v##*_}"
+			printf 'case,median_ms,out_hash,variant,plan\ntp8_2k,%s,%s,%s,%s\n' "${!ms:-0.06}" "${!hash:-aa}" \
+				"${variant:-gdn_hopper_bf16_bv64}" "${variant:-gdn_hopper_bf16_bv64} grid=[16 1 1] split=7x4" >"$2"
 			shift ;;
 		--compare) echo "case  lens  old ms  new ms  speed-up"; echo "q35_4kx8  4096x8  0.50  0.44  1.13x"; shift ;;
 		esac
@@ -250,4 +255,46 @@ func TestDeviceRunStress(t *testing.T) {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
+}
+
+// The plancheck step times the planner's plan and each forced tile width
+// and tabulates them, marking a planner more than 3% slower than the best.
+func TestDeviceRunPlanCheck(t *testing.T) {
+	for _, c := range []struct {
+		env        []string
+		over, star string
+		slow       string
+	}{
+		{[]string{"FAKE_MS_auto=0.060", "FAKE_MS_bv64=0.061", "FAKE_MS_bv128=0.080"}, "1.00x", "", "on 0 of 1"},
+		{[]string{"FAKE_MS_auto=0.070", "FAKE_MS_bv64=0.075", "FAKE_MS_bv128=0.050"}, "1.40x", " *", "on 1 of 1"},
+	} {
+		stderr, out, pass := runDeviceStepsEnv(t, "", false, c.env, "plancheck:tp8_2k")
+		if !pass {
+			t.Fatalf("%v: failed:\n%s", c.env, stderr)
+		}
+		text, err := os.ReadFile(filepath.Join(out, "plancheck.txt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		row := ""
+		for _, l := range strings.Split(string(text), "\n") {
+			if strings.HasPrefix(l, "tp8_2k ") {
+				row = l
+			}
+		}
+		f := strings.Fields(row)
+		if len(f) < 7 || f[1] != "bf16_bv64" || f[2] != "split=7x4" || f[6] != c.over || strings.HasSuffix(row, " *") != (c.star != "") {
+			t.Errorf("%v: row %q", c.env, row)
+		}
+		if !strings.Contains(string(text), "planner more than 3% slower than the best tile "+c.slow+" cases") {
+			t.Errorf("%v: no summary %q in\n%s", c.env, c.slow, text)
+		}
+		calls, _ := os.ReadFile(filepath.Join(filepath.Dir(out), "calls.log"))
+		for _, want := range []string{"gdn bench --cases tp8_2k --csv", "gdn bench --cases tp8_2k --variant gdn_hopper_bf16_bv64 --csv",
+			"gdn bench --cases tp8_2k --variant gdn_hopper_bf16_bv128 --csv"} {
+			if !strings.Contains(string(calls), want) {
+				t.Errorf("no call %q in\n%s", want, calls)
+			}
+		}
+	}
 }
