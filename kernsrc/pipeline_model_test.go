@@ -1,0 +1,208 @@
+package kernsrc
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// A model of gdn_hopper.cu's stage ring, run under random schedules: the
+// mbarriers with their parity waits, the TMA loads that land after a
+// delay, the aux groups (run_aux: each takes every kAux-th chunk) and the
+// consumer groups (run_consumer: every chunk; the first refills a stage
+// once all are done with it). It mirrors the kernel's order of waits and
+// arrivals; a change to that protocol in the kernel belongs here too.
+//
+// The model checks what the parity waits are meant to guarantee: an aux
+// group prepares only its own chunk's landed tiles, the consumers take only
+// their chunk's prepared stage, a load overwrites a stage only after every
+// consumer is done with it, and nothing waits forever.
+
+// mbarrier is one barrier: a phase completes when count arrivals (and,
+// for a TMA barrier, the bytes of the load in flight) are in.
+type mbarrier struct {
+	count, arrivals, completed int
+	txPending                  bool
+}
+
+func (b *mbarrier) arrive() {
+	b.arrivals++
+	if b.arrivals == b.count && !b.txPending {
+		b.completed++
+		b.arrivals = 0
+	}
+}
+
+// passes is mbarrier.try_wait.parity: true once the barrier's current
+// (incomplete) phase has the other parity, i.e. the most recent phase of
+// this parity has completed. A waiter two phases behind passes too: the
+// aliasing the kernel's waits must rule out.
+func (b *mbarrier) passes(parity int) bool { return b.completed&1 != parity }
+
+// ringModel is one CTA's stages and barriers, with what each stage holds.
+type ringModel struct {
+	stages              int
+	full, ready, empty  []mbarrier
+	data, loading, prep []int // chunk landed (-1: none or being overwritten), in flight, prepared
+	done                []int // per chunk: consumer groups done with it
+	consumers           int
+	inFlight            []int // stages with a load in flight, in issue order
+	violation           string
+}
+
+// op is one step of a role: wait (until ok), or do.
+type op struct {
+	wait func() bool
+	do   func(m *ringModel)
+}
+
+func (m *ringModel) fail(format string, a ...any) {
+	if m.violation == "" {
+		m.violation = fmt.Sprintf(format, a...)
+	}
+}
+
+// issue is issue_loads: chunk c into its stage (arrive.expect_tx on full).
+func (m *ringModel) issue(c int) {
+	s := c % m.stages
+	if c >= m.stages && m.done[c-m.stages] != m.consumers {
+		m.fail("chunk %d's load overwrites stage %d while consumers still read chunk %d", c, s, c-m.stages)
+	}
+	m.data[s], m.loading[s] = -1, c
+	m.full[s].txPending = true
+	m.full[s].arrive()
+	m.inFlight = append(m.inFlight, s)
+}
+
+// land completes the load in flight on stage s.
+func (m *ringModel) land(s int) {
+	m.data[s], m.loading[s] = m.loading[s], -1
+	m.full[s].txPending = false
+	if m.full[s].arrivals == m.full[s].count {
+		m.full[s].completed++
+		m.full[s].arrivals = 0
+	}
+}
+
+// runRing runs the protocol for nch chunks under one random schedule and
+// returns the first violation ("" for none). fixed: the aux groups' wait on
+// ready for chunk c - stages before their wait on full (run_aux).
+func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool) string {
+	const stages = 3
+	m := &ringModel{stages: stages, consumers: consumers,
+		full: make([]mbarrier, stages), ready: make([]mbarrier, stages), empty: make([]mbarrier, stages),
+		data: make([]int, stages), loading: make([]int, stages), prep: make([]int, stages), done: make([]int, nch)}
+	for s := range stages {
+		m.full[s].count, m.ready[s].count, m.empty[s].count = 1, 1, consumers
+		m.data[s], m.loading[s], m.prep[s] = -1, -1, -1
+	}
+	var roles [][]op
+	for a := range aux {
+		var prog []op
+		if a == 0 {
+			for c := range min(stages, nch) {
+				prog = append(prog, op{do: func(m *ringModel) { m.issue(c) }})
+			}
+		}
+		for c := a; c < nch; c += aux {
+			s, use := c%stages, c/stages
+			if fixed && aux > 1 && c >= stages {
+				prog = append(prog, op{wait: func() bool { return m.ready[s].passes((use - 1) & 1) }})
+			}
+			prog = append(prog,
+				op{wait: func() bool { return m.full[s].passes(use & 1) }},
+				op{do: func(m *ringModel) {
+					if m.data[s] != c {
+						m.fail("aux %d prepares chunk %d from stage %d holding chunk %d (-1: not landed)", a, c, s, m.data[s])
+					}
+					m.prep[s] = c
+					m.ready[s].arrive()
+				}})
+		}
+		roles = append(roles, prog)
+	}
+	for g := range consumers {
+		var prog []op
+		for c := range nch {
+			s, use := c%stages, c/stages
+			prog = append(prog,
+				op{wait: func() bool { return m.ready[s].passes(use & 1) }},
+				op{do: func(m *ringModel) {
+					if m.prep[s] != c || m.data[s] != c {
+						m.fail("consumer %d takes chunk %d from stage %d prepared for %d, holding %d", g, c, s, m.prep[s], m.data[s])
+					}
+					m.done[c]++
+					m.empty[s].arrive()
+				}})
+			if g == 0 && c+stages < nch {
+				prog = append(prog,
+					op{wait: func() bool { return m.empty[s].passes(use & 1) }},
+					op{do: func(m *ringModel) { m.issue(c + stages) }})
+			}
+		}
+		roles = append(roles, prog)
+	}
+	pc := make([]int, len(roles))
+	for m.violation == "" {
+		// Runnable: every role whose next op can go, and every load in
+		// flight (which lands whenever the schedule picks it).
+		var can []int
+		for i, prog := range roles {
+			if pc[i] < len(prog) && (prog[pc[i]].wait == nil || prog[pc[i]].wait()) {
+				can = append(can, i)
+			}
+		}
+		choices := len(can) + len(m.inFlight)
+		if choices == 0 {
+			for i, prog := range roles {
+				if pc[i] < len(prog) {
+					return fmt.Sprintf("deadlock: role %d stuck at step %d of %d", i, pc[i], len(prog))
+				}
+			}
+			return ""
+		}
+		k := r.IntN(choices)
+		if k >= len(can) {
+			j := k - len(can)
+			s := m.inFlight[j]
+			m.inFlight = append(m.inFlight[:j], m.inFlight[j+1:]...)
+			m.land(s)
+			continue
+		}
+		i := can[k]
+		o := roles[i][pc[i]]
+		pc[i]++
+		if o.do != nil {
+			o.do(m)
+		}
+	}
+	return m.violation
+}
+
+// The kernel's protocol holds under every schedule tried, with one aux group
+// or two; with two, the protocol before the fix of docs/PERF.md v16 (no
+// wait on ready before the wait on full) lets an aux group prepare a stage
+// before its chunk has landed, which the model must find.
+func TestStageRingProtocol(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	const trials = 20000
+	for _, c := range []struct {
+		aux, consumers int
+		fixed          bool
+	}{{1, 2, true}, {2, 1, true}, {1, 2, false}, {1, 1, true}, {2, 2, true}} {
+		for n := range trials {
+			nch := 1 + r.IntN(12)
+			if v := runRing(r, nch, c.aux, c.consumers, c.fixed); v != "" {
+				t.Fatalf("%d aux, %d consumers, fixed %v, %d chunks, schedule %d: %s", c.aux, c.consumers, c.fixed, nch, n, v)
+			}
+		}
+	}
+	found := ""
+	for n := 0; n < trials && found == ""; n++ {
+		found = runRing(r, 4+r.IntN(9), 2, 1, false)
+	}
+	if found == "" {
+		t.Fatalf("%d schedules of the unfixed protocol with two aux groups found no violation", trials)
+	}
+	t.Logf("the unfixed protocol: %s", found)
+}
