@@ -329,7 +329,8 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
     // Seen as a hang or NaN in about 2% of short split runs at BV 64. The
     // other group's arrival on ready[s] for that chunk proves the phase
     // complete, and ready's phase before it was this group's own arrival,
-    // so that wait is unambiguous.
+    // so that wait is unambiguous. (kernsrc/pipeline_model_test.go models
+    // the ring's waits and arrivals: change it with them.)
     static_assert(kAux == 1 || (kAux == 2 && kStages % 2 == 1), "chunk c - kStages belongs to the other aux group");
     if (kAux > 1 && c >= kStages) mbar_wait(&bars.ready[s], (use - 1) & 1);
     mbar_wait(&bars.full[s], use & 1);
