@@ -379,7 +379,7 @@ const prepMinBlocksPerSM = 4
 // replaces the grid rule by a cap.
 func prepHeads(p Problem, chunks, sms, capHeads int) int {
 	g := p.Hv / p.Hq
-	for _, h := range kernsrc.PrepHeads {
+	for _, h := range kernsrc.PrepHeads() {
 		if g%h != 0 {
 			continue
 		}

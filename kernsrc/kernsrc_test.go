@@ -91,10 +91,10 @@ func TestPrepVariants(t *testing.T) {
 	for _, v := range PrepVariants() {
 		names[v.Name] = true
 	}
-	if len(names) != 2*len(PrepHeads) {
-		t.Errorf("%d distinct prep variants, want %d", len(names), 2*len(PrepHeads))
+	if len(names) != 2*len(PrepHeads()) {
+		t.Errorf("%d distinct prep variants, want %d", len(names), 2*len(PrepHeads()))
 	}
-	for _, h := range PrepHeads {
+	for _, h := range PrepHeads() {
 		v, err := PrepVariant(PrepChunkKernel, CoreFP16, h)
 		if err != nil {
 			t.Fatal(err)

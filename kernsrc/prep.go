@@ -15,11 +15,12 @@ const PrepChunkKernel = "gdn_prep_chunk"
 // argument): grid (chunks, Hv / heads).
 const PrepThreads = 128
 
-// PrepHeads lists the value heads a prep block may take, the most first.
-// The block loads and normalises the chunk's k rows and forms K K^T once for
-// all of them, and the count must divide Hv / Hq. (Two heads a block were
-// measured no faster than one: docs/PERF.md v16.)
-var PrepHeads = []int{4, 1}
+// PrepHeads lists the value heads a prep block may take, the most first
+// (a new slice each call). The block loads and normalises the chunk's k
+// rows and forms K K^T once for all of them, and the count must divide
+// Hv / Hq. (Two heads a block were measured no faster than one:
+// docs/PERF.md v16.)
+func PrepHeads() []int { return []int{4, 1} }
 
 // PrepChunkSharedBytes is the prep kernel's dynamic shared memory for blocks
 // of heads value heads: one 64 x 64 fp32 buffer for the k rows, then L,
@@ -49,8 +50,8 @@ func PrepVariant(kernel string, dt CoreDtype, heads int) (Variant, error) {
 	default:
 		return Variant{}, fmt.Errorf("kernsrc: no prep kernel %q", kernel)
 	}
-	if !slices.Contains(PrepHeads, heads) {
-		return Variant{}, fmt.Errorf("kernsrc: prep blocks of %d value heads; want one of %v", heads, PrepHeads)
+	if !slices.Contains(PrepHeads(), heads) {
+		return Variant{}, fmt.Errorf("kernsrc: prep blocks of %d value heads; want one of %v", heads, PrepHeads())
 	}
 	fp16, err := fp16Define(dt, "prep")
 	if err != nil {
@@ -73,7 +74,7 @@ func PrepVariant(kernel string, dt CoreDtype, heads int) (Variant, error) {
 func PrepVariants() []Variant {
 	var out []Variant
 	for _, dt := range []CoreDtype{CoreBF16, CoreFP16} {
-		for _, h := range PrepHeads {
+		for _, h := range PrepHeads() {
 			v, _ := PrepVariant(PrepChunkKernel, dt, h)
 			out = append(out, v)
 		}
