@@ -11,8 +11,8 @@ import (
 const PrepChunkKernel = "gdn_prep_chunk"
 
 // PrepThreads is the prep kernel's block size. Each 128-thread block takes
-// one chunk and PrepHeads value heads of one key head (PrepVariant's heads
-// argument): grid (chunks, Hv / heads).
+// one chunk and `heads` value heads of one key head (PrepVariant's
+// argument, one of PrepHeads()): grid (chunks, Hv / heads).
 const PrepThreads = 128
 
 // PrepHeads lists the value heads a prep block may take, the most first
