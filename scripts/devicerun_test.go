@@ -12,7 +12,9 @@ import (
 // fakeGDN is a stand-in for the gdn tool that device-run.sh's warmup,
 // compare, knob and stress steps call: `warmup` prints the table in
 // $FAKE_WARMUP, `bench` writes the file after --csv (one case, its output
-// digest $FAKE_HASH_n for the n-th bench call, else aa; its median
+// digest $FAKE_HASH_n for the n-th bench call, else aa, and no digest
+// column at all with $FAKE_NO_HASH, as before it had one, and no file but
+// exit status 1 when $FAKE_NO_CSV names its --variant's suffix; its median
 // $FAKE_MS_auto, _bv64 or _bv128 by --variant, else 0.06), prints a
 // comparison header when given --compare and exits $FAKE_BENCH_RC (0 when
 // unset); every call logs its name and arguments to calls.log (after
@@ -31,8 +33,14 @@ bench)
 			hash="FAKE_HASH_$n"
 			v=${variant:-auto}
 			ms="FAKE_MS_${v##*_}"
-			printf 'case,median_ms,out_hash,variant,plan\ntp8_2k,%s,%s,%s,%s\n' "${!ms:-0.06}" "${!hash:-aa}" \
-				"${variant:-gdn_hopper_bf16_bv64}" "${variant:-gdn_hopper_bf16_bv64} grid=[16 1 1] split=7x4" >"$2"
+			if [[ ${FAKE_NO_CSV:-} == "${v##*_}" ]]; then
+				exit 1 # a run that dies before its CSV
+			elif [[ -n ${FAKE_NO_HASH:-} ]]; then
+				printf 'case,median_ms,variant,plan\ntp8_2k,%s,%s,%s\n' "0.06$n" "${variant:-gdn_hopper_bf16_bv64}" "x" >"$2"
+			else
+				printf 'case,median_ms,out_hash,variant,plan\ntp8_2k,%s,%s,%s,%s\n' "${!ms:-0.06}" "${!hash:-aa}" \
+					"${variant:-gdn_hopper_bf16_bv64}" "${variant:-gdn_hopper_bf16_bv64} grid=[16 1 1] split=7x4" >"$2"
+			fi
 			shift ;;
 		--compare) echo "case  lens  old ms  new ms  speed-up"; echo "q35_4kx8  4096x8  0.50  0.44  1.13x"; shift ;;
 		esac
@@ -217,6 +225,10 @@ func TestDeviceRunStress(t *testing.T) {
 		{"a digest differs", []string{"FAKE_HASH_3=bb"}, false, "process 3: outputs differ"},
 		{"processes fail", []string{"FAKE_BENCH_RC=1"}, false, "process 1 failed"},
 		{"another binary", []string{"STRESS_GDN=.bin/gdn-old"}, true, ""},
+		// A binary from before the digest column: its medians differ from
+		// process to process, and only its exit status counts.
+		{"no digest column", []string{"STRESS_GDN=.bin/gdn-old", "FAKE_NO_HASH=1"}, true, "exit status only"},
+		{"no digest column, failing", []string{"STRESS_GDN=.bin/gdn-old", "FAKE_NO_HASH=1", "FAKE_BENCH_RC=1"}, false, "process 1 failed"},
 	} {
 		stderr, out, pass := runDeviceStepsEnv(t, "", true, c.env, "stress:2")
 		if pass != c.pass {
@@ -233,7 +245,7 @@ func TestDeviceRunStress(t *testing.T) {
 		if n < 3 || (bad == 0) != c.pass {
 			t.Errorf("%s: %d processes, %d failed", c.name, n, bad)
 		}
-		if !c.pass && !strings.Contains(string(log), c.says) {
+		if c.says != "" && !strings.Contains(string(log), c.says) {
 			t.Errorf("%s: stress.log does not say %q:\n%s", c.name, c.says, log)
 		}
 		calls, err := os.ReadFile(filepath.Join(filepath.Dir(out), "calls.log"))
@@ -264,12 +276,15 @@ func TestDeviceRunPlanCheck(t *testing.T) {
 		env        []string
 		over, star string
 		slow       string
+		dead       string // the run that dies before its CSV
 	}{
-		{[]string{"FAKE_MS_auto=0.060", "FAKE_MS_bv64=0.061", "FAKE_MS_bv128=0.080"}, "1.00x", "", "on 0 of 1"},
-		{[]string{"FAKE_MS_auto=0.070", "FAKE_MS_bv64=0.075", "FAKE_MS_bv128=0.050"}, "1.40x", " *", "on 1 of 1"},
+		{[]string{"FAKE_MS_auto=0.060", "FAKE_MS_bv64=0.061", "FAKE_MS_bv128=0.080"}, "1.00x", "", "on 0 of 1", ""},
+		{[]string{"FAKE_MS_auto=0.070", "FAKE_MS_bv64=0.075", "FAKE_MS_bv128=0.050"}, "1.40x", " *", "on 1 of 1", ""},
+		// The BV 128 run dies: the step fails, and still tabulates the others.
+		{[]string{"FAKE_MS_auto=0.070", "FAKE_MS_bv64=0.075", "FAKE_NO_CSV=bv128"}, "1.00x", "", "on 0 of 1", "bv128"},
 	} {
 		stderr, out, pass := runDeviceStepsEnv(t, "", false, c.env, "plancheck:tp8_2k")
-		if !pass {
+		if !pass && c.dead == "" || pass && c.dead != "" {
 			t.Fatalf("%v: failed:\n%s", c.env, stderr)
 		}
 		text, err := os.ReadFile(filepath.Join(out, "plancheck.txt"))
@@ -283,7 +298,8 @@ func TestDeviceRunPlanCheck(t *testing.T) {
 			}
 		}
 		f := strings.Fields(row)
-		if len(f) < 7 || f[1] != "bf16_bv64" || f[2] != "split=7x4" || f[6] != c.over || strings.HasSuffix(row, " *") != (c.star != "") {
+		if len(f) < 6 || f[1] != "bf16_bv64" || f[2] != "split=7x4" || !strings.HasSuffix(strings.TrimSuffix(row, " *"), " "+c.over) ||
+			strings.HasSuffix(row, " *") != (c.star != "") || (c.dead != "") != (len(f) == 6) {
 			t.Errorf("%v: row %q", c.env, row)
 		}
 		if !strings.Contains(string(text), "planner more than 3% slower than the best tile "+c.slow+" cases") {

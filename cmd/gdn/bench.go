@@ -505,7 +505,8 @@ const digestSeed uint64 = 14695981039346656037
 // half a gigabyte of o). The kernels are deterministic, so every run of
 // the same case, seed and plan must give the same digest: the device
 // script's stress step compares them across processes to catch a race
-// that leaves finite but wrong outputs.
+// that leaves finite but wrong outputs. The digest sees each input set's
+// last call only; a fault or a hang in any call fails the run.
 func outputDigest(h uint64, x []float32) uint64 {
 	const prime = 1099511628211
 	for _, v := range x {
