@@ -340,7 +340,7 @@ func (b *bencher) runCase(c ref.Case) (benchResult, error) {
 		if err != nil {
 			return res, err
 		}
-		res.NonFinite += countNonFinite(out.O) + countNonFinite(out.Ht)
+		res.NonFinite += nonFinite(out.O) + nonFinite(out.Ht)
 		res.OutHash = outputDigest(outputDigest(res.OutHash, out.O), out.Ht)
 	}
 	fmt.Fprintf(stderr, "  %.4f ms median (%s of %d calls, %d input sets)\n", res.MedianMs, res.Timing, res.Calls, res.Sets)
@@ -484,17 +484,6 @@ func median(x []float64) float64 {
 		return s[n/2]
 	}
 	return (s[n/2-1] + s[n/2]) / 2
-}
-
-// countNonFinite counts the NaN and Inf elements of x.
-func countNonFinite(x []float32) int {
-	n := 0
-	for _, v := range x {
-		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			n++
-		}
-	}
-	return n
 }
 
 // digestSeed starts an outputDigest chain (FNV-1a's 64-bit offset basis).

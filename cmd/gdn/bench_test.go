@@ -238,7 +238,7 @@ func TestRotationThreshold(t *testing.T) {
 
 // outputDigest: equal bits give equal digests, call after call; one bit
 // anywhere, a NaN's payload, -0 for +0, or the order of two values changes
-// it; and count NonFinite counts NaN and both infinities only.
+// it; and nonFinite counts NaN and both infinities only.
 func TestOutputDigest(t *testing.T) {
 	x := make([]float32, 1000)
 	for i := range x {
@@ -273,7 +273,7 @@ func TestOutputDigest(t *testing.T) {
 		t.Error("the order of the arrays does not count")
 	}
 	nf := []float32{1, float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), math.MaxFloat32, 0}
-	if n := countNonFinite(nf); n != 3 {
-		t.Errorf("countNonFinite = %d, want 3", n)
+	if n := nonFinite(nf); n != 3 {
+		t.Errorf("nonFinite = %d, want 3", n)
 	}
 }
