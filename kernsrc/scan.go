@@ -16,8 +16,9 @@ const (
 )
 
 // ScanSharedBytes is the scan's dynamic shared memory: two 128 x 128 fp32
-// transfer matrices (the next one loads while the current one is used).
-const ScanSharedBytes = 2 * 128 * 128 * 4
+// transfer matrices (the next one loads while the current one is used),
+// their rows padded to 132 floats (gdn_scan.cu: bank-conflict-free loads).
+const ScanSharedBytes = 2 * 128 * 132 * 4
 
 // ScanVariant is the scan kernel (one variant: it reads only fp32 states).
 func ScanVariant() Variant {
