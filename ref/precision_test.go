@@ -245,20 +245,26 @@ func precisionCases(t *testing.T) []Inputs {
 	return out
 }
 
+// gcumAndA is the chunk-local cumulative gate and the float64 solve of in.
+func gcumAndA(t *testing.T, in Inputs) (gcum, A []float64) {
+	t.Helper()
+	gcum, err := ChunkCumsum(in.Shape, in.G)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if A, err = SolveA(in.Shape, in.K, in.Beta, gcum); err != nil {
+		t.Fatal(err)
+	}
+	return gcum, A
+}
+
 // worstO is the largest o error ratio of p over the cases, with A from
 // SolveA (inverse < 0) or from emulateSolveA rounding as inverse.
 func worstO(t *testing.T, cases []Inputs, p operandPrecision, inverse rounding) float64 {
 	t.Helper()
 	worst := 0.0
 	for _, in := range cases {
-		gcum, err := ChunkCumsum(in.Shape, in.G)
-		if err != nil {
-			t.Fatal(err)
-		}
-		A, err := SolveA(in.Shape, in.K, in.Beta, gcum)
-		if err != nil {
-			t.Fatal(err)
-		}
+		gcum, A := gcumAndA(t, in)
 		if inverse >= 0 {
 			A = emulateSolveA(in.Shape, in.K, in.Beta, gcum, inverse)
 		}
@@ -330,14 +336,7 @@ func TestKernelOperandPrecision(t *testing.T) {
 // Unrounded, the blockwise inverse is SolveA's forward substitution.
 func TestEmulateSolveAExact(t *testing.T) {
 	for _, in := range precisionCases(t) {
-		gcum, err := ChunkCumsum(in.Shape, in.G)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := SolveA(in.Shape, in.K, in.Beta, gcum)
-		if err != nil {
-			t.Fatal(err)
-		}
+		gcum, want := gcumAndA(t, in)
 		got := emulateSolveA(in.Shape, in.K, in.Beta, gcum, exact)
 		if e := Compare64(got, want); e.MaxAbs > 1e-9 || e.Missing != 0 {
 			t.Errorf("blockwise inverse against forward substitution: %v", e)
@@ -347,8 +346,7 @@ func TestEmulateSolveAExact(t *testing.T) {
 	// fp16 operands move them by about 2^-11 of that. (Under strong decay
 	// they are nearly zero, and so is the change.)
 	in := precisionCases(t)[0]
-	gcum, _ := ChunkCumsum(in.Shape, in.G)
-	want, _ := SolveA(in.Shape, in.K, in.Beta, gcum)
+	gcum, want := gcumAndA(t, in)
 	if e := Compare64(emulateSolveA(in.Shape, in.K, in.Beta, gcum, toFP16), want); e.MaxAbs < 1e-6 || e.MaxAbs > 1e-3 {
 		t.Errorf("fp16 operands moved A by at most %.2e (%v): want about 2^-11 of the blocks' 0.1", e.MaxAbs, e)
 	}
