@@ -258,14 +258,18 @@ func gcumAndA(t *testing.T, in Inputs) (gcum, A []float64) {
 	return gcum, A
 }
 
+// solveA, as worstO's inverse, takes A from SolveA (forward substitution
+// in float64) rather than from emulateSolveA.
+const solveA rounding = -1
+
 // worstO is the largest o error ratio of p over the cases, with A from
-// SolveA (inverse < 0) or from emulateSolveA rounding as inverse.
+// SolveA (inverse solveA) or from emulateSolveA rounding as inverse.
 func worstO(t *testing.T, cases []Inputs, p operandPrecision, inverse rounding) float64 {
 	t.Helper()
 	worst := 0.0
 	for _, in := range cases {
 		gcum, A := gcumAndA(t, in)
-		if inverse >= 0 {
+		if inverse != solveA {
 			A = emulateSolveA(in.Shape, in.K, in.Beta, gcum, inverse)
 		}
 		want, _, err := Recurrent(in)
@@ -290,15 +294,15 @@ func TestKernelOperandPrecision(t *testing.T) {
 	cases := precisionCases(t)
 	all := func(r rounding) operandPrecision { return operandPrecision{r, r, r, r, r, r, r, r} }
 
-	kernel := worstO(t, cases, kernelPrecision, -1)
+	kernel := worstO(t, cases, kernelPrecision, solveA)
 	t.Logf("METRIC precision kernel (fp16 operands, bf16 o): worst o ratio %.3e", kernel)
 	if kernel > PassO.Ratio/2 || kernel < 5e-4 {
 		t.Errorf("kernel's precisions: o ratio %.3e, want between 5e-4 and half the pass line (%.0e)", kernel, PassO.Ratio/2)
 	}
-	if e := worstO(t, cases, all(exact), -1); e > 1e-5 {
+	if e := worstO(t, cases, all(exact), solveA); e > 1e-5 {
 		t.Errorf("no rounding but the state's fp32: o ratio %.3e, want the float64 algorithm (< 1e-5)", e)
 	}
-	bf16 := worstO(t, cases, all(toBF16), -1)
+	bf16 := worstO(t, cases, all(toBF16), solveA)
 	t.Logf("METRIC precision all bf16: worst o ratio %.3e (%.2fx the kernel's)", bf16, bf16/kernel)
 	if bf16 < 1.5*kernel {
 		t.Errorf("all bf16 %.3e against the kernel's %.3e: fp16 operands should be clearly better", bf16, kernel)
@@ -317,7 +321,7 @@ func TestKernelOperandPrecision(t *testing.T) {
 	} {
 		p := kernelPrecision
 		v.set(&p)
-		e := worstO(t, cases, p, -1)
+		e := worstO(t, cases, p, solveA)
 		t.Logf("METRIC precision %-44s worst o ratio %.3e (%.2fx the kernel's)", v.name+":", e, e/kernel)
 	}
 	// A's inverse by blocks, its products' operands rounded: what a
