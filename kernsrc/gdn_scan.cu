@@ -19,24 +19,24 @@
 //           first[n] .. first[n+1] - 1, in token order
 //
 // Grid (16, Hv, N), 256 threads: a CTA owns 8 value columns of one head of
-// one sequence; thread (r, c) = (t / 8, t % 8) computes rows r, r + 32,
-// r + 64, r + 96 of column c. Nothing but the product depends on the
-// previous step: M of the next segment streams into the other half of a
-// double buffer (cp.async) while this one's product runs.
+// one sequence. Nothing but the product depends on the previous step: M of
+// the next segment streams into the other half of a double buffer
+// (cp.async), and B a step ahead into registers, while this one's product
+// runs.
 //
-// Two things keep a step short (docs/PERF.md v17). B of the segment is
-// loaded a step ahead, like M: loaded in its own step, its round trip
-// stalled the product's first FMA every time. And the product's shared
-// loads are conflict-free: M's rows are padded to 132 floats and a warp's
-// four rows are adjacent (rows 4r + i, 512 floats apart, took four
-// wavefronts a 16-byte load), and the state's columns are kept transposed
-// and padded likewise (one 16-byte load for four columns' values): about
-// 3,000 wavefronts a step instead of 5,100 (ncu), every load at its ideal
-// count. The sums are in the same order as before, so every result is the
-// same to the bit.
+// The product (128 x 128 times 128 x 8, fp32 FMA) is split over k: warp w
+// sums columns 16w..16w+15 of M for all 128 rows (lane l: rows l + 32 i)
+// and all 8 state columns, so that each 16-byte load of M feeds 32 FMAs and
+// the state's loads are one address across the warp; the eight partial
+// sums then meet in shared memory (Red), and thread (r, c) = (t / 8, t % 8)
+// adds them for rows r + 32 i of column c. (Unsplit, a thread's 4 rows x 1
+// column took five 16-byte loads for 16 FMAs, and the loads' wavefronts
+// bounded the step: docs/PERF.md v17.) M's rows and the transposed state
+// are padded to 132 floats: a quarter-warp's loads of M land in distinct
+// banks.
 
 #ifdef GDN_SCAN_SMEM_BYTES
-static_assert(GDN_SCAN_SMEM_BYTES == 2 * 128 * 132 * 4, "kernsrc.ScanSharedBytes");
+static_assert(GDN_SCAN_SMEM_BYTES == 2 * 128 * 132 * 4 + 8 * 128 * 8 * 4, "kernsrc.ScanSharedBytes");
 #endif
 #ifdef GDN_SCAN_THREADS
 static_assert(GDN_SCAN_THREADS == 256, "kernsrc.ScanThreads");
@@ -67,6 +67,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) gdn_scan_states(const float
                                                                       int N) {
   extern __shared__ float4 m_raw[];
   float* Mbuf = reinterpret_cast<float*>(m_raw);  // [2][128][kLd]
+  float* Red = Mbuf + 2 * kPlaneS;                 // [8 warps][128 rows][kCols]: partial sums
   __shared__ __align__(16) float St[kCols][kLd];   // the state's columns, transposed
   const int t = threadIdx.x, c = t % kCols, r = t / kCols;
   const int v = blockIdx.x * kCols + c, h = blockIdx.y, n = blockIdx.z;
@@ -106,22 +107,50 @@ extern "C" __global__ void __launch_bounds__(256, 1) gdn_scan_states(const float
     else
       asm volatile("cp.async.wait_group 0;" ::: "memory");
     __syncthreads();  // M_p and St visible to all
-    const float* M = Mbuf + ((p - p0) & 1) * kPlaneS + r * kLd;
-#pragma unroll 8
-    for (int j = 0; j < 128; j += 4) {
-      const float4 s = *reinterpret_cast<const float4*>(&St[c][j]);
+    // Split over k: warp w takes columns 16w..16w+15 of M for all 128 rows
+    // (lane l: rows l + 32 i) and all 8 state columns, so that a 16-byte
+    // load of M feeds 32 FMAs and the state's loads are the same address
+    // across the warp; then the eight warps' partial sums meet in Red.
+    {
+      const int lane = t & 31, w = t >> 5;
+      const float* M = Mbuf + ((p - p0) & 1) * kPlaneS + lane * kLd + 16 * w;
+      float part[4][kCols];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int cc = 0; cc < kCols; ++cc) part[i][cc] = 0.f;
+#pragma unroll
+      for (int g = 0; g < 16; g += 4) {
+        float4 m[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) m[i] = *reinterpret_cast<const float4*>(M + 32 * kLd * i + g);
+#pragma unroll
+        for (int cc = 0; cc < kCols; ++cc) {
+          const float4 sv = *reinterpret_cast<const float4*>(&St[cc][16 * w + g]);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            part[i][cc] = fmaf(m[i].x, sv.x, part[i][cc]);
+            part[i][cc] = fmaf(m[i].y, sv.y, part[i][cc]);
+            part[i][cc] = fmaf(m[i].z, sv.z, part[i][cc]);
+            part[i][cc] = fmaf(m[i].w, sv.w, part[i][cc]);
+          }
+        }
+      }
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const float4 m = *reinterpret_cast<const float4*>(M + 32 * kLd * i + j);
-        acc[i] = fmaf(m.x, s.x, acc[i]);
-        acc[i] = fmaf(m.y, s.y, acc[i]);
-        acc[i] = fmaf(m.z, s.z, acc[i]);
-        acc[i] = fmaf(m.w, s.w, acc[i]);
+        float* dst = Red + (w * 128 + lane + 32 * i) * kCols;
+        *reinterpret_cast<float4*>(dst) = make_float4(part[i][0], part[i][1], part[i][2], part[i][3]);
+        *reinterpret_cast<float4*>(dst + 4) = make_float4(part[i][4], part[i][5], part[i][6], part[i][7]);
       }
     }
-    __syncthreads();  // St and this M buffer read by all before they are rewritten
+    __syncthreads();  // Red complete; M_p and St read by all before they are rewritten
 #pragma unroll
-    for (int i = 0; i < 4; ++i) S[i] = acc[i];
+    for (int i = 0; i < 4; ++i) {
+      float x = acc[i];
+#pragma unroll
+      for (int w = 0; w < 8; ++w) x += Red[(w * 128 + r + 32 * i) * kCols + c];
+      S[i] = x;
+    }
   }
 #pragma unroll
   for (int i = 0; i < 4; ++i) starts[AT(n, i)] = S[i];
