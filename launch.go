@@ -20,7 +20,7 @@ func (rt *Runtime) launch(e *callEntry, s Stream) error {
 		e.fn.Store(k.fn)
 	}
 	if e.split != nil && e.split.scanFn.Load() == nil {
-		k, err := rt.kernel(e.split.xferVariant, e.plan.SharedBytes)
+		k, err := rt.kernel(e.split.xferVariant, e.split.xferSmem)
 		if err != nil {
 			return err
 		}

@@ -21,12 +21,18 @@ type Plan struct {
 	// Segments of them in the transfer pass. Grid is then the unsplit one.
 	SegmentChunks int
 	Segments      int
+	// TransferTileWidth is the transfer pass's tile when it differs from
+	// TileWidth (0 otherwise).
+	TransferTileWidth int
 }
 
 func (pl Plan) String() string {
 	s := fmt.Sprintf("%s grid=%v block=%v smem=%d", pl.Variant.Name, pl.Grid, pl.Block, pl.SharedBytes)
 	if pl.SegmentChunks > 0 {
 		s += fmt.Sprintf(" split=%dx%d", pl.Segments, pl.SegmentChunks)
+		if pl.TransferTileWidth > 0 {
+			s += fmt.Sprintf(" transfer-tile=%d", pl.TransferTileWidth)
+		}
 	}
 	return s
 }
@@ -84,6 +90,9 @@ func withSplit(p Problem, pl Plan, sms, segmentChunks int, forced bool) (Plan, s
 	}
 	split, err := planHopper(p, sp.consumers)
 	split.SegmentChunks, split.Segments = sp.segChunks, sp.transfer
+	if sp.xferConsumers != sp.consumers {
+		split.TransferTileWidth = kernsrc.HopperTileWidth(sp.xferConsumers)
+	}
 	return split, sp, err
 }
 

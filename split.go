@@ -26,9 +26,10 @@ import (
 
 // splitPlan is the sequence-parallel part of a Plan.
 type splitPlan struct {
-	segChunks int // chunks per segment; 0: not split
-	transfer  int // P: segments of the transfer pass (all but the last of each sequence)
-	consumers int // the tile of both kernel passes
+	segChunks     int // chunks per segment; 0: not split
+	transfer      int // P: segments of the transfer pass (all but the last of each sequence)
+	consumers     int // the output pass's tile
+	xferConsumers int // the transfer pass's tile (its states are 128 x 128 whatever the tile)
 }
 
 // Cost-model constants of the split plan, in microseconds, fitted to 26
@@ -89,15 +90,19 @@ func unsplitTime(p Problem, sms, consumers int) float64 {
 	return chunkTime(consumers) * max(float64(longest), float64(waves)*float64(total)/float64(p.N))
 }
 
-// splitTime estimates a split plan with segments of ls chunks: the transfer
-// pass (2 x the tiles of every transfer segment, each ls chunks long, in
-// w1 waves), the scan (its longest chain of segments), the output pass
-// (every segment as a packed sequence, w3 waves), and the fixed cost of
-// the waves beyond the one an unsplit run pays. ok is false when no
-// sequence is longer than ls, or when the segments would not fit the output
-// pass's grid rows (grid.y, maxSeqs: one row per segment).
-func splitTime(p Problem, sms, consumers, ls int) (t float64, transfer int, ok bool) {
-	tiles := 2 / consumers
+// splitTime estimates a split plan with segments of ls chunks, the output
+// pass in tiles of `consumers` and the transfer pass in tiles of
+// xferConsumers: the transfer pass (2 x the tiles of every transfer
+// segment, each ls chunks long, in w1 waves), the scan (its longest chain
+// of segments), the output pass (every segment as a packed sequence, w3
+// waves), and the fixed cost of the waves beyond the one an unsplit run
+// pays. The two passes' tiles are independent (the transfer pass writes
+// whole 128 x 128 states either way): a 128-wide transfer pass can run in
+// one wave where the 64-wide one needs two. ok is false when no sequence is
+// longer than ls, or when the segments would not fit the output pass's
+// grid rows (grid.y, maxSeqs: one row per segment).
+func splitTime(p Problem, sms, consumers, xferConsumers, ls int) (t float64, transfer int, ok bool) {
+	tiles, xferTiles := 2/consumers, 2/xferConsumers
 	segs, longestSeg, maxChain, total := 0, 0, 0, 0
 	seqChunks(p, func(l int) {
 		k := max(1, ceilDiv(l, ls))
@@ -112,9 +117,9 @@ func splitTime(p Problem, sms, consumers, ls int) (t float64, transfer int, ok b
 	}
 	sms = max(sms, 1)
 	ct := chunkTime(consumers)
-	w1 := ceilDiv(transfer*p.Hv*tiles*2, sms)
+	w1 := ceilDiv(transfer*p.Hv*xferTiles*2, sms)
 	w3 := ceilDiv(segs*p.Hv*tiles, sms)
-	t1 := transferChunkTime(consumers) * float64(ls) * float64(w1)
+	t1 := transferChunkTime(xferConsumers) * float64(ls) * float64(w1)
 	t3 := ct * max(float64(longestSeg), float64(w3)*float64(total)/float64(segs))
 	return t1 + scanStepTime*float64(maxChain) + t3 + waveTime*float64(w1+w3-1), transfer, true
 }
@@ -122,8 +127,9 @@ func splitTime(p Problem, sms, consumers, ls int) (t float64, transfer int, ok b
 // planSplit decides whether and how to split p's sequences on sms
 // multiprocessors. force > 0 cuts at that many chunks whenever a sequence
 // is longer (tests, benchmarks), unless that makes more segments than the
-// output pass's grid holds (then it does not split); force < 0 never splits. consumers > 0 fixes
-// the tile (a forced variant).
+// output pass's grid holds (then it does not split); force < 0 never
+// splits. consumers > 0 fixes the tile of both passes (a forced variant:
+// its transfer pass is that tile's too).
 func planSplit(p Problem, sms, force, consumers int) splitPlan {
 	if force < 0 || p.N == 0 {
 		return splitPlan{}
@@ -144,10 +150,12 @@ func planSplit(p Problem, sms, force, consumers int) splitPlan {
 		lengths = []int{force}
 	}
 	for _, nc := range tilesFor {
-		for _, ls := range lengths {
-			t, transfer, ok := splitTime(p, sms, nc, ls)
-			if ok && t < bestTime {
-				best, bestTime = splitPlan{segChunks: ls, transfer: transfer, consumers: nc}, t
+		for _, xc := range tilesFor {
+			for _, ls := range lengths {
+				t, transfer, ok := splitTime(p, sms, nc, xc, ls)
+				if ok && t < bestTime {
+					best, bestTime = splitPlan{segChunks: ls, transfer: transfer, consumers: nc, xferConsumers: xc}, t
+				}
 			}
 		}
 	}

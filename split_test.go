@@ -77,8 +77,11 @@ func TestPlanSplitDecisions(t *testing.T) {
 	if sp := planSplit(q35, 132, 64, 0); sp.segChunks != 0 {
 		t.Errorf("forced 64 chunks on 64-chunk sequences: %+v, nothing to cut", sp)
 	}
-	if sp := planSplit(tp8, 132, 0, 2); sp.consumers != 2 {
-		t.Errorf("forced tile 128: %+v", sp)
+	if sp := planSplit(tp8, 132, 0, 2); sp.consumers != 2 || sp.xferConsumers != 2 {
+		t.Errorf("forced tile 128: %+v, want both passes at 128", sp)
+	}
+	if sp := planSplit(tp8, 132, 0, 1); sp.consumers != 1 || sp.xferConsumers != 1 {
+		t.Errorf("forced tile 64: %+v, want both passes at 64", sp)
 	}
 	seqs := []int{0, 32768}
 	for i := 0; i < 31; i++ {
@@ -92,7 +95,7 @@ func TestPlanSplitDecisions(t *testing.T) {
 }
 
 func mustSplitTime(t *testing.T, p Problem, sms int, sp splitPlan) float64 {
-	tm, _, ok := splitTime(p, sms, sp.consumers, sp.segChunks)
+	tm, _, ok := splitTime(p, sms, sp.consumers, sp.xferConsumers, sp.segChunks)
 	if !ok {
 		t.Fatalf("splitTime of %+v", sp)
 	}

@@ -157,6 +157,8 @@ type splitCall struct {
 		grid   [3]uint32
 	}
 	xferVariant kernsrc.Variant // the transfer pass's kernel
+	xferBlock   uint32          // its threads and shared memory (its own tile's)
+	xferSmem    int
 	xferFn      atomic.Pointer[driver.Function]
 	scanFn      atomic.Pointer[driver.Function]
 	// pinned: launched on a stream that was capturing (the caller's
@@ -186,9 +188,10 @@ func newSplitCall(dev scratchDevice, grave *scratchGraveyard, encode tiledEncode
 	bmBytes := 2 * P * p.Hv * stateFloats * 4
 	startBytes := nSeg * p.Hv * stateFloats * 4
 	sc := &splitCall{plan: sp, dev: dev, seqs: slices.Clone(p.Seqs)} // grave set once prepared: until then free frees
-	if sc.xferVariant, err = kernsrc.HopperTransferVariant(coreDtype(p.Dtype), sp.consumers); err != nil {
+	if sc.xferVariant, err = kernsrc.HopperTransferVariant(coreDtype(p.Dtype), sp.xferConsumers); err != nil {
 		return nil, err
 	}
+	sc.xferBlock, sc.xferSmem = uint32(kernsrc.HopperThreads(sp.xferConsumers)), kernsrc.HopperSharedBytes(sp.xferConsumers)
 	err = dev.RelaxedCapture(func() error {
 		var err error
 		sc.memBytes = tableBytes + bmBytes + startBytes
@@ -212,6 +215,7 @@ func newSplitCall(dev scratchDevice, grave *scratchGraveyard, encode tiledEncode
 	seg.t, seg.b = key.b*key.t, 1
 	seg.seqlensDtype = Int32
 	tiles := uint32(HeadDim / kernsrc.HopperTileWidth(sp.consumers))
+	xferTiles := uint32(HeadDim / kernsrc.HopperTileWidth(sp.xferConsumers))
 
 	seg.n, seg.cuSeqlens = P, transferPairs
 	hp, err := seg.hopperParams(encode)
@@ -222,7 +226,7 @@ func newSplitCall(dev scratchDevice, grave *scratchGraveyard, encode tiledEncode
 	hp.Flags |= kernsrc.HopperFlagSegPairs | kernsrc.HopperFlagTransfer
 	hp.H0, hp.Ht, hp.NHt = 0, bm, int32(P)
 	hp.Pack(&sc.transfer.block)
-	sc.transfer.grid = [3]uint32{2 * uint32(p.Hv) * tiles, uint32(P), 1}
+	sc.transfer.grid = [3]uint32{2 * uint32(p.Hv) * xferTiles, uint32(P), 1}
 
 	seg.n, seg.cuSeqlens = nSeg, outputPairs
 	if hp, err = seg.hopperParams(encode); err != nil {
@@ -282,7 +286,7 @@ func (sc *splitCall) free() {
 func (sc *splitCall) enqueue(ctx *driver.Context, fn *driver.Function, plan Plan, s *driver.Stream) error {
 	b := driver.Dim3{X: plan.Block[0], Y: 1, Z: 1}
 	dim := func(g [3]uint32) driver.Dim3 { return driver.Dim3{X: g[0], Y: g[1], Z: g[2]} }
-	if err := ctx.LaunchParams(sc.xferFn.Load(), dim(sc.transfer.grid), b, plan.SharedBytes, s, sc.transfer.params); err != nil {
+	if err := ctx.LaunchParams(sc.xferFn.Load(), dim(sc.transfer.grid), driver.Dim3{X: sc.xferBlock, Y: 1, Z: 1}, sc.xferSmem, s, sc.transfer.params); err != nil {
 		return fmt.Errorf("gdn: launch %s: %w", sc.xferVariant.Name, err)
 	}
 	if err := ctx.LaunchParams(sc.scanFn.Load(), dim(sc.scan.grid), driver.Dim3{X: kernsrc.ScanThreads, Y: 1, Z: 1}, kernsrc.ScanSharedBytes, s, sc.scan.params); err != nil {
