@@ -181,6 +181,7 @@ for step in "${@:-tests}"; do
 			  if (f == 1) {
 				order[++n] = c; plan[c] = $col[1, "variant"]; sub(/^gdn_hopper_/, "", plan[c])
 				if (match($col[1, "plan"], /split=[0-9x]+/)) plan[c] = plan[c] " " substr($col[1, "plan"], RSTART, RLENGTH)
+				if (match($col[1, "plan"], /transfer-tile=[0-9]+/)) plan[c] = plan[c] " xfer" substr($col[1, "plan"], RSTART + 14, RLENGTH - 14)
 			  } }
 			END {
 				printf "%-18s %-24s %9s %9s %9s %10s\n", "case", "planner", "ms", "bv64 ms", "bv128 ms", "over best"

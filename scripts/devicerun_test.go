@@ -39,7 +39,7 @@ bench)
 				printf 'case,median_ms,variant,plan\ntp8_2k,%s,%s,%s\n' "0.06$n" "${variant:-gdn_hopper_bf16_bv64}" "x" >"$2"
 			else
 				printf 'case,median_ms,out_hash,variant,plan\ntp8_2k,%s,%s,%s,%s\n' "${!ms:-0.06}" "${!hash:-aa}" \
-					"${variant:-gdn_hopper_bf16_bv64}" "${variant:-gdn_hopper_bf16_bv64} grid=[16 1 1] split=7x4" >"$2"
+					"${variant:-gdn_hopper_bf16_bv64}" "${variant:-gdn_hopper_bf16_bv64} grid=[16 1 1] split=7x4${FAKE_PLAN_EXTRA:-}" >"$2"
 			fi
 			shift ;;
 		--compare) echo "case  lens  old ms  new ms  speed-up"; echo "q35_4kx8  4096x8  0.50  0.44  1.13x"; shift ;;
@@ -270,18 +270,21 @@ func lastLine(s string) string {
 }
 
 // The plancheck step times the planner's plan and each forced tile width
-// and tabulates them, marking a planner more than 3% slower than the best.
+// and tabulates them, marking a planner more than 3% slower than the best;
+// a transfer pass with a tile of its own shows as xferN after the split.
 func TestDeviceRunPlanCheck(t *testing.T) {
 	for _, c := range []struct {
 		env        []string
 		over, star string
 		slow       string
 		dead       string // the run that dies before its CSV
+		xfer       string // the transfer tile the plan names, if any
 	}{
-		{[]string{"FAKE_MS_auto=0.060", "FAKE_MS_bv64=0.061", "FAKE_MS_bv128=0.080"}, "1.00x", "", "on 0 of 1", ""},
-		{[]string{"FAKE_MS_auto=0.070", "FAKE_MS_bv64=0.075", "FAKE_MS_bv128=0.050"}, "1.40x", " *", "on 1 of 1", ""},
+		{[]string{"FAKE_MS_auto=0.060", "FAKE_MS_bv64=0.061", "FAKE_MS_bv128=0.080"}, "1.00x", "", "on 0 of 1", "", ""},
+		{[]string{"FAKE_MS_auto=0.070", "FAKE_MS_bv64=0.075", "FAKE_MS_bv128=0.050"}, "1.40x", " *", "on 1 of 1", "", ""},
 		// The BV 128 run dies: the step fails, and still tabulates the others.
-		{[]string{"FAKE_MS_auto=0.070", "FAKE_MS_bv64=0.075", "FAKE_NO_CSV=bv128"}, "1.00x", "", "on 0 of 1", "bv128"},
+		{[]string{"FAKE_MS_auto=0.070", "FAKE_MS_bv64=0.075", "FAKE_NO_CSV=bv128"}, "1.00x", "", "on 0 of 1", "bv128", ""},
+		{[]string{"FAKE_MS_auto=0.060", "FAKE_MS_bv64=0.061", "FAKE_MS_bv128=0.080", "FAKE_PLAN_EXTRA= transfer-tile=128"}, "1.00x", "", "on 0 of 1", "", "xfer128"},
 	} {
 		stderr, out, pass := runDeviceStepsEnv(t, "", false, c.env, "plancheck:tp8_2k")
 		if !pass && c.dead == "" || pass && c.dead != "" {
@@ -298,6 +301,12 @@ func TestDeviceRunPlanCheck(t *testing.T) {
 			}
 		}
 		f := strings.Fields(row)
+		if c.xfer != "" {
+			if len(f) < 4 || f[3] != c.xfer {
+				t.Errorf("%v: row %q, want %s after the split", c.env, row, c.xfer)
+			}
+			f = append(f[:3], f[4:]...)
+		}
 		if len(f) < 6 || f[1] != "bf16_bv64" || f[2] != "split=7x4" || !strings.HasSuffix(strings.TrimSuffix(row, " *"), " "+c.over) ||
 			strings.HasSuffix(row, " *") != (c.star != "") || (c.dead != "") != (len(f) == 6) {
 			t.Errorf("%v: row %q", c.env, row)
