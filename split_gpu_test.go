@@ -82,6 +82,45 @@ func TestSplitMatchesReference(t *testing.T) {
 	}
 }
 
+// The planner's own tiles with forced small segments: on some of these
+// shapes it runs the transfer pass 128 wide and the output pass 64 wide
+// (its states are whole 128 x 128 matrices either way), a pairing no forced
+// variant produces. On the whole H200 at least one run must take it, and
+// every run must match the float64 recurrence.
+func TestSplitTransferTileApart(t *testing.T) {
+	apart, sms := 0, 0
+	for _, seg := range []int{1, 2, 3} {
+		for _, c := range splitCases() {
+			t.Run(fmt.Sprintf("seg%d/%s", seg, c.name), func(t *testing.T) {
+				r := splitRuntime(t, gdn.Options{SegmentChunks: seg})
+				s := c.shape
+				n := s.B
+				if s.CuSeqlens != nil {
+					n = len(s.CuSeqlens) - 1
+				}
+				p := gdn.Problem{B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, N: n, Seqs: s.CuSeqlens, Dtype: recipeDtype(c.opts)}
+				sms = r.Device().SMs
+				pl, err := gdn.PlanCoreSplit(p, sms, seg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if pl.TransferTileWidth > 0 {
+					apart++
+				}
+				o, ht := runSplitCase(t, r, c, uint64(seg*2000+len(c.name)))
+				t.Logf("METRIC split o %v ht %v plan %v", o, ht, pl)
+			})
+		}
+	}
+	// On a whole H200 (132 SMs) the planner pairs the tiles on G2_T1000
+	// (seg 1) and G3_T2048 (seg 3); other SM counts may never pair them.
+	if apart == 0 && sms >= 128 {
+		t.Errorf("no plan ran the transfer pass with a tile of its own on %d SMs", sms)
+	} else if apart == 0 {
+		t.Logf("no plan paired the tiles on %d SMs: the pairing went untested", sms)
+	}
+}
+
 // One long sequence with g = 0 on one head (the transfer matrices carry all
 // history) and decay on the other, 64k tokens, planned by the planner
 // itself (few heads: it splits), and forced to long segments.
