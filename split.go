@@ -32,18 +32,31 @@ type splitPlan struct {
 	xferConsumers int // the transfer pass's tile (its states are 128 x 128 whatever the tile)
 }
 
-// Cost-model constants of the split plan, in microseconds, fitted to 26
-// forced-segment runs on the H200 (docs/PERF.md; within 26% of each): a
-// chunk of the transfer pass (built without q, P and o) with a 64- and a
-// 128-wide tile; the fixed cost of each wave of CTAs beyond the first one
-// of an unsplit run (launch, pipeline fill, h0 in and states out, the
-// wave's tail); and one step of the scan (a 128 x 128 x 128 fp32 product,
-// the next M loading meanwhile).
+// Cost-model constants of the split plan, in microseconds, fitted by least
+// squares (relative error) to 154 forced runs on the H200: seven
+// few-head cases (tp8_32k, tp4_32k, tp8_8k, chain_equal, tp2_32k,
+// tp2_16kx2, tp8_2k) x output tile 64/128 x transfer tile 64/128 x
+// segments of 8-128 chunks or none; every run within 16% of the model (docs/PERF.md,
+// v18). They are: a chunk of the transfer pass (built without q, P and o)
+// with a 64- and a 128-wide tile; a chunk of the output pass with each
+// tile (a pass of at most a wave or two: cheaper than the full-GPU chunk
+// times chooseConsumers uses, because fewer CTAs share DRAM); a chunk of an
+// unsplit run whose grid is one wave (fitted with the rest, on the same
+// cases run with segments -1); the fixed
+// cost of each wave of CTAs beyond the first one (launch, pipeline fill,
+// h0 in and states out, the wave's tail); one step of the scan (a 128 x
+// 128 x 128 fp32 product, the next M loading meanwhile); and the fixed cost
+// of the two extra launches.
 const (
-	transferChunkTime64  = 1.2
-	transferChunkTime128 = 2.0
-	waveTime             = 21.0
-	scanStepTime         = 1.2
+	transferChunkTime64  = 1.24
+	transferChunkTime128 = 1.92
+	outputChunkTime64    = 1.91
+	outputChunkTime128   = 2.72
+	oneWaveChunkTime64   = 2.25
+	oneWaveChunkTime128  = 2.85
+	waveTime             = 8.9
+	scanStepTime         = 1.58
+	splitLaunchTime      = 4.5
 )
 
 func transferChunkTime(consumers int) float64 {
@@ -51,6 +64,20 @@ func transferChunkTime(consumers int) float64 {
 		return transferChunkTime128
 	}
 	return transferChunkTime64
+}
+
+func oneWaveChunkTime(consumers int) float64 {
+	if consumers == 2 {
+		return oneWaveChunkTime128
+	}
+	return oneWaveChunkTime64
+}
+
+func outputChunkTime(consumers int) float64 {
+	if consumers == 2 {
+		return outputChunkTime128
+	}
+	return outputChunkTime64
 }
 
 // segmentCandidates are the segment lengths (chunks) the planner weighs.
@@ -79,15 +106,21 @@ func chunkTime(consumers int) float64 {
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
-// unsplitTime is the cost model of chooseConsumers: chunkTime x max(L,
-// waves x W/N).
+// unsplitTime is the cost model of chooseConsumers, chunkTime x max(L,
+// waves x W/N), with one difference: a grid of at most one wave runs its
+// chunks at the light-load times (oneWaveChunkTime), as the split passes
+// it is weighed against do.
 func unsplitTime(p Problem, sms, consumers int) float64 {
 	longest, total := chainChunks(p)
 	if longest == 0 || p.N == 0 {
 		return 0
 	}
 	waves := ceilDiv(p.N*p.Hv*(2/consumers), max(sms, 1))
-	return chunkTime(consumers) * max(float64(longest), float64(waves)*float64(total)/float64(p.N))
+	ct := chunkTime(consumers)
+	if waves == 1 {
+		ct = oneWaveChunkTime(consumers)
+	}
+	return ct * max(float64(longest), float64(waves)*float64(total)/float64(p.N))
 }
 
 // splitTime estimates a split plan with segments of ls chunks, the output
@@ -116,12 +149,12 @@ func splitTime(p Problem, sms, consumers, xferConsumers, ls int) (t float64, tra
 		return 0, 0, false
 	}
 	sms = max(sms, 1)
-	ct := chunkTime(consumers)
+	ct := outputChunkTime(consumers)
 	w1 := ceilDiv(transfer*p.Hv*xferTiles*2, sms)
 	w3 := ceilDiv(segs*p.Hv*tiles, sms)
 	t1 := transferChunkTime(xferConsumers) * float64(ls) * float64(w1)
 	t3 := ct * max(float64(longestSeg), float64(w3)*float64(total)/float64(segs))
-	return t1 + scanStepTime*float64(maxChain) + t3 + waveTime*float64(w1+w3-1), transfer, true
+	return splitLaunchTime + t1 + scanStepTime*float64(maxChain) + t3 + waveTime*float64(w1+w3-1), transfer, true
 }
 
 // planSplit decides whether and how to split p's sequences on sms
