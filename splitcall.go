@@ -289,10 +289,16 @@ func (sc *splitCall) enqueue(ctx *driver.Context, fn *driver.Function, plan Plan
 	if err := ctx.LaunchParams(sc.xferFn.Load(), dim(sc.transfer.grid), driver.Dim3{X: sc.xferBlock, Y: 1, Z: 1}, sc.xferSmem, s, sc.transfer.params); err != nil {
 		return fmt.Errorf("gdn: launch %s: %w", sc.xferVariant.Name, err)
 	}
-	if err := ctx.LaunchParams(sc.scanFn.Load(), dim(sc.scan.grid), driver.Dim3{X: kernsrc.ScanThreads, Y: 1, Z: 1}, kernsrc.ScanSharedBytes, s, sc.scan.params); err != nil {
+	// The scan and the output pass are dependent launches: each may be placed
+	// while the pass before it drains, and waits (griddepcontrol.wait) only
+	// where it reads that pass's results: the scan before its first load, the
+	// output pass's consumers before their start state (its aux group loads
+	// and prepares the first chunks meanwhile). The transfer pass is an
+	// ordinary launch, so a call never overlaps the work before it.
+	if err := ctx.LaunchParamsDependent(sc.scanFn.Load(), dim(sc.scan.grid), driver.Dim3{X: kernsrc.ScanThreads, Y: 1, Z: 1}, kernsrc.ScanSharedBytes, s, sc.scan.params); err != nil {
 		return fmt.Errorf("gdn: launch %s: %w", kernsrc.ScanKernel, err)
 	}
-	if err := ctx.LaunchParams(fn, dim(sc.output.grid), b, plan.SharedBytes, s, sc.output.params); err != nil {
+	if err := ctx.LaunchParamsDependent(fn, dim(sc.output.grid), b, plan.SharedBytes, s, sc.output.params); err != nil {
 		return fmt.Errorf("gdn: launch %s (output pass): %w", plan.Variant.Name, err)
 	}
 	return nil

@@ -177,6 +177,14 @@ func (c *Context) LaunchParams(f *Function, grid, block Dim3, sharedBytes int, s
 	return ErrNoCUDA
 }
 
+// DependentLaunch reports false.
+func (c *Context) DependentLaunch() bool { return false }
+
+// LaunchParamsDependent returns ErrNoCUDA.
+func (c *Context) LaunchParamsDependent(f *Function, grid, block Dim3, sharedBytes int, s *Stream, p *KernelParams) error {
+	return ErrNoCUDA
+}
+
 // Instantiate returns ErrNoCUDA.
 func (g *Graph) Instantiate() (*GraphExec, error) { return nil, ErrNoCUDA }
 

@@ -58,6 +58,26 @@ struct Elem<true> {  // fp16
   GDN_DEVICE static uint16_t from_float(float x) { return (uint16_t)(pack_fp16x2(x, 0.f) & 0xffffu); }
 };
 
+// Programmatic dependent launch (sm_90; the host launches the scan and the
+// split's output pass with it, driver.LaunchParamsDependent). A kernel
+// launched so may run while the one before it drains: griddep_wait blocks
+// the calling thread until that kernel has completed and its writes are
+// visible, and must come before the thread's first access to anything it
+// writes or reads (it returns at once in a kernel launched the ordinary
+// way). griddep_release lets the next kernel on the stream, if that one is
+// a dependent launch, have its CTAs placed once every CTA of this one has
+// executed it (or exited).
+GDN_DEVICE void griddep_wait() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+GDN_DEVICE void griddep_release() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // ---------------------------------------------------------------------------
 // Shared memory and tensor-core fragments.
 // ---------------------------------------------------------------------------

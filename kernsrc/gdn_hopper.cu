@@ -445,6 +445,12 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
   // (block m = lane / 8: rows j + 8 (m / 2), columns v + 8 (m % 2)).
   const int vm = lane >> 3, vrow = 8 * (vm >> 1) + (lane & 7), vbyte = 2 * (16 * warp + 8 * (vm & 1));
 
+  // As the output pass of a split (a dependent launch after the scan), the
+  // start state is the scan's result: nothing before this point reads or
+  // writes what the scan touches, and everything after it may. (The aux
+  // group never waits: it reads only the call's inputs.)
+  griddep_wait();
+
   // S^T: rows v = vb + 16 warp + gq (+8), columns k = 8 j + 2 tq (+1).
   float S[64];
 #pragma unroll
@@ -688,6 +694,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_hopper_fwd(const _
   unsigned char* smem =
       smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   Bars& bars = *reinterpret_cast<Bars*>(smem + kOffBars);
+
+  // The scan after a transfer pass is a dependent launch: its CTAs may take
+  // SMs this grid leaves free once all of this grid's CTAs have started.
+  griddep_release();
 
   Work w;
   constexpr int tiles = 128 / kBV;

@@ -35,6 +35,8 @@
 // are padded to 132 floats: a quarter-warp's loads of M land in distinct
 // banks.
 
+#include "gdn_common.cuh"
+
 #ifdef GDN_SCAN_SMEM_BYTES
 static_assert(GDN_SCAN_SMEM_BYTES == 2 * 128 * 132 * 4 + 8 * 128 * 8 * 4, "kernsrc.ScanSharedBytes");
 #endif
@@ -77,6 +79,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) gdn_scan_states(const float
   // (rows r + 32 i of column v).
 #define AT(row, i) (((size_t)(row) * Hv + h) * plane + off + 32 * 128 * (i))
 #define MAT(p) (bm + ((size_t)(P + (p)) * Hv + h) * plane)
+
+  // A dependent launch (splitcall.go): the output pass may be placed now,
+  // and nothing is read before the transfer pass has finished.
+  griddep_release();
+  griddep_wait();
 
   float S[4];
 #pragma unroll
