@@ -65,10 +65,12 @@ type callCache struct {
 	// leaves callEntry.params nil.
 	pack func(block []byte) (*driver.KernelParams, error)
 	// dev gives split plans their scratch memory; nil (CPU tests) never
-	// splits. segChunks is Options.SegmentChunks.
+	// splits. segChunks is Options.SegmentChunks, xferTile
+	// Options.TransferTile.
 	dev       scratchDevice
 	grave     *scratchGraveyard
 	segChunks int
+	xferTile  int
 
 	held heldCache[hopperCall, *callEntry] // callCacheLimit calls, splitScratchLimit bytes of scratch
 }
@@ -145,7 +147,7 @@ func (c *callCache) build(key hopperCall, p Problem) (*callEntry, error) {
 	}
 	if c.dev != nil {
 		var sp splitPlan
-		if e.plan, sp, err = withSplit(p, plan, c.plans.sms, c.segChunks, c.plans.variant != ""); err != nil {
+		if e.plan, sp, err = withSplit(p, plan, c.plans.sms, c.segChunks, c.xferTile, c.plans.variant != ""); err != nil {
 			return nil, err
 		}
 		if sp.segChunks > 0 {

@@ -52,3 +52,19 @@ func TestOpenNegativePrepHeads(t *testing.T) {
 		t.Errorf("PrepHeads -4: got %v, want an *ArgError naming Options.PrepHeads", err)
 	}
 }
+
+// An Options.TransferTile other than 0, 64 or 128 is refused before any
+// device is touched.
+func TestOpenBadTransferTile(t *testing.T) {
+	for _, tile := range []int{-64, 1, 32, 96, 256} {
+		rt, err := Open(Options{TransferTile: tile})
+		if err == nil {
+			rt.Close()
+			t.Fatalf("TransferTile %d: Open succeeded", tile)
+		}
+		var ae *ArgError
+		if !errors.As(err, &ae) || ae.Arg != "Options.TransferTile" || !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("TransferTile %d: got %v, want an *ArgError naming Options.TransferTile", tile, err)
+		}
+	}
+}

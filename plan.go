@@ -72,14 +72,16 @@ func PlanFor(p Problem, sms int, variant string, segmentChunks int) (Plan, error
 	if err != nil {
 		return Plan{}, err
 	}
-	pl, _, err = withSplit(p, pl, sms, segmentChunks, variant != "")
+	pl, _, err = withSplit(p, pl, sms, segmentChunks, 0, variant != "")
 	return pl, err
 }
 
 // withSplit decides on a split plan for p given its unsplit plan pl (whose
 // tile it keeps when forced) and returns the plan to run, with the split's
-// details (zero when not split).
-func withSplit(p Problem, pl Plan, sms, segmentChunks int, forced bool) (Plan, splitPlan, error) {
+// details (zero when not split). transferTile > 0 (Options.TransferTile:
+// 64 or 128) fixes the transfer pass's tile of a split plan; the planner
+// still decides whether to split, and how, as it would have.
+func withSplit(p Problem, pl Plan, sms, segmentChunks, transferTile int, forced bool) (Plan, splitPlan, error) {
 	consumers := 0
 	if forced {
 		consumers = pl.TileWidth / 64
@@ -87,6 +89,9 @@ func withSplit(p Problem, pl Plan, sms, segmentChunks int, forced bool) (Plan, s
 	sp := planSplit(p, sms, segmentChunks, consumers)
 	if sp.segChunks == 0 {
 		return pl, sp, nil
+	}
+	if transferTile > 0 {
+		sp.xferConsumers = transferTile / 64
 	}
 	split, err := planHopper(p, sp.consumers)
 	split.SegmentChunks, split.Segments = sp.segChunks, sp.transfer

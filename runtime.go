@@ -34,6 +34,13 @@ type Options struct {
 	// grid rows of the output pass); < 0 never cuts. Results are exact
 	// either way.
 	SegmentChunks int
+	// TransferTile, when positive, is the value-tile width (64 or 128) of
+	// every split call's transfer pass, whatever the planner would choose
+	// (tests, and the benchmarks that fit the split cost model: docs/PERF.md
+	// v18); 0 lets the planner choose. It does not decide whether a call is
+	// split, only that pass's tile when it is. Other values are an
+	// *ArgError.
+	TransferTile int
 	// PrepHeads, when positive, caps how many value heads of one key head
 	// each block of the full forward's preparation kernel takes (it loads
 	// the chunk's k rows and forms K K^T once for all of them): the most of
@@ -102,6 +109,9 @@ type loadedKernel struct {
 // Options.SMs). Without the cuda build tag, or without a GPU, it returns an
 // error wrapping ErrNoCUDA.
 func Open(opts Options) (*Runtime, error) {
+	if opts.TransferTile != 0 && opts.TransferTile != 64 && opts.TransferTile != 128 {
+		return nil, argErrorf("Options.TransferTile", "is %d; want 0 (the planner's), 64 or 128", opts.TransferTile)
+	}
 	if opts.PrepHeads < 0 {
 		return nil, argErrorf("Options.PrepHeads", "is %d; want 0 (chosen by shape) or a count of value heads", opts.PrepHeads)
 	}
@@ -160,7 +170,7 @@ func newRuntime(ctx *driver.Context, opts Options) (*Runtime, error) {
 		modules:  modules,
 		calls:    newCallCache(newPlanCache(info.SMs, opts.Variant), ctx.EncodeTiled, packParams),
 	}
-	rt.calls.dev, rt.calls.segChunks = contextScratch{ctx}, opts.SegmentChunks
+	rt.calls.dev, rt.calls.segChunks, rt.calls.xferTile = contextScratch{ctx}, opts.SegmentChunks, opts.TransferTile
 	rt.prepHeads = opts.PrepHeads
 	rt.full = newFullCache()
 	rt.calls.grave = &scratchGraveyard{dev: rt.calls.dev}

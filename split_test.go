@@ -164,3 +164,41 @@ func TestPlanForForcedVariant(t *testing.T) {
 		t.Errorf("prepared call's plan %v, PlanFor's %v", e.plan, want)
 	}
 }
+
+// Options.TransferTile fixes the transfer pass's tile of a split plan and
+// nothing else: the same segments, the same output tile, and no split where
+// the planner would not split.
+func TestWithSplitTransferTile(t *testing.T) {
+	tp8 := Problem{B: 1, T: 8192, Hq: 2, Hv: 8, N: 1, Dtype: BF16}
+	pl, err := planHopper(tp8, chooseConsumers(tp8, 132))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, free, err := withSplit(tp8, pl, 132, 0, 0, false)
+	if err != nil || free.segChunks == 0 {
+		t.Fatalf("tp8_8k: %+v, %v; want a split", free, err)
+	}
+	for _, tile := range []int{64, 128} {
+		got, sp, err := withSplit(tp8, pl, 132, 0, tile, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := free
+		want.xferConsumers = tile / 64
+		if sp != want {
+			t.Errorf("transfer tile %d: %+v, want %+v", tile, sp, want)
+		}
+		// The plan names the transfer tile only when it differs from the output pass's.
+		if wantW := tile; (got.TransferTileWidth != 0 && got.TransferTileWidth != wantW) || (got.TransferTileWidth == 0 && got.TileWidth != wantW) {
+			t.Errorf("transfer tile %d: plan %v", tile, got)
+		}
+	}
+	q35 := Problem{B: 8, T: 4096, Hq: 16, Hv: 32, N: 8, Dtype: BF16}
+	pq, err := planHopper(q35, chooseConsumers(q35, 132))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, sp, err := withSplit(q35, pq, 132, 0, 128, false); err != nil || sp.segChunks != 0 {
+		t.Errorf("q35_4kx8 with transfer tile 128: %+v, %v; want no split", sp, err)
+	}
+}

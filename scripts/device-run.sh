@@ -3,7 +3,7 @@
 # scripts/device-build.sh filled .bin/. Logs go to $OUT (or ./device-out),
 # at most one file per step (the device tool brings back 8 files).
 #
-#   .bin/device-run.sh [warmup] [tests] [sanitize[:TOOLS]] [soak[:MINUTES]] [stress[:SECONDS]] [plancheck[:CASES]] [bench] [bench:CASES] [compare[:CASES]] [comparefull[:CASES]] [knob:DEFINES[@CASES]] [knobfull:DEFINES[@CASES]] [benchfull] [benchfull:CASES] [hostbench] [example] [layer] [python]
+#   .bin/device-run.sh [warmup] [tests] [sanitize[:TOOLS]] [soak[:MINUTES]] [stress[:SECONDS]] [plancheck[:CASES]] [splitgrid[:CASES]] [bench] [bench:CASES] [compare[:CASES]] [comparefull[:CASES]] [knob:DEFINES[@CASES]] [knobfull:DEFINES[@CASES]] [benchfull] [benchfull:CASES] [hostbench] [example] [layer] [python]
 #
 # warmup    every kernel variant compiled by this machine's NVRTC
 #           into an empty cache: fails if one spills or ptxas
@@ -39,6 +39,13 @@
 #           "*" where it is more than 3% slower (a measurement:
 #           it fails only if a run fails; each run may take 180 s,
 #           so name a few cases a call)          -> plancheck.txt
+# splitgrid the split cost model's measurements: the few-head cases
+#           (splitgrid:a,b for others) forced to every output tile
+#           (--variant), transfer tile (--transfer-tile) and segment
+#           length of 8-128 chunks, and unsplit; one CSV a run, in
+#           splitgrid.tgz. Fit split.go's constants from it here:
+#           python3 scripts/splitfit.py DIR (about 150 s of runs)
+#                                                     -> splitgrid.tgz
 # bench     gdn bench over the whole suite (bench:a,b for
 #           named cases), with its chart        -> bench.txt, bench.csv, bench.svg
 # compare   .bin/gdn-old (scripts/device-build.sh --old REV) and
@@ -157,6 +164,25 @@ for step in "${@:-tests}"; do
 		rm -rf "$tmp"
 		echo "$n processes, $bad failed" | tee -a "$out/stress.log" >&2
 		((bad == 0)) || fail stress
+		;;
+	splitgrid | splitgrid:*)
+		cases=tp8_32k,tp4_32k,tp8_8k,chain_equal,tp2_32k,tp2_16kx2,tp8_2k
+		[[ $step == splitgrid:* ]] && cases="${step#splitgrid:}"
+		echo "== splitgrid $cases" >&2
+		grid="$out/splitgrid"
+		mkdir -p "$grid"
+		for w in 64 128; do
+			v=gdn_hopper_bf16_bv$w
+			for x in 64 128; do
+				for s in 8 16 32 64 128; do
+					timeout 120 .bin/gdn bench --reps 20 --variant $v --transfer-tile $x --segments $s --cases "$cases" \
+						--csv "$grid/bv$w-x$x-s$s.csv" >"$grid/bv$w-x$x-s$s.txt" 2>&1 || fail "splitgrid (bv$w x$x s$s)"
+				done
+			done
+			timeout 120 .bin/gdn bench --reps 20 --variant $v --segments -1 --cases "$cases" \
+				--csv "$grid/bv$w-unsplit.csv" >"$grid/bv$w-unsplit.txt" 2>&1 || fail "splitgrid (bv$w unsplit)"
+		done
+		(cd "$out" && tar czf splitgrid.tgz splitgrid && rm -rf splitgrid)
 		;;
 	plancheck | plancheck:*)
 		cases=""

@@ -30,12 +30,16 @@ func TestParseBenchArgsFull(t *testing.T) {
 	if o, err = parseBenchArgs(nil); err != nil || o.full || o.l2norm || !strings.Contains(o.forwardText(), "core forward") {
 		t.Errorf("default: %+v, %v", o, err)
 	}
+	if o, err = parseBenchArgs([]string{"--transfer-tile", "128", "--segments", "16"}); err != nil || o.transferTile != 128 || o.segments != 16 {
+		t.Errorf("--transfer-tile 128: %+v, %v", o, err)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"--no-l2norm"}, "--no-l2norm applies to the full forward: add --full"},
 		{[]string{"--from", "run.csv", "--plot", "a.svg", "--full"}, "--full does not apply"},
+		{[]string{"--transfer-tile", "96"}, "--transfer-tile 96: want 64 or 128"},
 	} {
 		if _, err := parseBenchArgs(c.args); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: err = %v, want one containing %q", c.args, err, c.want)
