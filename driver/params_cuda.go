@@ -58,12 +58,21 @@ func (c *Context) LaunchParams(f *Function, grid, block Dim3, sharedBytes int, s
 	if err != nil {
 		return err
 	}
-	var list *unsafe.Pointer
-	if p != nil {
-		if p.freed.Load() {
-			return errFreedParams
-		}
-		list = p.list
+	list, err := p.kernelParams()
+	if err != nil {
+		return err
 	}
 	return c.launch(f, grid, block, sharedBytes, st, list)
+}
+
+// kernelParams is the kernelParams array of p for the driver (nil for a nil
+// p: a kernel without parameters), or errFreedParams.
+func (p *KernelParams) kernelParams() (*unsafe.Pointer, error) {
+	if p == nil {
+		return nil, nil
+	}
+	if p.freed.Load() {
+		return nil, errFreedParams
+	}
+	return p.list, nil
 }

@@ -31,8 +31,6 @@ static CUresult gdn_launch_dependent(CUfunction f, unsigned gx, unsigned gy, uns
 */
 import "C"
 
-import "unsafe"
-
 // minDependentDriver is the first driver version (cuDriverGetVersion) whose
 // stream capture keeps a programmatic dependent launch as one (CUDA 12.3);
 // compute capability 9.0 is the first with the feature.
@@ -61,12 +59,9 @@ func (c *Context) LaunchParamsDependent(f *Function, grid, block Dim3, sharedByt
 	if err != nil {
 		return err
 	}
-	var list *unsafe.Pointer
-	if p != nil {
-		if p.freed.Load() {
-			return errFreedParams
-		}
-		list = p.list
+	list, err := p.kernelParams()
+	if err != nil {
+		return err
 	}
 	return c.do(func() error {
 		return check("cuLaunchKernelEx", C.gdn_launch_dependent(f.raw,
