@@ -22,20 +22,27 @@ type fullCase struct {
 	opts   ref.RecipeOptions
 	l2norm bool // q and k given at 4x their norm, normalised inside
 	gate   bool // g given as the gate's raw input, with A_log and dt_bias
+	// rawQK (with l2norm): q and k drawn N(0, 1) per element in the input
+	// dtype, as a model's projections give them, instead of 4x rows that are
+	// already normalised in that dtype (whose norm maps them back onto it,
+	// which hides the rounding of the normalised rows: ref's
+	// TestL2NormPlacementPrecision).
+	rawQK bool
 }
 
 func fullCases() []fullCase {
 	one := 1.0
 	return []fullCase{
-		{"plain", ref.Shape{B: 2, T: 300, Hq: 2, Hv: 4}, ref.RecipeOptions{WithH0: true}, false, false},
-		{"l2norm", ref.Shape{B: 1, T: 777, Hq: 2, Hv: 4}, ref.RecipeOptions{WithH0: true}, true, false},
-		{"gate", ref.Shape{B: 1, T: 520, Hq: 1, Hv: 3}, ref.RecipeOptions{}, false, true},
+		{"plain", ref.Shape{B: 2, T: 300, Hq: 2, Hv: 4}, ref.RecipeOptions{WithH0: true}, false, false, false},
+		{"l2norm", ref.Shape{B: 1, T: 777, Hq: 2, Hv: 4}, ref.RecipeOptions{WithH0: true}, true, false, false},
+		{"gate", ref.Shape{B: 1, T: 520, Hq: 1, Hv: 3}, ref.RecipeOptions{}, false, true, false},
 		{"l2norm_gate_varlen_fp16", ref.Shape{B: 1, T: 700, Hq: 2, Hv: 4, CuSeqlens: []int{0, 0, 1, 200, 201, 600, 600, 700}},
-			ref.RecipeOptions{WithH0: true, Dtype: gdn.FP16}, true, true},
-		{"strong_decay_beta1", ref.Shape{B: 1, T: 449, Hq: 1, Hv: 2}, ref.RecipeOptions{WithH0: true, StrongDecay: true, BetaValue: &one}, false, false},
-		{"long_G8", ref.Shape{B: 1, T: 4096, Hq: 1, Hv: 8}, ref.RecipeOptions{WithH0: true}, true, true},
+			ref.RecipeOptions{WithH0: true, Dtype: gdn.FP16}, true, true, false},
+		{"strong_decay_beta1", ref.Shape{B: 1, T: 449, Hq: 1, Hv: 2}, ref.RecipeOptions{WithH0: true, StrongDecay: true, BetaValue: &one}, false, false, false},
+		{"long_G8", ref.Shape{B: 1, T: 4096, Hq: 1, Hv: 8}, ref.RecipeOptions{WithH0: true}, true, true, false},
+		{"l2norm_raw", ref.Shape{B: 1, T: 640, Hq: 2, Hv: 4}, ref.RecipeOptions{WithH0: true}, true, false, true},
 		{"l2norm_G4_varlen", ref.Shape{B: 1, T: 900, Hq: 2, Hv: 8, CuSeqlens: []int{0, 1, 1, 130, 500, 900}},
-			ref.RecipeOptions{WithH0: true}, true, false},
+			ref.RecipeOptions{WithH0: true}, true, false, false},
 	}
 }
 
@@ -53,7 +60,20 @@ func fullCaseInputs(t *testing.T, c fullCase, seed uint64) (ref.Inputs, ref.Full
 	}
 	dt := recipeDtype(c.opts)
 	var fo ref.FullOptions
-	if c.l2norm {
+	if c.l2norm && c.rawQK {
+		rng := rand.New(rand.NewPCG(seed, 99))
+		for _, x := range [][]float64{in.Q, in.K} {
+			for i := range x {
+				x[i] = rng.NormFloat64()
+			}
+		}
+		if dt == gdn.FP16 {
+			in.Q, in.K = ref.QuantizeFP16(in.Q), ref.QuantizeFP16(in.K)
+		} else {
+			in.Q, in.K = ref.QuantizeBF16(in.Q), ref.QuantizeBF16(in.K)
+		}
+		fo.L2Norm = true
+	} else if c.l2norm {
 		for i := range in.Q {
 			in.Q[i] *= 4
 		}
