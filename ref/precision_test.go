@@ -396,7 +396,7 @@ func TestL2NormPlacementPrecision(t *testing.T) {
 		today := in
 		today.Q, today.K = QuantizeBF16(in.Q), QuantizeBF16(in.K)
 		for name, o := range map[string][]float64{
-			"qn, kn in bf16 (today)":             emulateChunked(today, gcum, solve(today.K), kernelPrecision),
+			"qn, kn in bf16 (today)":              emulateChunked(today, gcum, solve(today.K), kernelPrecision),
 			"normalised in the core, A from bf16": emulateChunked(in, gcum, solve(QuantizeBF16(in.K)), kernelPrecision),
 			"normalised in the core, A from fp16": emulateChunked(in, gcum, solve(QuantizeFP16(in.K)), kernelPrecision),
 		} {
