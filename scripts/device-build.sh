@@ -17,16 +17,28 @@
 #               branch or tag; built in a temporary worktree, the working
 #               tree untouched): the baseline of device-run.sh's compare
 #               step, which times both in one call
+#   --also REV  (with --old, repeatable) also build .bin/gdn+REV (a '/' in
+#               REV becomes '_'): compare times each of them against the
+#               same baseline in the same call, to tell apart the changes
+#               that the working tree combines. The baseline and these are
+#               built without symbols (-s -w), so that three fit the
+#               carry limit beside the working tree's tools
 set -euo pipefail
 cd "$(dirname "$0")/.."
 lean=0
 old=""
+also=()
 while [[ $# -gt 0 ]]; do
 	case "$1" in
 	--lean) lean=1 ;;
 	--old)
 		[[ $# -ge 2 ]] || { echo "device-build.sh: --old needs a git revision" >&2; exit 2; }
 		old="$2"
+		shift
+		;;
+	--also)
+		[[ $# -ge 2 ]] || { echo "device-build.sh: --also needs a git revision" >&2; exit 2; }
+		also+=("$2")
 		shift
 		;;
 	*) echo "device-build.sh: unknown option $1 (see the comment at the top)" >&2; exit 2 ;;
@@ -37,9 +49,16 @@ rev=""
 if [[ -n $old ]]; then
 	rev=$(git rev-parse --verify --quiet "$old^{commit}") || { echo "device-build.sh: --old $old: not a revision here" >&2; exit 2; }
 fi
+if [[ ${#also[@]} -gt 0 && -z $old ]]; then
+	echo "device-build.sh: --also needs --old (the baseline they are timed against)" >&2
+	exit 2
+fi
+for a in "${also[@]}"; do
+	git rev-parse --verify --quiet "$a^{commit}" >/dev/null || { echo "device-build.sh: --also $a: not a revision here" >&2; exit 2; }
+done
 eval "$(scripts/cuda-sdk.sh)"
 mkdir -p .bin
-rm -f .bin/*.test .bin/gdn .bin/gdn-old .bin/prefill .bin/qwen35_layer
+rm -f .bin/*.test .bin/gdn .bin/gdn-old .bin/gdn+* .bin/prefill .bin/qwen35_layer
 pkgs=(. ./driver ./jit ./cmd/gdn)
 [[ $lean == 1 ]] && pkgs=(.)
 for pkg in "${pkgs[@]}"; do
@@ -52,12 +71,25 @@ if [[ $lean == 0 ]]; then
 	go build -tags cuda -o .bin/prefill ./examples/prefill
 	go build -tags cuda -o .bin/qwen35_layer ./examples/qwen35_layer
 fi
-if [[ -n $rev ]]; then
+# build_at REV OUT: the cuda-tagged gdn tool of git revision REV, without
+# symbols, into OUT (from a temporary worktree; the working tree untouched).
+build_at() {
+	local tmp
 	tmp=$(mktemp -d)
-	trap 'git worktree remove --force "$tmp/src" >/dev/null 2>&1; rm -rf "$tmp"' EXIT
-	git worktree add --detach "$tmp/src" "$rev" >/dev/null
-	(cd "$tmp/src" && go build -tags cuda -o "$OLDPWD/.bin/gdn-old" ./cmd/gdn)
+	git worktree add --detach "$tmp/src" "$1" >/dev/null
+	local rc=0
+	(cd "$tmp/src" && go build -tags cuda -ldflags "-s -w" -o "$2" ./cmd/gdn) || rc=$?
+	git worktree remove --force "$tmp/src" >/dev/null 2>&1
+	rm -rf "$tmp"
+	return "$rc"
+}
+if [[ -n $rev ]]; then
+	build_at "$rev" "$PWD/.bin/gdn-old"
 	echo "device-build.sh: .bin/gdn-old is $(git rev-parse --short "$rev")" >&2
+	for a in "${also[@]}"; do
+		build_at "$a" "$PWD/.bin/gdn+${a//\//_}"
+		echo "device-build.sh: .bin/gdn+${a//\//_} is $(git rev-parse --short "$a")" >&2
+	done
 fi
 cp scripts/device-run.sh .bin/
 ls -la .bin >&2

@@ -51,7 +51,9 @@
 # compare   .bin/gdn-old (scripts/device-build.sh --old REV) and
 #           .bin/gdn timed in one call on the same cases
 #           (compare:a,b for named cases; default: the whole suite),
-#           with each case's speed-up                      -> compare.txt
+#           with each case's speed-up; then each .bin/gdn+REV
+#           (device-build.sh --also REV) against the same
+#           baseline run                                   -> compare.txt
 # comparefull the same for gdn bench --full (comparefull:a,b)
 #                                                      -> comparefull.txt
 # knob      a compile-time switch of the kernels (GDN_JIT_DEFINES:
@@ -245,8 +247,17 @@ for step in "${@:-tests}"; do
 		echo "== $name $cases" >&2
 		timeout 240 .bin/gdn-old bench $full $cases --csv "$out/$name-old.csv" >"$out/$name.txt" 2>&1 || fail "$name (old)"
 		timeout 240 .bin/gdn bench $full $cases --csv "$out/$name-new.csv" --compare "$out/$name-old.csv" >>"$out/$name.txt" 2>&1 || fail "$name (new)"
-		rm -f "$out/$name-old.csv" "$out/$name-new.csv"
 		sed -n '/old ms/,$p' "$out/$name.txt" >&2
+		# The revisions of scripts/device-build.sh --also, each against the
+		# same baseline run.
+		for extra in .bin/gdn+*; do
+			[[ -x $extra ]] || continue
+			echo "== $name: ${extra#.bin/} against gdn-old" | tee -a "$out/$name.txt" >&2
+			timeout 240 "$extra" bench $full $cases --csv "$out/$name-extra.csv" --compare "$out/$name-old.csv" >"$out/$name-extra.txt" 2>&1 || fail "$name (${extra#.bin/})"
+			cat "$out/$name-extra.txt" >>"$out/$name.txt"
+			sed -n '/old ms/,$p' "$out/$name-extra.txt" >&2
+		done
+		rm -f "$out/$name-old.csv" "$out/$name-new.csv" "$out/$name-extra.csv" "$out/$name-extra.txt"
 		;;
 	knob:* | knobfull:*)
 		name=${step%%:*}

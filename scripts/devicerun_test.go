@@ -60,6 +60,13 @@ func runDeviceSteps(t *testing.T, warmupRows string, withOld bool, steps ...stri
 // runDeviceStepsEnv is runDeviceSteps with more environment (NAME=VALUE).
 func runDeviceStepsEnv(t *testing.T, warmupRows string, withOld bool, env []string, steps ...string) (string, string, bool) {
 	t.Helper()
+	return runDevice(t, warmupRows, withOld, nil, env, steps...)
+}
+
+// runDevice is runDeviceStepsEnv with more copies of the fake tool in .bin
+// under the names in extra (device-build.sh --also's gdn+REV).
+func runDevice(t *testing.T, warmupRows string, withOld bool, extra, env []string, steps ...string) (string, string, bool) {
+	t.Helper()
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Skip("no bash")
 	}
@@ -81,6 +88,9 @@ func runDeviceStepsEnv(t *testing.T, warmupRows string, withOld bool, env []stri
 	write("gdn", fakeGDN)
 	if withOld {
 		write("gdn-old", fakeGDN)
+	}
+	for _, name := range extra {
+		write(name, fakeGDN)
 	}
 	out := filepath.Join(dir, "out")
 	cmd := exec.Command("bash", ".bin/device-run.sh")
@@ -322,4 +332,42 @@ func TestDeviceRunPlanCheck(t *testing.T) {
 			}
 		}
 	}
+}
+
+// With the tools of device-build.sh --also beside the baseline, compare
+// times each of them against the same baseline run, after the working
+// tree's tool, and appends their tables to compare.txt.
+func TestDeviceRunCompareAlso(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	stderr, out, pass := runDeviceStepsExtra(t, []string{"gdn+scan-bulk", "gdn+feature_x"}, "compare:tp8_8k")
+	if !pass {
+		t.Fatalf("compare failed; stderr:\n%s", stderr)
+	}
+	calls, err := os.ReadFile(filepath.Join(filepath.Dir(out), "calls.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(calls)), "\n")
+	want := []string{"gdn-old bench --cases tp8_8k", "gdn bench --cases tp8_8k", "gdn+feature_x bench --cases tp8_8k", "gdn+scan-bulk bench --cases tp8_8k"}
+	if len(lines) != len(want) {
+		t.Fatalf("calls:\n%s", calls)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) || (i > 0 && !strings.Contains(lines[i], "--compare "+filepath.Join(out, "compare-old.csv"))) {
+			t.Errorf("call %d: %q, want %q... against the baseline's CSV", i, lines[i], w)
+		}
+	}
+	text, err := os.ReadFile(filepath.Join(out, "compare.txt"))
+	if err != nil || strings.Count(string(text), "1.13x") != 3 || !strings.Contains(string(text), "== compare: gdn+scan-bulk against gdn-old") {
+		t.Errorf("compare.txt = %q, %v", text, err)
+	}
+}
+
+// runDeviceStepsExtra is runDeviceSteps with a baseline and more copies of
+// the fake tool under the given names in .bin.
+func runDeviceStepsExtra(t *testing.T, extra []string, steps ...string) (string, string, bool) {
+	t.Helper()
+	return runDevice(t, "", true, extra, nil, steps...)
 }
