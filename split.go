@@ -36,18 +36,18 @@ type splitPlan struct {
 // squares (relative error) to 154 forced runs on the H200: seven few-head
 // cases (tp8_32k, tp4_32k, tp8_8k, chain_equal, tp2_32k, tp2_16kx2, tp8_2k)
 // x output tile 64/128 x transfer tile 64/128 x segments of 8-128 chunks or
-// none; every run within 16% of the model (docs/PERF.md, v18; device-
-// run.sh's splitgrid step takes the runs, scripts/splitfit.py fits them, and
-// TestSplitFitRecoversConstants keeps the script's model and this file's in
-// step). They are: a chunk of the transfer pass (built without q, P and o)
-// with a 64- and a 128-wide tile; a chunk of the output pass with each tile
-// (a pass of at most a wave or two: cheaper than the full-GPU chunk times
-// chooseConsumers uses, because fewer CTAs share DRAM); a chunk of an
-// unsplit run whose grid is one wave (fitted with the rest, on the same
-// cases run with segments -1); the fixed cost of each wave of CTAs beyond
-// the first one (launch, pipeline fill, h0 in and states out, the wave's
-// tail); one step of the scan (a 128 x 128 x 128 fp32 product, the next M
-// loading meanwhile); and the fixed cost of the two extra launches.
+// none; every run within 16% of the model (docs/PERF.md, v18;
+// device-run.sh's splitgrid step takes the runs, scripts/splitfit.py fits
+// them, and TestSplitFitRecoversConstants keeps the script's model and this
+// file's in step). They are: a chunk of the transfer pass (built without q,
+// P and o) with a 64- and a 128-wide tile; a chunk of the output pass with
+// each tile (a pass of at most a wave or two: cheaper than the full-GPU
+// chunk times chooseConsumers uses, because fewer CTAs share DRAM); a chunk
+// of an unsplit run whose grid is one wave (fitted with the rest, on the
+// same cases run with segments -1); the fixed cost of each wave of CTAs
+// beyond the first one (launch, pipeline fill, h0 in and states out, the
+// wave's tail); one step of the scan (a 128 x 128 x 128 fp32 product, the
+// next M loading meanwhile); and the fixed cost of the two extra launches.
 const (
 	transferChunkTime64  = 1.24
 	transferChunkTime128 = 1.92
