@@ -86,7 +86,9 @@ func TestSplitMatchesReference(t *testing.T) {
 // shapes it runs the transfer pass 128 wide and the output pass 64 wide
 // (its states are whole 128 x 128 matrices either way), a pairing no forced
 // variant produces. On the whole H200 at least one run must take it, and
-// every run must match the float64 recurrence.
+// every run must match the float64 recurrence. Then both pairings forced,
+// whatever the planner prefers (Options.Variant for the output pass,
+// Options.TransferTile for the transfer pass).
 func TestSplitTransferTileApart(t *testing.T) {
 	apart, sms := 0, 0
 	for _, seg := range []int{1, 2, 3} {
@@ -118,6 +120,19 @@ func TestSplitTransferTileApart(t *testing.T) {
 		t.Errorf("no plan ran the transfer pass with a tile of its own on %d SMs", sms)
 	} else if apart == 0 {
 		t.Logf("no plan paired the tiles on %d SMs: the pairing went untested", sms)
+	}
+	for _, pair := range []struct {
+		output string
+		xfer   int
+	}{{"gdn_hopper_%s_bv64", 128}, {"gdn_hopper_%s_bv128", 64}} {
+		for _, c := range splitCases() {
+			v := fmt.Sprintf(pair.output, recipeDtype(c.opts))
+			t.Run(fmt.Sprintf("%s/xfer%d/%s", v, pair.xfer, c.name), func(t *testing.T) {
+				r := splitRuntime(t, gdn.Options{Variant: v, SegmentChunks: 2, TransferTile: pair.xfer})
+				o, ht := runSplitCase(t, r, c, uint64(3000+pair.xfer+len(c.name)))
+				t.Logf("METRIC split o %v ht %v", o, ht)
+			})
+		}
 	}
 }
 
