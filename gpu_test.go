@@ -63,6 +63,10 @@ type coreCase struct {
 	strong   bool // g = -5 per token
 	beta     *float64
 	seqInt64 bool
+	// rawQK: q's rows twice and k's half their unit norm (exact in either
+	// dtype): the core forward must take q and k as given, never normalise
+	// them itself (the full forward's in-core L2 norm is a flag of its own).
+	rawQK bool
 }
 
 func (c coreCase) shape() ref.Shape {
@@ -107,6 +111,7 @@ func coreCases() []coreCase {
 		{name: "beta1", hq: 2, hv: 8, b: 3, t: 300, h0: true, ht: true, beta: ref.Float(1)},
 		{name: "beta1_noh0", hq: 16, hv: 32, b: 1, t: 200, ht: true, beta: ref.Float(1)},
 		{name: "no_outputs_but_o", hq: 4, hv: 4, b: 3, t: 100, h0: true},
+		{name: "raw_qk_norms", hq: 2, hv: 8, b: 1, t: 300, h0: true, ht: true, rawQK: true},
 	}
 	for _, c := range long {
 		if c.dtype == gdn.DtypeInvalid {
@@ -196,6 +201,12 @@ func loadCase(c coreCase, seed uint64) *caseData {
 		if err != nil {
 			d.err = err
 			return
+		}
+		if c.rawQK {
+			for i := range in.Q {
+				in.Q[i] *= 2
+				in.K[i] *= 0.5
+			}
 		}
 		if d.gcum, d.err = ref.ChunkCumsum(s, in.G); d.err != nil {
 			return
