@@ -309,7 +309,7 @@ func (rt *Runtime) newFullCall(a *FullArgs, key fullKey, p Problem) (*fullCall, 
 	}
 	e := &fullCall{key: key, seqs: slices.Clone(p.Seqs), dev: rt.calls.dev, memBytes: tableBytes + gBytes + aBytes + 2*qkBytes}
 	heads := prepHeads(p, nch, rt.calls.plans.sms, rt.prepHeads)
-	v, err := kernsrc.PrepVariant(kernsrc.PrepChunkKernel, coreDtype(p.Dtype), heads)
+	v, err := kernsrc.PrepVariant(kernsrc.PrepChunkKernel, inputDtype(p.Dtype), heads)
 	if err != nil {
 		return nil, err
 	}
@@ -332,10 +332,13 @@ func (rt *Runtime) newFullCall(a *FullArgs, key fullKey, p Problem) (*fullCall, 
 	if a.L2Norm {
 		qn := A.Offset(aBytes)
 		kn := qn.Offset(qkBytes)
-		q = Tensor{Ptr: uintptr(qn), Bytes: qkBytes, Dtype: a.Q.Dtype, Shape: a.Q.Shape}
-		k = Tensor{Ptr: uintptr(kn), Bytes: qkBytes, Dtype: a.K.Dtype, Shape: a.K.Shape}
+		// The preparation writes the normalised copies in fp16 (entries of at
+		// most 1: three more bits than bf16).
+		q = Tensor{Ptr: uintptr(qn), Bytes: qkBytes, Dtype: FP16, Shape: a.Q.Shape}
+		k = Tensor{Ptr: uintptr(kn), Bytes: qkBytes, Dtype: FP16, Shape: a.K.Shape}
 	}
 	e.core = a.coreTemplate(q, k, uintptr(gcum), uintptr(A))
+	e.core.qkFP16 = a.L2Norm
 	e.core.CuSeqlens = append([]int(nil), a.CuSeqlens...)
 
 	flags := int32(0)

@@ -19,10 +19,10 @@ import (
 // is comparable and holds no Go pointers, so map lookups by it allocate
 // nothing.
 type hopperCall struct {
-	q, k, v, g, beta, a, h0, ht, cuSeqlens, o uintptr // 0 where absent
-	b, t, hq, hv, n                           int
-	dtype, betaDtype, aDtype, seqlensDtype    Dtype
-	scale                                     uint32 // bits of the (validated, finite) scale: equal keys, equal bytes
+	q, k, v, g, beta, a, h0, ht, cuSeqlens, o       uintptr // 0 where absent
+	b, t, hq, hv, n                                 int
+	dtype, qkDtype, betaDtype, aDtype, seqlensDtype Dtype
+	scale                                           uint32 // bits of the (validated, finite) scale: equal keys, equal bytes
 
 	// Not in the block, but in the plan that callCache keeps with it: the
 	// chains the planner's cost model weighs (chainChunks; planKey holds
@@ -51,7 +51,7 @@ func newHopperCall(a *CoreArgs, p Problem) hopperCall {
 	k := hopperCall{
 		q: a.Q.Ptr, k: a.K.Ptr, v: a.V.Ptr, g: a.G.Ptr, beta: a.Beta.Ptr, a: a.A.Ptr, o: a.O.Ptr,
 		b: p.B, t: p.T, hq: p.Hq, hv: p.Hv, n: p.N,
-		dtype: p.Dtype, betaDtype: p.BetaDtype, aDtype: p.ADtype, seqlensDtype: p.SeqlensDtype,
+		dtype: p.Dtype, qkDtype: p.QKDtype, betaDtype: p.BetaDtype, aDtype: p.ADtype, seqlensDtype: p.SeqlensDtype,
 		scale: math.Float32bits(p.Scale),
 	}
 	if p.HasH0 {
@@ -91,10 +91,13 @@ func (k hopperCall) params(encode tiledEncoder, out *[kernsrc.HopperParamsBytes]
 // callers that adjust them (the passes of a split plan).
 func (k hopperCall) hopperParams(encode tiledEncoder) (kernsrc.HopperParams, error) {
 	var hp kernsrc.HopperParams
-	in := driver.TensorBF16
-	if k.dtype == FP16 {
-		in = driver.TensorF16
+	tensorDtype := func(d Dtype) driver.TensorDtype {
+		if d == FP16 {
+			return driver.TensorF16
+		}
+		return driver.TensorBF16
 	}
+	in, qk := tensorDtype(k.dtype), tensorDtype(k.qkDtype)
 	tokens := func(dt driver.TensorDtype, base uintptr, inner, heads int, box0 uint32) (driver.TensorMap, error) {
 		row := uint64(inner) * uint64(dt.Size())
 		return encode(dt, driver.DevicePtr(base),
@@ -103,10 +106,10 @@ func (k hopperCall) hopperParams(encode tiledEncoder) (kernsrc.HopperParams, err
 			[]uint32{box0, 1, ChunkLen, 1}, driver.Swizzle128B)
 	}
 	var err error
-	if hp.MapQ, err = tokens(in, k.q, HeadDim, k.hq, 64); err != nil {
+	if hp.MapQ, err = tokens(qk, k.q, HeadDim, k.hq, 64); err != nil {
 		return hp, fmt.Errorf("gdn: tensor map of q: %w", err)
 	}
-	if hp.MapK, err = tokens(in, k.k, HeadDim, k.hq, 64); err != nil {
+	if hp.MapK, err = tokens(qk, k.k, HeadDim, k.hq, 64); err != nil {
 		return hp, fmt.Errorf("gdn: tensor map of k: %w", err)
 	}
 	if hp.MapV, err = tokens(in, k.v, HeadDim, k.hv, 64); err != nil {

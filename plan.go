@@ -161,15 +161,29 @@ func chainChunks(p Problem) (longest, total int) {
 // dtype.
 func PlanCoreVariant(p Problem, name string) (Plan, error) {
 	for _, nc := range kernsrc.HopperConsumers {
-		v, err := kernsrc.HopperVariant(coreDtype(p.Dtype), nc)
-		if err == nil && v.Name == name {
-			return planHopper(p, nc)
+		// The input dtype's name also serves the full forward's fp16 copies
+		// of q and k (a bf16 variant forced on a ForwardFull with L2Norm
+		// picks the tile; the dtypes are the call's).
+		for _, dt := range []kernsrc.CoreDtype{coreDtype(p), inputDtype(p.Dtype)} {
+			v, err := kernsrc.HopperVariant(dt, nc)
+			if err == nil && v.Name == name {
+				return planHopper(p, nc)
+			}
 		}
 	}
 	return Plan{}, argErrorf("variant", "%q is not a core-forward variant for %v inputs", name, p.Dtype)
 }
 
-func coreDtype(d Dtype) kernsrc.CoreDtype {
+// coreDtype is the dtype pair of p's core variants.
+func coreDtype(p Problem) kernsrc.CoreDtype {
+	if p.Dtype == BF16 && p.QKDtype == FP16 {
+		return kernsrc.CoreBF16FP16QK
+	}
+	return inputDtype(p.Dtype)
+}
+
+// inputDtype is the kernels' name for an input dtype.
+func inputDtype(d Dtype) kernsrc.CoreDtype {
 	if d == FP16 {
 		return kernsrc.CoreFP16
 	}
@@ -177,7 +191,7 @@ func coreDtype(d Dtype) kernsrc.CoreDtype {
 }
 
 func planHopper(p Problem, consumers int) (Plan, error) {
-	v, err := kernsrc.HopperVariant(coreDtype(p.Dtype), consumers)
+	v, err := kernsrc.HopperVariant(coreDtype(p), consumers)
 	if err != nil {
 		return Plan{}, err
 	}

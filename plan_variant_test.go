@@ -16,7 +16,7 @@ func TestPlanCoreVariant(t *testing.T) {
 	forced := 0
 	for _, v := range kernsrc.HopperVariants() {
 		pl, err := PlanCoreVariant(p, v.Name)
-		if !strings.Contains(v.Name, "fp16") || strings.HasSuffix(v.Name, "_transfer") { // the transfer pass is no core forward
+		if !strings.HasPrefix(v.Name, "gdn_hopper_fp16_") || strings.HasSuffix(v.Name, "_transfer") { // the transfer pass is no core forward
 			var ae *ArgError
 			if !errors.As(err, &ae) || ae.Arg != "variant" {
 				t.Errorf("%s on fp16 inputs: %v, want an ArgError naming variant", v.Name, err)
@@ -47,5 +47,35 @@ func TestPlanCoreVariant(t *testing.T) {
 	var ae *ArgError
 	if err := rt.Forward(goodArgs(1, 10, 1, 2), 0); !errors.As(err, &ae) || ae.Arg != "variant" {
 		t.Errorf("Forward of bf16 inputs with an fp16 variant: %v", err)
+	}
+}
+
+// The full forward's core on bf16 v with fp16 copies of q and k runs the
+// bf16_fp16qk variants; a bf16 variant's name forces the same tile, while
+// plain bf16 inputs cannot take a bf16_fp16qk variant.
+func TestPlanCoreVariantFP16QK(t *testing.T) {
+	p := Problem{B: 2, T: 100, Hq: 2, Hv: 8, N: 2, Dtype: BF16, QKDtype: FP16}
+	for _, nc := range kernsrc.HopperConsumers {
+		mixed, _ := kernsrc.HopperVariant(kernsrc.CoreBF16FP16QK, nc)
+		plain, _ := kernsrc.HopperVariant(kernsrc.CoreBF16, nc)
+		for _, name := range []string{mixed.Name, plain.Name} {
+			pl, err := PlanCoreVariant(p, name)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if pl.Variant.Name != mixed.Name {
+				t.Errorf("%s forced on fp16 q, k and bf16 v: variant %s, want %s", name, pl.Variant.Name, mixed.Name)
+			}
+		}
+		bf := p
+		bf.QKDtype = BF16
+		if _, err := PlanCoreVariant(bf, mixed.Name); err == nil {
+			t.Errorf("%s forced on bf16 q and k", mixed.Name)
+		}
+	}
+	for _, sms := range []int{16, 132} {
+		if pl, err := PlanCore(p, sms); err != nil || !strings.Contains(pl.Variant.Name, "_bf16_fp16qk_") {
+			t.Errorf("PlanCore on fp16 q, k and bf16 v (%d SMs): %v, %v", sms, pl.Variant.Name, err)
+		}
 	}
 }

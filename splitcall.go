@@ -188,7 +188,7 @@ func newSplitCall(dev scratchDevice, grave *scratchGraveyard, encode tiledEncode
 	bmBytes := 2 * P * p.Hv * stateFloats * 4
 	startBytes := nSeg * p.Hv * stateFloats * 4
 	sc := &splitCall{plan: sp, dev: dev, seqs: slices.Clone(p.Seqs)} // grave set once prepared: until then free frees
-	if sc.xferVariant, err = kernsrc.HopperTransferVariant(coreDtype(p.Dtype), sp.xferConsumers); err != nil {
+	if sc.xferVariant, err = kernsrc.HopperTransferVariant(coreDtype(p), sp.xferConsumers); err != nil {
 		return nil, err
 	}
 	sc.xferBlock, sc.xferSmem = uint32(kernsrc.HopperThreads(sp.xferConsumers)), kernsrc.HopperSharedBytes(sp.xferConsumers)

@@ -51,6 +51,10 @@ type CoreArgs struct {
 	// kernel takes as it is (kernsrc.HopperFlagAPrepared). Never set by
 	// callers: a public A is FP32 or BF16.
 	aPrepared bool
+	// qkFP16: q and k are the full forward's normalised copies, FP16
+	// whatever v's dtype (the preparation writes them so; the core then runs
+	// kernsrc.CoreBF16FP16QK on bf16 v). Never set by callers.
+	qkFP16 bool
 }
 
 // Problem is the validated size of a call.
@@ -58,7 +62,8 @@ type Problem struct {
 	B, T, Hq, Hv int
 	N            int   // number of sequences
 	Seqs         []int // cu_seqlens (N+1 offsets into the B*T tokens); nil without varlen
-	Dtype        Dtype // of q, k, v, o
+	Dtype        Dtype // of v and o, and of q and k but for QKDtype
+	QKDtype      Dtype // of q and k: Dtype, or FP16 for the full forward's normalised copies (CoreArgs.qkFP16)
 	BetaDtype    Dtype
 	ADtype       Dtype // FP16 only for the full forward's prepared A2 (CoreArgs.aPrepared)
 	SeqlensDtype Dtype // of CuSeqlensDevice; DtypeInvalid without varlen
@@ -107,7 +112,10 @@ func ValidateCore(a *CoreArgs) (Problem, error) {
 		}
 		return p, argErrorf(arg, "%s (shape %v)", msg, shape)
 	}
-	p.Dtype = a.Q.Dtype
+	p.Dtype, p.QKDtype = a.Q.Dtype, a.Q.Dtype
+	if a.qkFP16 {
+		p.Dtype, p.QKDtype = a.V.Dtype, FP16
+	}
 	if p.Dtype != BF16 && p.Dtype != FP16 {
 		return p, argErrorf("q", "dtype %v, want bf16 or fp16", p.Dtype)
 	}
@@ -152,8 +160,8 @@ func ValidateCore(a *CoreArgs) (Problem, error) {
 		shape  dims
 		align  int
 	}{
-		{"q", a.Q, dtypesOf(p.Dtype), shapeOf(b, t, p.Hq, HeadDim), 16},
-		{"k", a.K, dtypesOf(p.Dtype), shapeOf(b, t, p.Hq, HeadDim), 16},
+		{"q", a.Q, dtypesOf(p.QKDtype), shapeOf(b, t, p.Hq, HeadDim), 16},
+		{"k", a.K, dtypesOf(p.QKDtype), shapeOf(b, t, p.Hq, HeadDim), 16},
 		{"v", a.V, dtypesOf(p.Dtype), shapeOf(b, t, p.Hv, HeadDim), 16},
 		{"g", a.G, dtypesOf(FP32), shapeOf(b, t, p.Hv), 4},
 		{"beta", a.Beta, dtypesOf(FP32, p.Dtype), shapeOf(b, t, p.Hv), 0}, // aligned to its element

@@ -367,3 +367,27 @@ func TestValidateCoreAllocs(t *testing.T) {
 		t.Errorf("dtype error reads %v", err)
 	}
 }
+
+// The full forward's core (CoreArgs.qkFP16): q and k are its fp16 copies,
+// v and o keep the input dtype; the problem says both.
+func TestValidateCoreFP16QK(t *testing.T) {
+	a := goodArgs(1, 100, 2, 8)
+	a.qkFP16 = true
+	a.Q.Dtype, a.K.Dtype = FP16, FP16
+	p, err := ValidateCore(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Dtype != BF16 || p.QKDtype != FP16 {
+		t.Errorf("dtypes %v / q, k %v, want bf16 / fp16", p.Dtype, p.QKDtype)
+	}
+	a.K.Dtype = BF16
+	var ae *ArgError
+	if _, err := ValidateCore(a); !errors.As(err, &ae) || ae.Arg != "k" {
+		t.Errorf("bf16 k beside fp16 copies: %v, want an ArgError naming k", err)
+	}
+	plain := goodArgs(1, 100, 2, 8)
+	if p, err := ValidateCore(plain); err != nil || p.QKDtype != p.Dtype {
+		t.Errorf("plain call: q, k dtype %v, v %v (%v)", p.QKDtype, p.Dtype, err)
+	}
+}

@@ -31,12 +31,17 @@
 // (kWide below, docs/PERF.md v12).
 //
 // Compile-time choices (-D): GDN_FP16 (0: bf16 inputs and output, 1: fp16),
+// GDN_QK_FP16 (q and k in fp16 whatever GDN_FP16 says: the full forward's
+// normalised copies, which its preparation writes in fp16),
 // GDN_NC (consumer warpgroups: 1 or 2, value tile 64 or 128), and the
 // contract defines of kernsrc/hopper.go (sizes, offsets, flags), checked.
 #include "gdn_hopper.cuh"
 
 #ifndef GDN_FP16
 #define GDN_FP16 0
+#endif
+#ifndef GDN_QK_FP16
+#define GDN_QK_FP16 GDN_FP16
 #endif
 #ifndef GDN_NC
 #define GDN_NC 2
@@ -119,7 +124,9 @@ constexpr int kBV = 64 * kNC;
 #endif
 constexpr int kAux = GDN_AUX;
 constexpr int kThreads = 128 * (kAux + kNC);
-constexpr bool kConvert = GDN_FP16 == 0;  // bf16 inputs are converted to fp16 in place
+constexpr bool kConvert = GDN_FP16 == 0;  // bf16 v (kWide: converted to fp16 in place by the aux)
+constexpr bool kQKFP16 = GDN_QK_FP16 != 0;  // else q and k are bf16, converted to fp16 in place
+static_assert(kQKFP16 || kConvert, "fp16 v with bf16 q and k is not a variant");
 constexpr bool kXfer = GDN_TRANSFER != 0;
 // How a chunk's first products are formed (measured, docs/PERF.md v12):
 // a CTA with one consumer group is bound by that group's chain of products,
@@ -132,11 +139,14 @@ constexpr bool kXfer = GDN_TRANSFER != 0;
 constexpr bool kWide = kNC == 1 && !kXfer;
 typedef Elem<GDN_FP16 != 0> E;
 
-// A packed pair of the input dtype (lo, hi) as two floats.
-GDN_DEVICE float2 unpack2(uint32_t x) {
-  if (GDN_FP16) return make_float2(fp16_to_float((uint16_t)(x & 0xffff)), fp16_to_float((uint16_t)(x >> 16)));
+// A packed pair of fp16 (F16) or bf16 values (lo, hi) as two floats.
+template <bool F16>
+GDN_DEVICE float2 unpack2_of(uint32_t x) {
+  if (F16) return make_float2(fp16_to_float((uint16_t)(x & 0xffff)), fp16_to_float((uint16_t)(x >> 16)));
   return make_float2(__uint_as_float(x << 16), __uint_as_float(x & 0xffff0000u));
 }
+// A packed pair of the input dtype (v's) as two floats.
+GDN_DEVICE float2 unpack2(uint32_t x) { return unpack2_of<GDN_FP16 != 0>(x); }
 
 // Register budgets (setmaxnreg). The consumers hold S^T, [U | O'] and half
 // of S^T's fp16 copy; the aux groups give up what they can. The CTA's pool
@@ -222,12 +232,13 @@ GDN_DEVICE void issue_loads(unsigned char* st, uint64_t* full, const GdnHopperPa
   for (int x = 0; x < kNC; ++x) tma_load_4d(st + kOffV + x * kTile, &p.tm_v, full, w.v0 + 64 * x, w.h, t, w.b);
 }
 
-// Eight 16-bit values of the input dtype (16 bytes) times f, as fp16.
+// Eight 16-bit values (16 bytes; fp16 if F16, else bf16) times f, as fp16.
+template <bool F16>
 GDN_DEVICE uint4 to_fp16x8(uint4 x, float f) {
   uint32_t* v = reinterpret_cast<uint32_t*>(&x);
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    const float2 y = unpack2(v[j]);
+    const float2 y = unpack2_of<F16>(v[j]);
     v[j] = pack_fp16x2(y.x * f, y.y * f);
   }
   return x;
@@ -347,7 +358,7 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
         const int half = ks >> 2, off = (ks & 3) * 32;
         const uint64_t da = wgmma_desc(st + kOffBQ + (2 * half + 1) * kTile + off, 16, 1024);
         const uint64_t db = wgmma_desc(st + kOffBQ + 2 * half * kTile + off, 16, 1024);
-        if (kConvert)
+        if (!kQKFP16)
           wgmma_ss_n64_bf16<0, 0>(P, da, db, ks > 0);
         else
           wgmma_ss_n64<0, 0>(P, da, db, ks > 0);
@@ -392,15 +403,19 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
       for (int x = 0; x < (kWide ? 4 + kNC : 4); ++x) {
         // Tiles 0, 2: K's d halves; 1, 3: Q's; then the value tiles, which
         // only the one-consumer chain takes from the stage (kWide).
-        const bool isq = x < 4 && (x & 1);
-        if (isq ? kXfer : !kConvert) continue;  // no Q in the transfer pass; fp16 K and V stay
+        // The tile's dtype: q's and k's (x < 4) or v's (a constant unless
+        // the two differ, GDN_QK_FP16).
+        const bool isq = x < 4 && (x & 1), f16 = x < 4 ? kQKFP16 : !kConvert;
+        if (isq ? kXfer : f16) continue;  // no Q in the transfer pass; fp16 K and V stay
         unsigned char* tile = st + kOffBQ + x * kTile;
         uint4 y[4];
 #pragma unroll
         for (int u = 0; u < 4; ++u) y[u] = *reinterpret_cast<const uint4*>(tile + (t + 128 * u) * 16);
 #pragma unroll
-        for (int u = 0; u < 4; ++u)
-          *reinterpret_cast<uint4*>(tile + (t + 128 * u) * 16) = to_fp16x8(y[u], isq && !kWide ? eq[u] : 1.f);
+        for (int u = 0; u < 4; ++u) {
+          const float f = isq && !kWide ? eq[u] : 1.f;
+          *reinterpret_cast<uint4*>(tile + (t + 128 * u) * 16) = f16 ? to_fp16x8<true>(y[u], f) : to_fp16x8<false>(y[u], f);
+        }
       }
     }
 

@@ -29,7 +29,7 @@ constexpr int kHeads = GDN_PREP_HEADS;
 enum : int32_t {
   kGateInKernel = 1,  // g holds the raw a: g = -exp(A_log) softplus(a + dt_bias)
   kBetaFP32 = 2,      // beta is fp32 (else the dtype of q)
-  kL2Norm = 4,        // q and k are L2-normalised here (written to qn and kn)
+  kL2Norm = 4,        // q and k are L2-normalised here (written to qn and kn in fp16)
 };
 
 #ifdef GDN_PREP_FLAG_GATE
@@ -98,8 +98,11 @@ __device__ __forceinline__ void store_c(const float c[4], float* C, int sc, floa
 }  // namespace
 
 // A 128-vector held by a half-warp, eight 16-bit values (16 bytes) a lane,
-// L2-normalised: x / sqrt(sum(x^2) + 1e-6) (FLA's l2norm), rounded back to
-// the input dtype. Every lane of the warp takes part (the two halves hold
+// L2-normalised: x / sqrt(sum(x^2) + 1e-6) (FLA's l2norm), rounded to fp16
+// whatever the input dtype (a unit vector's entries are at most 1, where
+// fp16 keeps three more bits than bf16: the core forward then takes the
+// copies as fp16, kernsrc.CoreBF16FP16QK, and K K^T here sees the very rows
+// its products take). Every lane of the warp takes part (the two halves hold
 // two vectors); a zero vector stays zero. The inverse norm is rsqrtf (FLA's
 // form too): its error of a few fp32 ulps vanishes in the 16-bit rounding,
 // and it is one MUFU where 1 / sqrtf was a square root and a division with
@@ -120,10 +123,10 @@ __device__ __forceinline__ uint4 l2_normalise(uint4 x) {
   for (int o = 8; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
   const float inv = rsqrtf(ss + 1e-6f);
   uint4 out;
-  out.x = E::pack2(v[0] * inv, v[1] * inv);
-  out.y = E::pack2(v[2] * inv, v[3] * inv);
-  out.z = E::pack2(v[4] * inv, v[5] * inv);
-  out.w = E::pack2(v[6] * inv, v[7] * inv);
+  out.x = pack_fp16x2(v[0] * inv, v[1] * inv);
+  out.y = pack_fp16x2(v[2] * inv, v[3] * inv);
+  out.z = pack_fp16x2(v[4] * inv, v[5] * inv);
+  out.w = pack_fp16x2(v[6] * inv, v[7] * inv);
   return out;
 }
 }  // namespace
@@ -273,8 +276,13 @@ extern "C" __global__ void __launch_bounds__(128, 8) gdn_prep_chunk(
       if (np > warp) break;
       uint32_t bt[4];
       load_bt_pair(bt, Ks, kKs, 16 * ks, 16 * np, lane);
-      mma_16816<GDN_FP16 != 0>(acc[2 * np], a, bt[0], bt[1]);
-      mma_16816<GDN_FP16 != 0>(acc[2 * np + 1], a, bt[2], bt[3]);
+      if (GDN_FP16 != 0 || l2) {  // fp16 rows: the input's, or normalised (l2_normalise)
+        mma_16816<true>(acc[2 * np], a, bt[0], bt[1]);
+        mma_16816<true>(acc[2 * np + 1], a, bt[2], bt[3]);
+      } else {
+        mma_16816<false>(acc[2 * np], a, bt[0], bt[1]);
+        mma_16816<false>(acc[2 * np + 1], a, bt[2], bt[3]);
+      }
     }
   }
   __syncthreads();  // gv complete; every warp done with the k rows (L replaces them)

@@ -6,14 +6,23 @@ import (
 	"math"
 )
 
-// CoreDtype names the 16-bit input dtype a core variant is built for.
+// CoreDtype names the 16-bit dtypes a core variant is built for.
 type CoreDtype string
 
-// The input dtypes of q, k, v and o.
+// The dtypes of q, k, v and o.
 const (
 	CoreBF16 CoreDtype = "bf16"
 	CoreFP16 CoreDtype = "fp16"
+	// CoreBF16FP16QK: v and o bf16, q and k fp16: the full forward's core
+	// on bf16 inputs with L2Norm, whose normalised copies of q and k the
+	// preparation writes in fp16 (3 more bits than bf16 for entries of at
+	// most 1; about half the error on unnormalised inputs, docs/PERF.md
+	// v19). A core variant only: the preparation is built per input dtype.
+	CoreBF16FP16QK CoreDtype = "bf16_fp16qk"
 )
+
+// coreDtypes are the dtype pairs a core variant is built for.
+var coreDtypes = []CoreDtype{CoreBF16, CoreFP16, CoreBF16FP16QK}
 
 // HopperKernel is the entry point of the sm_90a core forward (gdn_hopper.cu).
 const HopperKernel = "gdn_hopper_fwd"
@@ -136,9 +145,15 @@ func fp16Define(dt CoreDtype, family string) (int, error) {
 }
 
 func hopperVariant(dt CoreDtype, consumers int, transfer bool) (Variant, error) {
-	fp16, err := fp16Define(dt, "hopper")
-	if err != nil {
-		return Variant{}, err
+	fp16, qkFP16 := 0, 1
+	if dt == CoreBF16FP16QK {
+		fp16 = 0
+	} else {
+		var err error
+		if fp16, err = fp16Define(dt, "hopper"); err != nil {
+			return Variant{}, err
+		}
+		qkFP16 = fp16
 	}
 	if consumers != 1 && consumers != 2 {
 		return Variant{}, fmt.Errorf("kernsrc: hopper consumers %d: want 1 or 2", consumers)
@@ -151,7 +166,8 @@ func hopperVariant(dt CoreDtype, consumers int, transfer bool) (Variant, error) 
 		Name:   name,
 		File:   "gdn_hopper.cu",
 		Kernel: HopperKernel,
-		Defines: []string{fmt.Sprintf("GDN_FP16=%d", fp16), fmt.Sprintf("GDN_NC=%d", consumers),
+		Defines: []string{fmt.Sprintf("GDN_FP16=%d", fp16), fmt.Sprintf("GDN_QK_FP16=%d", qkFP16),
+			fmt.Sprintf("GDN_NC=%d", consumers),
 			fmt.Sprintf("GDN_SMEM_BYTES=%d", HopperSharedBytes(consumers)),
 			fmt.Sprintf("GDN_AUX=%d", HopperAux(consumers)),
 			fmt.Sprintf("GDN_THREADS=%d", HopperThreads(consumers)),
@@ -168,12 +184,12 @@ func hopperVariant(dt CoreDtype, consumers int, transfer bool) (Variant, error) 
 	}, nil
 }
 
-// HopperVariants lists every Hopper variant (each dtype and consumer count,
+// HopperVariants lists every Hopper variant (each dtype pair and consumer count,
 // the core forward and the transfer pass).
 func HopperVariants() []Variant {
 	var out []Variant
 	for _, transfer := range []bool{false, true} {
-		for _, dt := range []CoreDtype{CoreBF16, CoreFP16} {
+		for _, dt := range coreDtypes {
 			for _, nc := range HopperConsumers {
 				v, _ := hopperVariant(dt, nc, transfer)
 				out = append(out, v)

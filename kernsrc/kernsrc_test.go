@@ -36,8 +36,32 @@ func TestCatalogueNamesAndSources(t *testing.T) {
 			}
 		}
 	}
-	if len(HopperVariants()) != 8 || transfer != 4 {
-		t.Errorf("%d Hopper variants (%d transfer), want 8: bf16/fp16 x 1/2 consumers x core/transfer", len(HopperVariants()), transfer)
+	if len(HopperVariants()) != 12 || transfer != 6 {
+		t.Errorf("%d Hopper variants (%d transfer), want 12: bf16/fp16/bf16_fp16qk x 1/2 consumers x core/transfer", len(HopperVariants()), transfer)
+	}
+}
+
+// The dtype pair decides GDN_FP16 (v and o) and GDN_QK_FP16 (q and k).
+func TestHopperVariantDtypeDefines(t *testing.T) {
+	for _, c := range []struct {
+		dt         CoreDtype
+		fp16, qk16 string
+	}{{CoreBF16, "GDN_FP16=0", "GDN_QK_FP16=0"}, {CoreFP16, "GDN_FP16=1", "GDN_QK_FP16=1"},
+		{CoreBF16FP16QK, "GDN_FP16=0", "GDN_QK_FP16=1"}} {
+		v, err := HopperVariant(c.dt, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := " " + strings.Join(v.Defines, " ") + " "
+		if !strings.Contains(d, " "+c.fp16+" ") || !strings.Contains(d, " "+c.qk16+" ") {
+			t.Errorf("%s: defines %v, want %s and %s", c.dt, v.Defines, c.fp16, c.qk16)
+		}
+		if want := "gdn_hopper_" + string(c.dt) + "_bv128"; v.Name != want {
+			t.Errorf("%s: name %s, want %s", c.dt, v.Name, want)
+		}
+	}
+	if _, err := PrepVariant(PrepChunkKernel, CoreBF16FP16QK, 1); err == nil {
+		t.Error("a prep variant for bf16_fp16qk: the preparation is built per input dtype")
 	}
 }
 

@@ -39,7 +39,7 @@ func PrepChunkSharedBytes(heads int) int {
 const (
 	PrepFlagGateInKernel = 1 // g holds the gate's raw input a
 	PrepFlagBetaFP32     = 2 // beta is fp32 (else the dtype of q)
-	PrepFlagL2Norm       = 4 // q and k are L2-normalised (into the qn and kn scratch)
+	PrepFlagL2Norm       = 4 // q and k are L2-normalised (into the qn and kn scratch, in fp16)
 )
 
 // PrepVariant returns the variant of the prep kernel (PrepChunkKernel) for
