@@ -220,6 +220,57 @@ func TestFullHostMatchesReference(t *testing.T) {
 	}
 }
 
+// With L2Norm on bf16 inputs the core runs on the preparation's fp16
+// copies of q and k (the bf16_fp16qk variants), at either tile width: each
+// forced (Options.Variant, by the bf16 name that picks the tile) on the
+// bf16 L2Norm cases, and the planner's own choice named in PlanOfFull;
+// without L2Norm the plain bf16 variant.
+func TestFullFP16QKBothTiles(t *testing.T) {
+	var cases []fullCase
+	for _, c := range fullCases() {
+		if c.l2norm && recipeDtype(c.opts) == gdn.BF16 {
+			cases = append(cases, c)
+		}
+	}
+	for _, tile := range []string{"bv64", "bv128"} {
+		r := splitRuntime(t, gdn.Options{Variant: "gdn_hopper_bf16_" + tile})
+		for i, c := range cases {
+			t.Run(tile+"/"+c.name, func(t *testing.T) {
+				o, ht := runFullCase(t, r, c, uint64(300+i))
+				t.Logf("METRIC full %s o %v ht %v", tile, o, ht)
+				if c.rawQK && o.Ratio > 2.5e-3 {
+					t.Errorf("o ratio %.3e on unnormalised q and k: over 2.5e-3", o.Ratio)
+				}
+				_, _, h := fullCaseInputs(t, c, 1)
+				up, err := r.UploadFull(h)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer up.Free()
+				pl, err := r.PlanOfFull(up.Args)
+				if want := "gdn_hopper_bf16_fp16qk_" + tile; err != nil || pl.Variant.Name != want {
+					t.Errorf("PlanOfFull: %v (%v), want %s", pl.Variant.Name, err, want)
+				}
+			})
+		}
+	}
+	r := testRuntime(t)
+	for _, l2 := range []bool{true, false} {
+		c := fullCases()[1] // l2norm, bf16
+		c.l2norm = l2
+		_, _, h := fullCaseInputs(t, c, 2)
+		up, err := r.UploadFull(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pl, err := r.PlanOfFull(up.Args)
+		up.Free()
+		if err != nil || strings.Contains(pl.Variant.Name, "_fp16qk_") != l2 {
+			t.Errorf("L2Norm %v: the planner's variant %s (%v)", l2, pl.Variant.Name, err)
+		}
+	}
+}
+
 // ForwardFullHost refuses bad arguments with an error naming them, and the
 // Runtime works afterwards.
 func TestFullHostBadInput(t *testing.T) {

@@ -139,6 +139,9 @@ func coreVariants(t *testing.T) []string {
 		if strings.HasSuffix(v.Name, "_transfer") {
 			continue // the transfer pass of split plans: TestSplit* runs it
 		}
+		if strings.Contains(v.Name, "_fp16qk_") {
+			continue // the full forward's core on fp16 copies of q and k: TestFull* runs it
+		}
 		names = append(names, v.Name)
 	}
 	if s := os.Getenv("GDN_TEST_VARIANTS"); s != "" {
