@@ -241,7 +241,7 @@ func soakCheck(p soakProblem, in soakInputs, res *gdn.HostCoreResult, budget int
 		// sees the exact one, so the rounding of A itself (up to 2^-9 per
 		// entry) shows in o and ht on top of the kernel's error. The full
 		// forward stores A in fp16 and, with L2Norm, q and k normalised and
-		// rounded back to the input dtype. Such problems are held to
+		// rounded to fp16. Such problems are held to
 		// docs/SPEC.md's lines (the full forward's GPU tests use the same),
 		// the rest to the tight ones.
 		lim.O = ref.Tolerance{Ratio: max(lim.O.Ratio, ref.PassO.Ratio), MaxAbs: max(lim.O.MaxAbs, ref.PassO.MaxAbs)}

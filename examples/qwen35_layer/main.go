@@ -246,7 +246,7 @@ func (l *layer) keyHeadSlice(kh int) *layer {
 // cpuReference is the no-GPU path. On a small layer (two query/key heads,
 // four value heads, three prompts with tail chunks) it takes the full
 // forward's steps the way gdn's kernels take them: the gate from A_log,
-// dt_bias and a, q and k normalised and rounded back to bf16 (as the device
+// dt_bias and a, q and k normalised and rounded to fp16 (as the device
 // keeps them), the chunk-local cumulative gate, A, then the chunked form;
 // and holds the result to ref.Full, the token-by-token float64 definition.
 func cpuReference() error {
@@ -268,7 +268,7 @@ func cpuReference() error {
 		if err != nil {
 			return err
 		}
-		*x = ref.QuantizeBF16(n)
+		*x = ref.QuantizeFP16(n)
 	}
 	gcum, err := ref.ChunkCumsum(s, in.G)
 	if err != nil {
@@ -285,6 +285,6 @@ func cpuReference() error {
 	fmt.Printf("CPU reference: prompts %v, Hq=%d Hv=%d, gate from A_log, dt_bias and a, q and k normalised inside, float64 (%.0f ms)\n",
 		[]int{130, 1, 69}, s.Hq, s.Hv, float64(time.Since(start).Microseconds())/1e3)
 	fmt.Println("chunked steps (as the kernels take them) against ref.Full (token by token); the whole difference is the")
-	fmt.Println("bf16 rounding of the normalised q and k, which the device keeps as FLA does (unrounded, they agree to 1e-15):")
+	fmt.Println("fp16 rounding of the normalised q and k, which the device keeps (unrounded, they agree to 1e-15):")
 	return headcheck.Report(ref.Compare64(o, oRef), ref.Compare64(ht, htRef))
 }
