@@ -17,6 +17,10 @@
 #               branch or tag; built in a temporary worktree, the working
 #               tree untouched): the baseline of device-run.sh's compare
 #               step, which times both in one call
+#   --gchunt    also build .bin/gdn-norandheap.gchunt: the root package's
+#               GPU tests with GOEXPERIMENT=norandomizedheapbase64 (the Go
+#               heap at its fixed pre-1.26 base), for device-run.sh's
+#               gchunt step, which takes turns between it and gdn.test
 #   --also REV  (with --old, repeatable) also build .bin/gdn+REV (a '/' in
 #               REV becomes '_'): compare times each of them against the
 #               same baseline in the same call, to tell apart the changes
@@ -26,11 +30,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 lean=0
+gchunt=0
 old=""
 also=()
 while [[ $# -gt 0 ]]; do
 	case "$1" in
 	--lean) lean=1 ;;
+	--gchunt) gchunt=1 ;;
 	--old)
 		[[ $# -ge 2 ]] || { echo "device-build.sh: --old needs a git revision" >&2; exit 2; }
 		old="$2"
@@ -58,7 +64,7 @@ for a in "${also[@]}"; do
 done
 eval "$(scripts/cuda-sdk.sh)"
 mkdir -p .bin
-rm -f .bin/*.test .bin/gdn .bin/gdn-old .bin/gdn+* .bin/prefill .bin/qwen35_layer
+rm -f .bin/*.test .bin/*.gchunt .bin/gdn .bin/gdn-old .bin/gdn+* .bin/prefill .bin/qwen35_layer
 pkgs=(. ./driver ./jit ./cmd/gdn)
 [[ $lean == 1 ]] && pkgs=(.)
 for pkg in "${pkgs[@]}"; do
@@ -67,6 +73,9 @@ for pkg in "${pkgs[@]}"; do
 	go test -tags cuda -c -o ".bin/$name.test" "$pkg"
 done
 go build -tags cuda -o .bin/gdn ./cmd/gdn
+if [[ $gchunt == 1 ]]; then
+	GOEXPERIMENT=norandomizedheapbase64 go test -tags cuda -c -ldflags "-s -w" -o .bin/gdn-norandheap.gchunt .
+fi
 if [[ $lean == 0 ]]; then
 	go build -tags cuda -o .bin/prefill ./examples/prefill
 	go build -tags cuda -o .bin/qwen35_layer ./examples/qwen35_layer

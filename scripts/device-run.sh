@@ -3,7 +3,7 @@
 # scripts/device-build.sh filled .bin/. Logs go to $OUT (or ./device-out),
 # at most one file per step (the device tool brings back 8 files).
 #
-#   .bin/device-run.sh [warmup] [tests] [sanitize[:TOOLS]] [soak[:MINUTES]] [stress[:SECONDS]] [plancheck[:CASES]] [splitgrid[:CASES]] [bench] [bench:CASES] [compare[:CASES]] [comparefull[:CASES]] [knob:DEFINES[@CASES]] [knobfull:DEFINES[@CASES]] [benchfull] [benchfull:CASES] [hostbench] [example] [layer] [python]
+#   .bin/device-run.sh [warmup] [tests] [sanitize[:TOOLS]] [soak[:MINUTES]] [stress[:SECONDS]] [gchunt[:SECONDS]] [plancheck[:CASES]] [splitgrid[:CASES]] [bench] [bench:CASES] [compare[:CASES]] [comparefull[:CASES]] [knob:DEFINES[@CASES]] [knobfull:DEFINES[@CASES]] [benchfull] [benchfull:CASES] [hostbench] [example] [layer] [python]
 #
 # warmup    every kernel variant compiled by this machine's NVRTC
 #           into an empty cache: fails if one spills or ptxas
@@ -30,6 +30,16 @@
 #           input set shows as a different digest; a binary without
 #           the out_hash column is checked by exit status only); the
 #           last line is "N processes, M failed"         -> stress.log
+# gchunt    a hunt for the Go runtime's "found bad pointer in Go heap"
+#           (seen once in v19's test run): the GPU tests in a loop for
+#           SECONDS (default 240), GOGC=10 (GCHUNT_GOGC), tests
+#           GCHUNT_RUN (default ^Test(Full|Split|Core)), taking turns
+#           between .bin/gdn.test and, when device-build.sh --gchunt
+#           built it, .bin/gdn-norandheap.gchunt (the same tests built
+#           with GOEXPERIMENT=norandomizedheapbase64: Go 1.26's heap at
+#           its old fixed base); each process must exit 0; the first
+#           crash of each binary is kept; the last line is "BIN: N runs,
+#           M failed, K bad pointers" for each    -> gchunt.log
 # plancheck does the planner pick the faster tile? every case
 #           (plancheck:a,b for named ones; default the suite)
 #           timed as the planner plans it and with each tile
@@ -166,6 +176,39 @@ for step in "${@:-tests}"; do
 		rm -rf "$tmp"
 		echo "$n processes, $bad failed" | tee -a "$out/stress.log" >&2
 		((bad == 0)) || fail stress
+		;;
+	gchunt | gchunt:*)
+		secs=240
+		[[ $step == gchunt:* ]] && secs="${step#gchunt:}"
+		bins=(.bin/gdn.test)
+		[[ -x .bin/gdn-norandheap.gchunt ]] && bins+=(.bin/gdn-norandheap.gchunt)
+		run="${GCHUNT_RUN:-^Test(Full|Split|Core)}"
+		echo "== gchunt $secs s: ${bins[*]}, -test.run '$run', GOGC=${GCHUNT_GOGC:-10}" | tee "$out/gchunt.log" >&2
+		declare -A runs=() failed=() badptr=()
+		end=$((SECONDS + secs))
+		i=0
+		while :; do
+			b=${bins[$((i % ${#bins[@]}))]}
+			i=$((i + 1))
+			name=$(basename "$b")
+			runs[$name]=$((${runs[$name]:-0} + 1))
+			if ! GOGC="${GCHUNT_GOGC:-10}" timeout 300 "$b" -test.run "$run" -test.count=1 >"$out/gchunt.tmp" 2>&1; then
+				failed[$name]=$((${failed[$name]:-0} + 1))
+				grep -q "bad pointer" "$out/gchunt.tmp" && badptr[$name]=$((${badptr[$name]:-0} + 1))
+				if ((${failed[$name]} == 1)); then
+					{ echo "== $name, run ${runs[$name]}: first failure"; head -c 200000 "$out/gchunt.tmp"; } >>"$out/gchunt.log"
+				fi
+			fi
+			((SECONDS < end)) || break
+		done
+		rm -f "$out/gchunt.tmp"
+		bad=0
+		for b in "${bins[@]}"; do
+			name=$(basename "$b")
+			echo "$name: ${runs[$name]:-0} runs, ${failed[$name]:-0} failed, ${badptr[$name]:-0} bad pointers" | tee -a "$out/gchunt.log" >&2
+			bad=$((bad + ${failed[$name]:-0}))
+		done
+		((bad == 0)) || fail gchunt
 		;;
 	splitgrid | splitgrid:*)
 		cases=tp8_32k,tp4_32k,tp8_8k,chain_equal,tp2_32k,tp2_16kx2,tp8_2k

@@ -371,3 +371,70 @@ func runDeviceStepsExtra(t *testing.T, extra []string, steps ...string) (string,
 	t.Helper()
 	return runDevice(t, "", true, extra, nil, steps...)
 }
+
+// The gchunt step runs the GPU test binaries in turns until its time is
+// up, with GOGC=10 and the tests it names; a binary that dies is counted,
+// the Go runtime's bad-pointer crash apart, its first failure kept, and
+// the step fails.
+func TestDeviceRunGCHunt(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, ".bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script, err := os.ReadFile("device-run.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := filepath.Join(dir, "calls.log")
+	// Each fake logs its environment and arguments; the norandheap one
+	// crashes on its second run as the runtime does.
+	fake := func(crashOn string) string {
+		return `#!/usr/bin/env bash
+echo "$(basename "$0") GOGC=$GOGC $*" >>"$CALLS"
+n=$(grep -c "^$(basename "$0") " "$CALLS")
+if [[ $n == "` + crashOn + `" ]]; then
+	echo "runtime: pointer 0x18e9a2de4000 to unallocated span"
+	echo "fatal error: found bad pointer in Go heap (incorrect use of unsafe or cgo?)"
+	exit 2
+fi
+echo PASS
+`
+	}
+	for name, text := range map[string]string{"device-run.sh": string(script), "gdn.test": fake("never"), "gdn-norandheap.gchunt": fake("2")} {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte(text), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := filepath.Join(dir, "out")
+	cmd := exec.Command("bash", ".bin/device-run.sh", "gchunt:1")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "OUT="+out, "CALLS="+calls, "GCHUNT_RUN=^TestFull")
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	if cmd.Run() == nil {
+		t.Errorf("gchunt passed with a crashing binary:\n%s", errb.String())
+	}
+	log, err := os.ReadFile(filepath.Join(out, "gchunt.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(log)
+	if !strings.Contains(text, "== gdn-norandheap.gchunt, run 2: first failure") || !strings.Contains(text, "found bad pointer") {
+		t.Errorf("the first crash is not kept:\n%s", text)
+	}
+	if !strings.Contains(text, "gdn-norandheap.gchunt: ") || !strings.Contains(text, " 1 bad pointers") {
+		t.Errorf("no count of the bad-pointer crash:\n%s", text)
+	}
+	var runs, failed, bad int
+	if _, err := fmt.Sscanf(text[strings.Index(text, "gdn.test: "):], "gdn.test: %d runs, %d failed, %d bad pointers", &runs, &failed, &bad); err != nil || runs < 1 || failed != 0 || bad != 0 {
+		t.Errorf("gdn.test's line: %d runs, %d failed, %d bad (%v):\n%s", runs, failed, bad, err, text)
+	}
+	c, _ := os.ReadFile(calls)
+	if !strings.Contains(string(c), "gdn.test GOGC=10 -test.run ^TestFull -test.count=1") {
+		t.Errorf("calls:\n%s", c)
+	}
+}
