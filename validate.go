@@ -63,7 +63,7 @@ type Problem struct {
 	N            int   // number of sequences
 	Seqs         []int // cu_seqlens (N+1 offsets into the B*T tokens); nil without varlen
 	Dtype        Dtype // of v and o, and of q and k but for QKDtype
-	QKDtype      Dtype // of q and k: Dtype, or FP16 for the full forward's normalised copies (CoreArgs.qkFP16)
+	QKDtype      Dtype // of q and k: Dtype (or unset), or FP16 for the full forward's normalised copies (CoreArgs.qkFP16)
 	BetaDtype    Dtype
 	ADtype       Dtype // FP16 only for the full forward's prepared A2 (CoreArgs.aPrepared)
 	SeqlensDtype Dtype // of CuSeqlensDevice; DtypeInvalid without varlen
