@@ -61,7 +61,8 @@
 # compare   .bin/gdn-old (scripts/device-build.sh --old REV) and
 #           .bin/gdn timed in one call on the same cases
 #           (compare:a,b for named cases; default: the whole suite),
-#           with each case's speed-up; then each .bin/gdn+REV
+#           with each case's speed-up and whether its outputs
+#           are bit-identical; then each .bin/gdn+REV
 #           (device-build.sh --also REV) against the same
 #           baseline run                                   -> compare.txt
 # comparefull the same for gdn bench --full (comparefull:a,b)
@@ -94,6 +95,18 @@ fail() { status=1; echo "FAIL $*" >&2; }
 # all_ok FILE: every variant row of a gdn warmup table in FILE ends in "ok"
 # (no spills, no serialised wgmma, no compile error).
 all_ok() { ! grep -E "^gdn_" "$1" | grep -vqE "[[:space:]]ok( \(ptx\))?$"; }
+# same_outputs OLD.csv NEW.csv: one line saying which cases gave the same
+# output digest (out_hash: the last call's o of each input set) in both
+# runs, bit for bit, and which did not; a change meant to keep the bits (a
+# new memory layout, a new schedule of the same sums) shows as all the
+# same. Nothing when either CSV lacks the column (an older binary).
+same_outputs() {
+	awk -F, 'FNR == 1 { c = h = 0; for (i = 1; i <= NF; i++) { if ($i == "case") c = i; if ($i == "out_hash") h = i }; if (!h) bad = 1; next }
+		!h { next }
+		FNR == NR { old[$c] = $h; next }
+		($c in old) { if (old[$c] == $h) same = same " " $c; else diff = diff " " $c }
+		END { if (bad) exit; printf "outputs bit-identical to gdn-old:%s; differ:%s\n", (same == "" ? " none" : same), (diff == "" ? " none" : diff) }' "$1" "$2"
+}
 for step in "${@:-tests}"; do
 	case "$step" in
 	tests)
@@ -290,6 +303,7 @@ for step in "${@:-tests}"; do
 		echo "== $name $cases" >&2
 		timeout 240 .bin/gdn-old bench $full $cases --csv "$out/$name-old.csv" >"$out/$name.txt" 2>&1 || fail "$name (old)"
 		timeout 240 .bin/gdn bench $full $cases --csv "$out/$name-new.csv" --compare "$out/$name-old.csv" >>"$out/$name.txt" 2>&1 || fail "$name (new)"
+		same_outputs "$out/$name-old.csv" "$out/$name-new.csv" >>"$out/$name.txt"
 		sed -n '/old ms/,$p' "$out/$name.txt" >&2
 		# The revisions of scripts/device-build.sh --also, each against the
 		# same baseline run.
@@ -297,6 +311,7 @@ for step in "${@:-tests}"; do
 			[[ -x $extra ]] || continue
 			echo "== $name: ${extra#.bin/} against gdn-old" | tee -a "$out/$name.txt" >&2
 			timeout 240 "$extra" bench $full $cases --csv "$out/$name-extra.csv" --compare "$out/$name-old.csv" >"$out/$name-extra.txt" 2>&1 || fail "$name (${extra#.bin/})"
+			same_outputs "$out/$name-old.csv" "$out/$name-extra.csv" >>"$out/$name-extra.txt"
 			cat "$out/$name-extra.txt" >>"$out/$name.txt"
 			sed -n '/old ms/,$p' "$out/$name-extra.txt" >&2
 		done

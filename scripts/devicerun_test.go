@@ -438,3 +438,39 @@ echo PASS
 		t.Errorf("calls:\n%s", c)
 	}
 }
+
+// compare says which cases gave the baseline's output digests bit for bit:
+// the fake's n-th bench call writes digest $FAKE_HASH_n (the baseline's
+// call is the first); an older binary without the column gives no line.
+func TestDeviceRunCompareSameOutputs(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	for _, c := range []struct {
+		name string
+		env  []string
+		want string
+	}{
+		{"same", []string{"FAKE_HASH_1=ab12", "FAKE_HASH_2=ab12"}, "outputs bit-identical to gdn-old: tp8_2k; differ: none"},
+		{"differ", []string{"FAKE_HASH_1=ab12", "FAKE_HASH_2=cd34"}, "outputs bit-identical to gdn-old: none; differ: tp8_2k"},
+		{"no digests", []string{"FAKE_NO_HASH=1"}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			stderr, out, pass := runDevice(t, "", true, nil, c.env, "compare:tp8_2k")
+			if !pass {
+				t.Fatalf("compare failed:\n%s", stderr)
+			}
+			text, err := os.ReadFile(filepath.Join(out, "compare.txt"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := strings.Contains(string(text), "outputs bit-identical")
+			if c.want == "" && got || c.want != "" && !strings.Contains(string(text), c.want) {
+				t.Errorf("compare.txt:\n%s\nwant %q", text, c.want)
+			}
+			if c.want != "" && !strings.Contains(stderr, c.want) {
+				t.Errorf("not on stderr:\n%s", stderr)
+			}
+		})
+	}
+}
