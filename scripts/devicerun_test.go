@@ -67,24 +67,7 @@ func runDeviceStepsEnv(t *testing.T, warmupRows string, withOld bool, env []stri
 // under the names in extra (device-build.sh --also's gdn+REV).
 func runDevice(t *testing.T, warmupRows string, withOld bool, extra, env []string, steps ...string) (string, string, bool) {
 	t.Helper()
-	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("no bash")
-	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, ".bin")
-	if err := os.MkdirAll(bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	script, err := os.ReadFile("device-run.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	write := func(name, text string) {
-		if err := os.WriteFile(filepath.Join(bin, name), []byte(text), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("device-run.sh", string(script))
+	dir, write := deviceDir(t)
 	write("gdn", fakeGDN)
 	if withOld {
 		write("gdn-old", fakeGDN)
@@ -101,7 +84,7 @@ func runDevice(t *testing.T, warmupRows string, withOld bool, extra, env []strin
 	cmd.Env = append(cmd.Env, env...)
 	var errb strings.Builder
 	cmd.Stderr = &errb
-	err = cmd.Run()
+	err := cmd.Run()
 	return errb.String(), out, err == nil
 }
 
@@ -377,18 +360,7 @@ func runDeviceStepsExtra(t *testing.T, extra []string, steps ...string) (string,
 // the Go runtime's bad-pointer crash apart, its first failure kept, and
 // the step fails.
 func TestDeviceRunGCHunt(t *testing.T) {
-	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("no bash")
-	}
-	dir := t.TempDir()
-	bin := filepath.Join(dir, ".bin")
-	if err := os.MkdirAll(bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	script, err := os.ReadFile("device-run.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, write := deviceDir(t)
 	calls := filepath.Join(dir, "calls.log")
 	// Each fake logs its environment and arguments; the norandheap one
 	// crashes on its second run as the runtime does.
@@ -404,11 +376,8 @@ fi
 echo PASS
 `
 	}
-	for name, text := range map[string]string{"device-run.sh": string(script), "gdn.test": fake("never"), "gdn-norandheap.gchunt": fake("2")} {
-		if err := os.WriteFile(filepath.Join(bin, name), []byte(text), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write("gdn.test", fake("never"))
+	write("gdn-norandheap.gchunt", fake("2"))
 	out := filepath.Join(dir, "out")
 	cmd := exec.Command("bash", ".bin/device-run.sh", "gchunt:1")
 	cmd.Dir = dir
@@ -473,4 +442,30 @@ func TestDeviceRunCompareSameOutputs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// deviceDir makes a folder with .bin/device-run.sh (this tree's script)
+// for a run of it, and returns the folder and a writer of more executable
+// files into .bin; it skips the test without bash.
+func deviceDir(t *testing.T) (string, func(name, text string)) {
+	t.Helper()
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, ".bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script, err := os.ReadFile("device-run.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, text string) {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte(text), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("device-run.sh", string(script))
+	return dir, write
 }
