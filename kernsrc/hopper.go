@@ -145,10 +145,9 @@ func fp16Define(dt CoreDtype, family string) (int, error) {
 }
 
 func hopperVariant(dt CoreDtype, consumers int, transfer bool) (Variant, error) {
+	// GDN_FP16 (v and o) and GDN_QK_FP16 (q and k).
 	fp16, qkFP16 := 0, 1
-	if dt == CoreBF16FP16QK {
-		fp16 = 0
-	} else {
+	if dt != CoreBF16FP16QK {
 		var err error
 		if fp16, err = fp16Define(dt, "hopper"); err != nil {
 			return Variant{}, err
