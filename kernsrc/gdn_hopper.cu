@@ -691,12 +691,16 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
   if (t == 0) tma_store_wait_all();
 
   if (p.ptr.ht != nullptr && (int)blockIdx.y < p.sc.n_ht) {
+    // A transfer matrix (zero_v: its "value" index is M's column k') is
+    // stored transposed, element (k, k') at k' * 128 + k: the scan reads it
+    // by columns (gdn_scan.cu).
+    const int sk = w.zero_v ? 1 : 128, sv = w.zero_v ? 128 : 1;
 #pragma unroll
     for (int j = 0; j < 16; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int v = vb + 16 * warp + gq + 8 * (e >> 1), k = 8 * j + 2 * tq + (e & 1);
-        p.ptr.ht[state + (int64_t)k * 128 + v] = S[4 * j + e];
+        p.ptr.ht[state + (int64_t)k * sk + (int64_t)v * sv] = S[4 * j + e];
       }
   }
 }

@@ -12,6 +12,7 @@
 //
 // Layouts (floats, 128 x 128 per state):
 //   bm      [2][P][Hv][128][128]  B of the P transfer segments, then their M
+//           transposed (element (k, k') of M at k' * 128 + k)
 //   h0      [N][Hv][128][128]     or null (zero)
 //   starts  [N + P][Hv][128][128] row n < N: the start of sequence n's last
 //           segment; row N + p: the start of transfer segment p
@@ -19,46 +20,46 @@
 //           first[n] .. first[n+1] - 1, in token order
 //
 // Grid (16, Hv, N), 256 threads: a CTA owns 8 value columns of one head of
-// one sequence. Nothing but the product depends on the previous step: M of
-// the next segment streams into the other half of a double buffer
-// (cp.async), and B a step ahead into registers, while this one's product
-// runs.
+// one sequence. Nothing but the product depends on the previous step: M and
+// B of the next segment load into registers while this one's product runs.
 //
 // The product (128 x 128 times 128 x 8, fp32 FMA) is split over k: warp w
 // sums columns 16w..16w+15 of M for all 128 rows (lane l: rows l + 32 i)
-// and all 8 state columns, so that each 16-byte load of M feeds 32 FMAs and
-// the state's loads are one address across the warp; the eight partial
-// sums then meet in shared memory (Red), and thread (r, c) = (t / 8, t % 8)
-// adds them for rows r + 32 i of column c. (Unsplit, a thread's 4 rows x 1
-// column took five 16-byte loads for 16 FMAs, and the loads' wavefronts
-// bounded the step: docs/PERF.md v17.) M's rows and the transposed state
-// are padded to 132 floats: a quarter-warp's loads of M land in distinct
-// banks.
+// and all 8 state columns, so that the state's loads are one address
+// across the warp; the eight partial sums then meet in shared memory
+// (Red), and thread (r, c) = (t / 8, t % 8) adds them for rows r + 32 i of
+// column c.
+//
+// M comes straight from global memory into registers, a step ahead: the
+// transfer pass stores it transposed (bm's M planes are M^T, [k'][k]), so
+// that for one column k' of M a warp's 32 lanes read rows l + 32 i as 128
+// contiguous bytes. Each thread holds its 4 rows x 16 columns (64
+// registers) of the current M and loads the next one's while it computes.
+// (Through shared memory, 16 CTAs a head each wrote and read all of M every
+// step, and those wavefronts bounded the step: docs/PERF.md v18, v19.)
 
 #include "gdn_common.cuh"
 
 #ifdef GDN_SCAN_SMEM_BYTES
-static_assert(GDN_SCAN_SMEM_BYTES == 2 * 128 * 132 * 4 + 8 * 128 * 8 * 4, "kernsrc.ScanSharedBytes");
+static_assert(GDN_SCAN_SMEM_BYTES == 8 * 128 * 8 * 4, "kernsrc.ScanSharedBytes");
 #endif
 #ifdef GDN_SCAN_THREADS
 static_assert(GDN_SCAN_THREADS == 256, "kernsrc.ScanThreads");
 #endif
 
 namespace {
-constexpr int kCols = 8;   // value columns per CTA
-constexpr int kLd = 132;   // row stride of M and of the transposed state in shared memory (floats)
-constexpr int kPlaneS = 128 * kLd;
+constexpr int kCols = 8;  // value columns per CTA
+constexpr int kLd = 132;  // row stride of the transposed state in shared memory (floats)
 
-// Starts copying M (128 x 128 floats) into dst (rows kLd floats apart):
-// 16 bytes per cp.async.
-__device__ __forceinline__ void load_m_async(float* dst, const float* M, int t) {
+// This thread's part of M (rows lane + 32 i, columns 16 w + kk) from M^T
+// (mt: [k'][k], 128 x 128 floats): mt[(16 w + kk) * 128 + lane + 32 i].
+// One base address, the rest constant offsets (LDG [R + imm]).
+__device__ __forceinline__ void load_m(float (&m)[4][16], const float* __restrict__ mt, int w, int lane) {
+  const float* b = mt + 16 * 128 * w + lane;
 #pragma unroll
-  for (int u = 0; u < 128 * 128 / 4 / 256; ++u) {
-    const int q = t + 256 * u;  // 16-byte piece q: row q / 32, columns 4 (q % 32)..
-    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst + (q >> 5) * kLd + 4 * (q & 31)));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(M + 4 * q) : "memory");
-  }
-  asm volatile("cp.async.commit_group;" ::: "memory");
+  for (int kk = 0; kk < 16; ++kk)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) m[i][kk] = __ldcg(b + 128 * kk + 32 * i);
 }
 }  // namespace
 
@@ -67,11 +68,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) gdn_scan_states(const float
                                                                       float* __restrict__ starts,
                                                                       const int* __restrict__ first, int P, int Hv,
                                                                       int N) {
-  extern __shared__ float4 m_raw[];
-  float* Mbuf = reinterpret_cast<float*>(m_raw);  // [2][128][kLd]
-  float* Red = Mbuf + 2 * kPlaneS;                 // [8 warps][128 rows][kCols]: partial sums
+  extern __shared__ float4 red_raw[];
+  float* Red = reinterpret_cast<float*>(red_raw);  // [8 warps][128 rows][kCols]: partial sums
   __shared__ __align__(16) float St[kCols][kLd];   // the state's columns, transposed
   const int t = threadIdx.x, c = t % kCols, r = t / kCols;
+  const int lane = t & 31, w = t >> 5;
   const int v = blockIdx.x * kCols + c, h = blockIdx.y, n = blockIdx.z;
   const size_t plane = 128 * 128;
   const int off = r * 128 + v;  // element (r, v) of a state
@@ -90,17 +91,16 @@ extern "C" __global__ void __launch_bounds__(256, 1) gdn_scan_states(const float
   for (int i = 0; i < 4; ++i) S[i] = h0 != nullptr ? h0[AT(n, i)] : 0.f;
 
   const int p0 = first[n], p1 = first[n + 1];
-  // B of the current segment is loaded a step ahead, like M: its round trip
-  // would otherwise stall the product's first FMA at every step.
-  float Bn[4];
+  // M and B of the current segment are loaded a step ahead: their round
+  // trips would otherwise stall the product's first FMA at every step.
+  float m[4][16], Bn[4];
   if (p0 < p1) {
-    load_m_async(Mbuf, MAT(p0), t);
+    load_m(m, MAT(p0), w, lane);
 #pragma unroll
     for (int i = 0; i < 4; ++i) Bn[i] = bm[AT(p0, i)];
   }
   for (int p = p0; p < p1; ++p) {
     const bool next = p + 1 < p1;
-    if (next) load_m_async(Mbuf + ((p + 1 - p0) & 1) * kPlaneS, MAT(p + 1), t);
     float acc[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -109,37 +109,29 @@ extern "C" __global__ void __launch_bounds__(256, 1) gdn_scan_states(const float
       acc[i] = Bn[i];
       if (next) Bn[i] = bm[AT(p + 1, i)];
     }
-    if (next)
-      asm volatile("cp.async.wait_group 1;" ::: "memory");
-    else
-      asm volatile("cp.async.wait_group 0;" ::: "memory");
-    __syncthreads();  // M_p and St visible to all
+    __syncthreads();  // St visible to all
     // Split over k: warp w takes columns 16w..16w+15 of M for all 128 rows
-    // (lane l: rows l + 32 i) and all 8 state columns, so that a 16-byte
-    // load of M feeds 32 FMAs and the state's loads are the same address
-    // across the warp; then the eight warps' partial sums meet in Red.
+    // (lane l: rows l + 32 i) and all 8 state columns, the state's loads
+    // the same address across the warp; then the eight warps' partial sums
+    // meet in Red. The next segment's M is loaded into mn meanwhile.
     {
-      const int lane = t & 31, w = t >> 5;
-      const float* M = Mbuf + ((p - p0) & 1) * kPlaneS + lane * kLd + 16 * w;
-      float part[4][kCols];
+      float part[4][kCols], mn[4][16];
+      if (next) load_m(mn, MAT(p + 1), w, lane);
 #pragma unroll
       for (int i = 0; i < 4; ++i)
 #pragma unroll
         for (int cc = 0; cc < kCols; ++cc) part[i][cc] = 0.f;
 #pragma unroll
       for (int g = 0; g < 16; g += 4) {
-        float4 m[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) m[i] = *reinterpret_cast<const float4*>(M + 32 * kLd * i + g);
 #pragma unroll
         for (int cc = 0; cc < kCols; ++cc) {
           const float4 sv = *reinterpret_cast<const float4*>(&St[cc][16 * w + g]);
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
-            part[i][cc] = fmaf(m[i].x, sv.x, part[i][cc]);
-            part[i][cc] = fmaf(m[i].y, sv.y, part[i][cc]);
-            part[i][cc] = fmaf(m[i].z, sv.z, part[i][cc]);
-            part[i][cc] = fmaf(m[i].w, sv.w, part[i][cc]);
+            part[i][cc] = fmaf(m[i][g], sv.x, part[i][cc]);
+            part[i][cc] = fmaf(m[i][g + 1], sv.y, part[i][cc]);
+            part[i][cc] = fmaf(m[i][g + 2], sv.z, part[i][cc]);
+            part[i][cc] = fmaf(m[i][g + 3], sv.w, part[i][cc]);
           }
         }
       }
@@ -149,13 +141,19 @@ extern "C" __global__ void __launch_bounds__(256, 1) gdn_scan_states(const float
         *reinterpret_cast<float4*>(dst) = make_float4(part[i][0], part[i][1], part[i][2], part[i][3]);
         *reinterpret_cast<float4*>(dst + 4) = make_float4(part[i][4], part[i][5], part[i][6], part[i][7]);
       }
+      if (next) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+          for (int kk = 0; kk < 16; ++kk) m[i][kk] = mn[i][kk];
+      }
     }
-    __syncthreads();  // Red complete; M_p and St read by all before they are rewritten
+    __syncthreads();  // Red complete; St read by all before it is rewritten
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       float x = acc[i];
 #pragma unroll
-      for (int w = 0; w < 8; ++w) x += Red[(w * 128 + r + 32 * i) * kCols + c];
+      for (int w2 = 0; w2 < 8; ++w2) x += Red[(w2 * 128 + r + 32 * i) * kCols + c];
       S[i] = x;
     }
   }

@@ -15,11 +15,10 @@ const (
 	ScanColumns = 8
 )
 
-// ScanSharedBytes is the scan's dynamic shared memory: two 128 x 128 fp32
-// transfer matrices (the next one loads while the current one is used),
-// their rows padded to 132 floats (gdn_scan.cu: bank-conflict-free loads),
-// and the eight warps' partial sums of a step (128 x 8 floats each).
-const ScanSharedBytes = 2*128*132*4 + 8*128*8*4
+// ScanSharedBytes is the scan's dynamic shared memory: the eight warps'
+// partial sums of a step (128 x 8 floats each). The transfer matrices go
+// from global memory straight to registers (gdn_scan.cu).
+const ScanSharedBytes = 8 * 128 * 8 * 4
 
 // ScanVariant is the scan kernel (one variant: it reads only fp32 states).
 func ScanVariant() Variant {
