@@ -41,7 +41,7 @@
 #include "gdn_common.cuh"
 
 #ifdef GDN_SCAN_SMEM_BYTES
-static_assert(GDN_SCAN_SMEM_BYTES == 8 * 128 * 8 * 4, "kernsrc.ScanSharedBytes");
+static_assert(GDN_SCAN_SMEM_BYTES == (2 * 8 * 128 * 4 + 16) * 4, "kernsrc.ScanSharedBytes");
 #endif
 #ifdef GDN_SCAN_THREADS
 static_assert(GDN_SCAN_THREADS == 256, "kernsrc.ScanThreads");
@@ -50,6 +50,12 @@ static_assert(GDN_SCAN_THREADS == 256, "kernsrc.ScanThreads");
 namespace {
 constexpr int kCols = 8;  // value columns per CTA
 constexpr int kLd = 132;  // row stride of the transposed state in shared memory (floats)
+// Red, the warps' partial sums, is two planes of four columns each, [8
+// warps][128 rows][4]: a warp's 16-byte stores of one plane are contiguous
+// (four wavefronts where eight columns a row, 32 bytes apart, took eight),
+// and the planes are 16 floats apart, so that the final sum's loads of
+// both (a warp: 4 rows x 8 columns) fall in distinct banks.
+constexpr int kRedPlane = 8 * 128 * 4 + 16;
 
 // This thread's part of M (rows lane + 32 i, columns 16 w + kk) from M^T
 // (mt: [k'][k], 128 x 128 floats): mt[(16 w + kk) * 128 + lane + 32 i].
@@ -69,7 +75,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) gdn_scan_states(const float
                                                                       const int* __restrict__ first, int P, int Hv,
                                                                       int N) {
   extern __shared__ float4 red_raw[];
-  float* Red = reinterpret_cast<float*>(red_raw);  // [8 warps][128 rows][kCols]: partial sums
+  float* Red = reinterpret_cast<float*>(red_raw);  // [2 planes][8 warps][128 rows][4]: partial sums
   __shared__ __align__(16) float St[kCols][kLd];   // the state's columns, transposed
   const int t = threadIdx.x, c = t % kCols, r = t / kCols;
   const int lane = t & 31, w = t >> 5;
@@ -137,9 +143,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) gdn_scan_states(const float
       }
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        float* dst = Red + (w * 128 + lane + 32 * i) * kCols;
+        float* dst = Red + (w * 128 + lane + 32 * i) * 4;
         *reinterpret_cast<float4*>(dst) = make_float4(part[i][0], part[i][1], part[i][2], part[i][3]);
-        *reinterpret_cast<float4*>(dst + 4) = make_float4(part[i][4], part[i][5], part[i][6], part[i][7]);
+        *reinterpret_cast<float4*>(dst + kRedPlane) = make_float4(part[i][4], part[i][5], part[i][6], part[i][7]);
       }
       if (next) {
 #pragma unroll
@@ -153,7 +159,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) gdn_scan_states(const float
     for (int i = 0; i < 4; ++i) {
       float x = acc[i];
 #pragma unroll
-      for (int w2 = 0; w2 < 8; ++w2) x += Red[(w2 * 128 + r + 32 * i) * kCols + c];
+      for (int w2 = 0; w2 < 8; ++w2) x += Red[(c >> 2) * kRedPlane + (w2 * 128 + r + 32 * i) * 4 + (c & 3)];
       S[i] = x;
     }
   }

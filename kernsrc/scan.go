@@ -16,9 +16,10 @@ const (
 )
 
 // ScanSharedBytes is the scan's dynamic shared memory: the eight warps'
-// partial sums of a step (128 x 8 floats each). The transfer matrices go
-// from global memory straight to registers (gdn_scan.cu).
-const ScanSharedBytes = 8 * 128 * 8 * 4
+// partial sums of a step (128 x 8 floats each, in two planes of four
+// columns 16 floats apart: gdn_scan.cu). The transfer matrices go from
+// global memory straight to registers.
+const ScanSharedBytes = (2*8*128*4 + 16) * 4
 
 // ScanVariant is the scan kernel (one variant: it reads only fp32 states).
 func ScanVariant() Variant {
