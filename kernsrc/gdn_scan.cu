@@ -47,6 +47,13 @@ static_assert(GDN_SCAN_SMEM_BYTES == (2 * 8 * 128 * 4 + 16) * 4, "kernsrc.ScanSh
 static_assert(GDN_SCAN_THREADS == 256, "kernsrc.ScanThreads");
 #endif
 
+// GDN_SCAN_PREFETCH=0 (a knob for measuring): M is loaded at the start of
+// its own step instead of a step ahead (64 registers fewer, its round trip
+// exposed).
+#ifndef GDN_SCAN_PREFETCH
+#define GDN_SCAN_PREFETCH 1
+#endif
+
 namespace {
 constexpr int kCols = 8;  // value columns per CTA
 constexpr int kLd = 132;  // row stride of the transposed state in shared memory (floats)
@@ -101,12 +108,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) gdn_scan_states(const float
   // trips would otherwise stall the product's first FMA at every step.
   float m[4][16], Bn[4];
   if (p0 < p1) {
-    load_m(m, MAT(p0), w, lane);
+    if (GDN_SCAN_PREFETCH) load_m(m, MAT(p0), w, lane);
 #pragma unroll
     for (int i = 0; i < 4; ++i) Bn[i] = bm[AT(p0, i)];
   }
   for (int p = p0; p < p1; ++p) {
     const bool next = p + 1 < p1;
+    if (!GDN_SCAN_PREFETCH) load_m(m, MAT(p), w, lane);
     float acc[4];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -122,7 +130,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) gdn_scan_states(const float
     // meet in Red. The next segment's M is loaded into mn meanwhile.
     {
       float part[4][kCols], mn[4][16];
-      if (next) load_m(mn, MAT(p + 1), w, lane);
+      if (GDN_SCAN_PREFETCH && next) load_m(mn, MAT(p + 1), w, lane);
 #pragma unroll
       for (int i = 0; i < 4; ++i)
 #pragma unroll
@@ -147,7 +155,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) gdn_scan_states(const float
         *reinterpret_cast<float4*>(dst) = make_float4(part[i][0], part[i][1], part[i][2], part[i][3]);
         *reinterpret_cast<float4*>(dst + kRedPlane) = make_float4(part[i][4], part[i][5], part[i][6], part[i][7]);
       }
-      if (next) {
+      if (GDN_SCAN_PREFETCH && next) {
 #pragma unroll
         for (int i = 0; i < 4; ++i)
 #pragma unroll
