@@ -137,6 +137,13 @@ constexpr bool kXfer = GDN_TRANSFER != 0;
 // V stays as loaded and enters through registers, U and O' are m64n64
 // products, and the aux converts only K and Q.
 constexpr bool kWide = kNC == 1 && !kXfer;
+// The consumers give O' its factors e^{g_i} (columns of O'^T, after its
+// product) instead of the aux group scaling Q's rows: the kWide chain
+// always; with two consumer groups when q is fp16 as loaded (fp16 inputs,
+// the full forward's fp16 copies), so that the aux group, the bound of a
+// BV 128 chunk, leaves Q's tiles untouched. (bf16 Q is converted anyway,
+// and scaled on the way.)
+constexpr bool kScaleOInConsumer = kWide || (kQKFP16 && !kXfer);
 typedef Elem<GDN_FP16 != 0> E;
 
 // A packed pair of fp16 (F16) or bf16 values (lo, hi) as two floats.
@@ -406,14 +413,18 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
         // The tile's dtype: q's and k's (x < 4) or v's (a constant unless
         // the two differ, GDN_QK_FP16).
         const bool isq = x < 4 && (x & 1), f16 = x < 4 ? kQKFP16 : !kConvert;
-        if (isq ? kXfer : f16) continue;  // no Q in the transfer pass; fp16 K and V stay
+        // No Q in the transfer pass, nor fp16 Q at BV 128 when the consumers
+        // scale O' themselves (the kWide chain keeps its copy: without it
+        // ptxas serialised the fp16 BV 64 kernel's wgmma); fp16 K and V stay
+        // as loaded.
+        if (isq ? kXfer || (f16 && kScaleOInConsumer && !kWide) : f16) continue;
         unsigned char* tile = st + kOffBQ + x * kTile;
         uint4 y[4];
 #pragma unroll
         for (int u = 0; u < 4; ++u) y[u] = *reinterpret_cast<const uint4*>(tile + (t + 128 * u) * 16);
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
-          const float f = isq && !kWide ? eq[u] : 1.f;
+          const float f = isq && !kScaleOInConsumer ? eq[u] : 1.f;
           *reinterpret_cast<uint4*>(tile + (t + 128 * u) * 16) = f16 ? to_fp16x8<true>(y[u], f) : to_fp16x8<false>(y[u], f);
         }
       }
@@ -581,6 +592,14 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       wgmma_commit();
       wgmma_wait<0>();
       reg_fence(acc, kXfer ? 32 : 64);
+      if (kScaleOInConsumer && !kXfer) {  // fp16 Q left unscaled by the aux group
+#pragma unroll
+        for (int jb = 0; jb < 8; ++jb) {
+          const int i = 8 * jb + 2 * tq;
+          const float e0 = vec.eg[i], e1 = vec.eg[i + 1];
+          O[4 * jb] *= e0, O[4 * jb + 1] *= e1, O[4 * jb + 2] *= e0, O[4 * jb + 3] *= e1;
+        }
+      }
     }
 
     // Vn^T = (V - diag(e^g) U)^T A2^T, into acc[0..31] (the transfer
