@@ -9,49 +9,11 @@ package driver
 import "C"
 
 import (
-	"errors"
 	"fmt"
 	"unsafe"
 
 	cu "gorgonia.org/cu"
 )
-
-// cParams copies the packed arguments into one C allocation laid out as a
-// kernelParams array (void*[n]) followed by the values, 64-byte aligned, and
-// returns the allocation (to C.free; nil when there are no arguments) and the
-// array in it. The driver copies the values during the call that takes them.
-// No closure is returned: Launch frees with a plain defer, which allocates
-// nothing.
-func cParams(a *Args) (mem unsafe.Pointer, list *unsafe.Pointer, err error) {
-	if err := a.Err(); err != nil {
-		return nil, nil, err
-	}
-	n := a.Len()
-	if n == 0 {
-		return nil, nil, nil
-	}
-	const align = 64
-	ptrBytes := (n*int(unsafe.Sizeof(unsafe.Pointer(nil))) + align - 1) &^ (align - 1)
-	mem = C.malloc(C.size_t(align + ptrBytes + len(a.buf)))
-	if mem == nil {
-		return nil, nil, errors.New("driver: out of host memory for kernel arguments")
-	}
-	base := unsafe.Add(mem, (align-int(uintptr(mem)%align))%align)
-	data := unsafe.Add(base, ptrBytes)
-	copy(unsafe.Slice((*byte)(data), len(a.buf)), a.buf)
-	ps := unsafe.Slice((*unsafe.Pointer)(base), n)
-	for i, off := range a.offs {
-		ps[i] = unsafe.Add(data, off)
-	}
-	return mem, (*unsafe.Pointer)(base), nil
-}
-
-// cFree releases an allocation of cParams (nil is fine).
-func cFree(mem unsafe.Pointer) {
-	if mem != nil {
-		C.free(mem)
-	}
-}
 
 func checkLaunchShape(op string, grid, block Dim3, sharedBytes int) error {
 	if grid.X == 0 || grid.Y == 0 || grid.Z == 0 {

@@ -247,20 +247,26 @@ type compiled struct {
 }
 
 // cStrings copies Go strings into one C array of C strings; free releases it.
+// The array is written as uintptr into calloc'd memory: a store of a *C.char
+// is a write barrier that checks the word it overwrites, and malloc's
+// leftovers can be a freed Go object's address, which kills the process
+// ("found bad pointer in Go heap"; package internal/staleptr).
 func cStrings(ss []string) (arr **C.char, free func()) {
 	if len(ss) == 0 {
 		return nil, func() {}
 	}
-	p := (**C.char)(C.malloc(C.size_t(len(ss)) * C.size_t(unsafe.Sizeof((*C.char)(nil)))))
-	s := unsafe.Slice(p, len(ss))
+	p := C.calloc(C.size_t(len(ss)), C.size_t(unsafe.Sizeof(uintptr(0))))
+	words := unsafe.Slice((*uintptr)(p), len(ss))
+	strs := make([]*C.char, len(ss)) // Go memory: for free
 	for i, v := range ss {
-		s[i] = C.CString(v)
+		strs[i] = C.CString(v)
+		words[i] = uintptr(unsafe.Pointer(strs[i]))
 	}
-	return p, func() {
-		for _, c := range s {
+	return (**C.char)(p), func() {
+		for _, c := range strs {
 			C.free(unsafe.Pointer(c))
 		}
-		C.free(unsafe.Pointer(p))
+		C.free(p)
 	}
 }
 
