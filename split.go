@@ -36,7 +36,8 @@ type splitPlan struct {
 // squares (relative error) to 154 forced runs on the H200: seven few-head
 // cases (tp8_32k, tp4_32k, tp8_8k, chain_equal, tp2_32k, tp2_16kx2, tp8_2k)
 // x output tile 64/128 x transfer tile 64/128 x segments of 8-128 chunks or
-// none; every run within 16% of the model (docs/PERF.md, v18;
+// none; every run within 18% of the model (docs/PERF.md, v20, refitted
+// after the scan began loading M straight into registers;
 // device-run.sh's splitgrid step takes the runs, scripts/splitfit.py fits
 // them, and TestSplitFitRecoversConstants keeps the script's model and this
 // file's in step). They are: a chunk of the transfer pass (built without q,
@@ -47,17 +48,17 @@ type splitPlan struct {
 // same cases run with segments -1); the fixed cost of each wave of CTAs
 // beyond the first one (launch, pipeline fill, h0 in and states out, the
 // wave's tail); one step of the scan (a 128 x 128 x 128 fp32 product, the
-// next M loading meanwhile); and the fixed cost of the two extra launches.
+// next M loading into registers meanwhile); and the fixed cost of the two extra launches.
 const (
-	transferChunkTime64  = 1.24
+	transferChunkTime64  = 1.19
 	transferChunkTime128 = 1.92
-	outputChunkTime64    = 1.91
-	outputChunkTime128   = 2.72
+	outputChunkTime64    = 1.96
+	outputChunkTime128   = 2.80
 	oneWaveChunkTime64   = 2.25
-	oneWaveChunkTime128  = 2.85
-	waveTime             = 8.9
-	scanStepTime         = 1.58
-	splitLaunchTime      = 4.5
+	oneWaveChunkTime128  = 2.83
+	waveTime             = 8.82
+	scanStepTime         = 1.32
+	splitLaunchTime      = 1.90
 )
 
 func transferChunkTime(consumers int) float64 {
