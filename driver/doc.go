@@ -17,6 +17,15 @@
 // Every failing CUDA call comes back as a *Error naming the call; nothing in
 // this package panics or exits.
 //
+// # C memory
+//
+// Arrays of pointers that the driver reads (the kernelParams of a launch)
+// are written as uintptr into calloc'd memory, never as unsafe.Pointer into
+// malloc'd memory: a pointer-typed store is a write barrier that checks the
+// word it overwrites, and malloc's leftovers can be a freed Go object's
+// address, which kills the process ("found bad pointer in Go heap").
+// internal/staleptr tests code for that mistake.
+//
 // # Concurrency
 //
 // A *Context may be used from any goroutine, concurrently: each operation

@@ -31,7 +31,8 @@
 #           the out_hash column is checked by exit status only); the
 #           last line is "N processes, M failed"         -> stress.log
 # gchunt    a hunt for the Go runtime's "found bad pointer in Go heap"
-#           (seen once in v19's test run): the GPU tests in a loop for
+#           (v19, v20: pointer stores into malloc'd C memory, fixed in
+#           v20; kept as a regression hunt): the GPU tests in a loop for
 #           SECONDS (default 240), GOGC=10 (GCHUNT_GOGC), tests
 #           GCHUNT_RUN (default ^Test(Full|Split|Core)), taking turns
 #           between .bin/gdn.test and, when device-build.sh --gchunt
