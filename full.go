@@ -58,6 +58,21 @@ func ValidateFull(a *FullArgs) (Problem, error) {
 				return p, err
 			}
 		}
+		for _, out := range [...]struct {
+			name string
+			t    Tensor
+		}{{"o", a.O}, {"ht", a.Ht}} {
+			if p.HasHt || out.name == "o" {
+				for _, in := range [...]struct {
+					name string
+					t    Tensor
+				}{{"a_log", a.ALog}, {"dt_bias", a.DtBias}} {
+					if overlaps(out.t, in.t) {
+						return p, argErrorf(out.name, "shares memory with %s: outputs must not overlap inputs", in.name)
+					}
+				}
+			}
+		}
 	} else if a.ALog.Present() || a.DtBias.Present() {
 		return p, argErrorf("a_log", "A_log and dt_bias are given but GateInKernel is off")
 	}
@@ -266,7 +281,7 @@ func (rt *Runtime) forwardFull(a *FullArgs, s Stream) error {
 	defer rt.full.held.release(e)
 
 	stream := rt.ctx.WrapStream(uintptr(s))
-	if s != 0 && !e.pinned.Load() {
+	if stream.Handle() != 0 && !e.pinned.Load() {
 		// Launched into the caller's capture, the call's scratch lives on in
 		// the caller's graph: keep it until Close (scratchGraveyard).
 		if capturing, err := stream.IsCapturing(); err != nil || capturing {
@@ -340,7 +355,10 @@ func (rt *Runtime) newFullCall(a *FullArgs, key fullKey, p Problem) (*fullCall, 
 	}
 	e.core = a.coreTemplate(q, k, uintptr(gcum), uintptr(A))
 	e.core.qkFP16 = a.L2Norm
-	e.core.CuSeqlens = append([]int(nil), a.CuSeqlens...)
+	// e.core is validated again at every call of this entry: it must not
+	// share the caller's slices, which the caller may change once this call
+	// has returned (the entry's key holds the dimensions they had).
+	e.core.ownSlices()
 
 	flags := int32(0)
 	if a.GateInKernel {

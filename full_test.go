@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/gdnjit/gdn/driver"
@@ -275,5 +276,44 @@ func TestFullHostLayoutErrors(t *testing.T) {
 	}
 	if _, err := rt.UploadFull(bad); !errors.As(err, &ae) || ae.Arg != "a_log" {
 		t.Errorf("UploadFull: %v", err)
+	}
+}
+
+// The full forward's outputs must not overlap its gate parameters either.
+func TestValidateFullOverlaps(t *testing.T) {
+	a := fullArgs(2, 100, 2, 4)
+	a.GateInKernel = true
+	a.ALog = Tensor{Ptr: a.O.Ptr + 64, Bytes: 16, Dtype: FP32, Shape: []int{4}}
+	a.DtBias = Tensor{Ptr: 1 << 43, Bytes: 16, Dtype: FP32, Shape: []int{4}}
+	_, err := ValidateFull(a)
+	var ae *ArgError
+	if !errors.As(err, &ae) || ae.Arg != "o" || !strings.Contains(err.Error(), "a_log") {
+		t.Errorf("o over a_log: %v", err)
+	}
+	a.ALog.Ptr = 1 << 44
+	if _, err := ValidateFull(a); err != nil {
+		t.Errorf("apart: %v", err)
+	}
+}
+
+// A prepared full call is validated again at every call: it keeps slices
+// of its own (ownSlices, in newFullCall), so a caller that reuses its shape
+// slices for other calls once this one has returned does not change what
+// the entry computes.
+func TestOwnSlices(t *testing.T) {
+	a := varlenArgs()
+	kept := *a
+	kept.ownSlices()
+	before, err := ValidateCore(&kept)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, t := range []*Tensor{&a.Q, &a.K, &a.V, &a.G, &a.Beta, &a.A, &a.H0, &a.O, &a.Ht, &a.CuSeqlensDevice} {
+		t.Shape[0] = 7 // the caller's next problem, in the same slices
+	}
+	a.CuSeqlens[1] = 9
+	after, err := ValidateCore(&kept)
+	if err != nil || after.String() != before.String() || kept.CuSeqlens[1] != 1000 {
+		t.Errorf("kept args changed with the caller's slices: %v / %v (%v)", before, after, err)
 	}
 }

@@ -55,10 +55,18 @@ func hostPathCall(c *callCache, a *CoreArgs) error {
 }
 
 // varlenArgs are goodArgs with packed sequences (B = 1).
+// withStates gives a the h0 and ht of n sequences, at addresses past
+// goodArgs' packed buffers (which hold one state each: grown in place they
+// would overlap the next tensor, which validation refuses).
+func withStates(a *CoreArgs, n int) {
+	a.H0.Shape[0], a.Ht.Shape[0] = n, n
+	a.H0.Bytes, a.Ht.Bytes = a.H0.Elems()*4, a.Ht.Elems()*4
+	a.H0.Ptr, a.Ht.Ptr = 1<<41, 1<<42
+}
+
 func varlenArgs() *CoreArgs {
 	a := goodArgs(1, 4096, 16, 32)
-	a.H0.Shape[0], a.Ht.Shape[0] = 4, 4
-	a.H0.Bytes, a.Ht.Bytes = a.H0.Elems()*4, a.Ht.Elems()*4
+	withStates(a, 4)
 	a.CuSeqlens = []int{0, 1000, 1001, 3000, 4096}
 	a.CuSeqlensDevice = Tensor{Ptr: 1 << 40, Bytes: 40, Dtype: Int64, Shape: []int{5}}
 	return a
@@ -356,8 +364,7 @@ func TestCallCachePlanFollowsSequences(t *testing.T) {
 	c, _ := hostPath()
 	args := func(cu []int) *CoreArgs {
 		a := goodArgs(1, 4096, 16, 64)
-		a.H0.Shape[0], a.Ht.Shape[0] = 2, 2
-		a.H0.Bytes, a.Ht.Bytes = a.H0.Elems()*4, a.Ht.Elems()*4
+		withStates(a, 2)
 		a.CuSeqlens = cu
 		a.CuSeqlensDevice = Tensor{Ptr: 1 << 40, Bytes: 24, Dtype: Int64, Shape: []int{3}}
 		return a

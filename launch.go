@@ -31,7 +31,7 @@ func (rt *Runtime) launch(e *callEntry, s Stream) error {
 		e.split.scanFn.Store(k.fn)
 	}
 	stream := rt.ctx.WrapStream(uintptr(s)) // inlined: stays on the stack
-	if s == 0 || (rt.graphs == nil && (e.split == nil || e.split.pinned.Load())) {
+	if stream.Handle() == 0 || (rt.graphs == nil && (e.split == nil || e.split.pinned.Load())) {
 		return e.enqueue(rt.ctx, stream) // neither question below needs the capture state
 	}
 	// One query serves both: a call launched into the caller's capture goes

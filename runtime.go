@@ -392,23 +392,29 @@ func (rt *Runtime) Context() *driver.Context { return rt.ctx }
 // (which should enqueue work on s, e.g. calls of Forward), records a second
 // event, waits for it and returns the milliseconds between the two.
 func (rt *Runtime) TimeMs(s Stream, region func() error) (float64, error) {
+	// The Close guard is held around the event calls, not around region,
+	// whose own calls take it again (a reader waiting behind a pending
+	// Close would deadlock).
+	if err := rt.enter(); err != nil {
+		return 0, err
+	}
 	stream := rt.ctx.WrapStream(uintptr(s))
-	start, err := rt.ctx.NewEvent()
-	if err != nil {
-		return 0, err
+	start, end, err := rt.newEventPair()
+	if err == nil {
+		err = start.Record(stream)
 	}
-	defer start.Destroy()
-	end, err := rt.ctx.NewEvent()
+	rt.leave()
+	defer destroyEvents(start, end)
 	if err != nil {
-		return 0, err
-	}
-	defer end.Destroy()
-	if err := start.Record(stream); err != nil {
 		return 0, err
 	}
 	if err := region(); err != nil {
 		return 0, err
 	}
+	if err := rt.enter(); err != nil {
+		return 0, err
+	}
+	defer rt.leave()
 	if err := end.Record(stream); err != nil {
 		return 0, err
 	}
@@ -417,4 +423,22 @@ func (rt *Runtime) TimeMs(s Stream, region func() error) (float64, error) {
 	}
 	ms, err := driver.ElapsedMs(start, end)
 	return float64(ms), err
+}
+
+// newEventPair creates TimeMs's two events (nil where not created).
+func (rt *Runtime) newEventPair() (start, end *driver.Event, err error) {
+	if start, err = rt.ctx.NewEvent(); err != nil {
+		return nil, nil, err
+	}
+	end, err = rt.ctx.NewEvent()
+	return start, end, err
+}
+
+// destroyEvents destroys the events that exist.
+func destroyEvents(evs ...*driver.Event) {
+	for _, e := range evs {
+		if e != nil {
+			e.Destroy()
+		}
+	}
 }

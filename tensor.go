@@ -53,7 +53,9 @@ func (t Tensor) Elems() int {
 }
 
 // Stream is a CUDA stream handle (a CUstream) of the Runtime's device and
-// its primary context (what the CUDA runtime API and PyTorch use); 0 is the
-// legacy default stream. Calls are ordered on the stream they are given and
-// never synchronise it.
+// its primary context (what the CUDA runtime API and PyTorch use); 0 and
+// CU_STREAM_LEGACY (1) are the legacy default stream. CU_STREAM_PER_THREAD
+// (2) is refused with an error: it means the calling OS thread's default
+// stream, and a Go call may run on any thread. Calls are ordered on the
+// stream they are given and never synchronise it.
 type Stream uintptr

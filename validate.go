@@ -3,6 +3,7 @@ package gdn
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // HeadDim is the head dimension K = V the kernels are built for.
@@ -196,6 +197,10 @@ func ValidateCore(a *CoreArgs) (Problem, error) {
 		p.HasHt = true
 	}
 
+	if err := checkNoOverlap(a, p); err != nil {
+		return p, err
+	}
+
 	p.Scale = a.Scale
 	if p.Scale == 0 {
 		p.Scale = float32(1 / math.Sqrt(HeadDim))
@@ -206,9 +211,63 @@ func ValidateCore(a *CoreArgs) (Problem, error) {
 	return p, nil
 }
 
-// maxHeads bounds Hq and Hv: no model comes close, and with B*T below 2^31
-// it keeps every element count and byte size far from overflowing.
-const maxHeads = 1 << 16
+// ownSlices replaces a's slices (every tensor's shape, cu_seqlens) with
+// copies, for a CoreArgs that is kept beyond the call that passed it.
+func (a *CoreArgs) ownSlices() {
+	a.CuSeqlens = slices.Clone(a.CuSeqlens)
+	for _, t := range [...]*Tensor{&a.Q, &a.K, &a.V, &a.G, &a.Beta, &a.A, &a.H0, &a.O, &a.Ht, &a.CuSeqlensDevice} {
+		t.Shape = slices.Clone(t.Shape)
+	}
+}
+
+// checkNoOverlap refuses outputs (o, ht) that share memory with an input or
+// with each other: the kernels' CTAs read their inputs while other CTAs
+// write outputs, so an overlap gives a wrong answer, not an error. ht may be
+// h0 itself (the state updated in place): each CTA reads its own part of h0
+// before it writes that part of ht. A prepared A (the full forward's own
+// scratch, or validation's stand-in address) is not the caller's and is
+// left out. Allocates nothing unless it fails.
+func checkNoOverlap(a *CoreArgs, p Problem) error {
+	type named struct {
+		name string
+		t    Tensor
+		on   bool
+	}
+	ins := [...]named{{"q", a.Q, true}, {"k", a.K, true}, {"v", a.V, true}, {"g", a.G, true},
+		{"beta", a.Beta, true}, {"A", a.A, !a.aPrepared}, {"h0", a.H0, p.HasH0},
+		{"cu_seqlens (device)", a.CuSeqlensDevice, a.CuSeqlens != nil}}
+	outs := [...]named{{"o", a.O, true}, {"ht", a.Ht, p.HasHt}}
+	for i, out := range outs {
+		if !out.on {
+			continue
+		}
+		for _, in := range ins {
+			if !in.on || !overlaps(out.t, in.t) || out.name == "ht" && in.name == "h0" && out.t.Ptr == in.t.Ptr {
+				continue
+			}
+			return argErrorf(out.name, "shares memory with %s (output [%#x, %#x), input [%#x, %#x)): outputs must not overlap inputs (ht may be h0 itself)",
+				in.name, out.t.Ptr, end(out.t), in.t.Ptr, end(in.t))
+		}
+		for _, other := range outs[:i] {
+			if other.on && overlaps(out.t, other.t) {
+				return argErrorf(out.name, "shares memory with %s: the two outputs must not overlap", other.name)
+			}
+		}
+	}
+	return nil
+}
+
+// end is the first byte past what t's shape covers from its pointer.
+func end(t Tensor) uintptr { return t.Ptr + uintptr(t.Elems()*t.Dtype.Size()) }
+
+// overlaps says whether the bytes two tensors' shapes cover intersect.
+func overlaps(x, y Tensor) bool { return x.Ptr < end(y) && y.Ptr < end(x) }
+
+// maxHeads bounds Hq and Hv: the preparation and scan kernels run one grid
+// row (grid.y, at most 65535) per value head; no model comes close, and
+// with B*T below 2^31 it keeps every element count and byte size far from
+// overflowing.
+const maxHeads = 65535
 
 // maxSeqs is the most sequences one call runs (the grid's y dimension).
 const maxSeqs = 65535

@@ -391,3 +391,68 @@ func TestValidateCoreFP16QK(t *testing.T) {
 		t.Errorf("plain call: q, k dtype %v, v %v (%v)", p.QKDtype, p.Dtype, err)
 	}
 }
+
+// Outputs must not share memory with an input or with each other (the
+// kernels would read what other CTAs already overwrote): each overlap is an
+// ArgError naming the output and the input; ht may be h0 itself.
+func TestValidateCoreOverlaps(t *testing.T) {
+	state := 128 * 128 * 4
+	cases := []struct {
+		name     string
+		mutate   func(a *CoreArgs)
+		arg, msg string
+	}{
+		{"o is q", func(a *CoreArgs) { a.O.Ptr = a.Q.Ptr }, "o", "q"},
+		{"o inside v", func(a *CoreArgs) { a.O.Ptr = a.V.Ptr + 256 }, "o", "v"},
+		{"o over the end of A", func(a *CoreArgs) { a.O.Ptr = end(a.A) - 256 }, "o", "A"},
+		{"ht half a state past h0", func(a *CoreArgs) { a.Ht.Ptr = a.H0.Ptr + uintptr(state/2) }, "ht", "h0"},
+		{"ht on beta", func(a *CoreArgs) { a.Ht.Ptr = a.Beta.Ptr }, "ht", "beta"},
+		{"ht overlapping o", func(a *CoreArgs) { a.Ht.Ptr = a.O.Ptr + 256 }, "ht", "o"},
+		{"o on cu_seqlens", func(a *CoreArgs) {
+			a.CuSeqlens = []int{0, 2}
+			a.CuSeqlensDevice = Tensor{Ptr: a.O.Ptr + 64, Bytes: 16, Dtype: Int64, Shape: []int{2}}
+		}, "o", "cu_seqlens"},
+	}
+	for _, c := range cases {
+		a := goodArgs(1, 2, 2, 4)
+		c.mutate(a)
+		_, err := ValidateCore(a)
+		var ae *ArgError
+		if !errors.As(err, &ae) || ae.Arg != c.arg || !strings.Contains(err.Error(), c.msg) || !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("%s: %v, want an ArgError for %q naming %q", c.name, err, c.arg, c.msg)
+		}
+	}
+	// The state updated in place, and buffers that only touch, are fine.
+	a := goodArgs(2, 1, 2, 4)
+	a.Ht = a.H0
+	if _, err := ValidateCore(a); err != nil {
+		t.Errorf("ht == h0: %v", err)
+	}
+	a = goodArgs(2, 1, 2, 4)
+	a.O.Ptr = end(a.Q) // right after q
+	if end(a.O) > a.K.Ptr {
+		a.O.Ptr = 1 << 43
+	}
+	if _, err := ValidateCore(a); err != nil {
+		t.Errorf("o adjacent to q: %v", err)
+	}
+	// Inputs may share memory with each other (they are only read).
+	a = goodArgs(2, 1, 2, 4)
+	a.K = a.Q
+	if _, err := ValidateCore(a); err != nil {
+		t.Errorf("k == q: %v", err)
+	}
+}
+
+// Hv is bounded by the grid's y dimension (the preparation and the scan run
+// a row per value head): 65535 passes, 65536 is an ArgError.
+func TestValidateCoreHeadBound(t *testing.T) {
+	if _, err := ValidateCore(goodArgs(1, 1, 1, 65535)); err != nil {
+		t.Errorf("Hv = 65535: %v", err)
+	}
+	_, err := ValidateCore(goodArgs(1, 1, 1, 65536))
+	var ae *ArgError
+	if !errors.As(err, &ae) || ae.Arg != "v" || !strings.Contains(err.Error(), "65535") {
+		t.Errorf("Hv = 65536: %v, want an ArgError for v", err)
+	}
+}

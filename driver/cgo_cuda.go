@@ -75,6 +75,3 @@ const (
 
 // rawStream returns the CUstream of a gorgonia Stream.
 func rawStream(s cu.Stream) C.CUstream { return C.CUstream(unsafe.Pointer(s.C())) }
-
-// cuStream makes a gorgonia Stream from a CUstream (its only field).
-func cuStream(h C.CUstream) cu.Stream { return *(*cu.Stream)(unsafe.Pointer(&h)) }

@@ -3,6 +3,7 @@
 package driver
 
 import (
+	"strings"
 	"testing"
 	"unsafe"
 )
@@ -75,6 +76,57 @@ func TestCopyAsync(t *testing.T) {
 	} {
 		if err == nil {
 			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+// A copy into a stream that is capturing a graph is refused (the graph
+// would keep the host address), and the capture still ends cleanly.
+func TestCopyAsyncRefusedWhileCapturing(t *testing.T) {
+	c := openCtx(t)
+	s, err := c.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Destroy()
+	p := allocF32(t, c, 4)
+	buf := make([]float32, 4)
+	if err := s.BeginCapture(); err != nil {
+		t.Fatal(err)
+	}
+	up := c.CopyToDeviceAsync(p, unsafe.Pointer(&buf[0]), 16, s)
+	down := c.CopyToHostAsync(unsafe.Pointer(&buf[0]), p, 16, s)
+	g, err := s.EndCapture()
+	if err != nil {
+		t.Fatalf("EndCapture after the refused copies: %v", err)
+	}
+	g.Destroy()
+	for name, err := range map[string]error{"CopyToDeviceAsync": up, "CopyToHostAsync": down} {
+		if err == nil || !strings.Contains(err.Error(), "capturing") {
+			t.Errorf("%s into a capturing stream: %v, want a refusal", name, err)
+		}
+	}
+}
+
+// WrapStream takes CU_STREAM_LEGACY as the legacy stream and refuses
+// CU_STREAM_PER_THREAD and other small values with an error at first use,
+// rather than keeping them where the Go runtime would abort on them.
+func TestWrapStreamSpecialHandles(t *testing.T) {
+	c := openCtx(t)
+	if err := c.WrapStream(streamLegacy).Synchronize(); err != nil {
+		t.Errorf("CU_STREAM_LEGACY: %v", err)
+	}
+	if h := c.WrapStream(streamLegacy).Handle(); h != 0 {
+		t.Errorf("CU_STREAM_LEGACY wrapped as handle %#x, want 0", h)
+	}
+	for _, h := range []uintptr{streamPerThread, 3, 4095} {
+		s := c.WrapStream(h)
+		if err := s.Synchronize(); err == nil || !strings.Contains(err.Error(), "stream handle") {
+			t.Errorf("handle %#x: Synchronize = %v, want a refusal naming the handle", h, err)
+		}
+		p := allocF32(t, c, 1)
+		if err := c.CopyToDeviceAsync(p, unsafe.Pointer(new(float32)), 4, s); err == nil {
+			t.Errorf("handle %#x: CopyToDeviceAsync accepted it", h)
 		}
 	}
 }

@@ -54,6 +54,7 @@ import "C"
 
 import (
 	"errors"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 )
@@ -108,16 +109,21 @@ func (s *Stream) EndCapture() (*Graph, error) {
 	return g, nil
 }
 
-// Graph is a captured CUDA graph, safe for concurrent use.
+// Graph is a captured CUDA graph, safe for concurrent use: the driver does
+// not synchronise calls on one graph object, so its calls here hold mu.
 type Graph struct {
 	ctx       *Context
 	raw       C.CUgraph
+	mu        sync.Mutex
 	destroyed atomic.Bool
 }
 
 func (g *Graph) usable() error {
 	if g == nil {
 		return errNilGraph
+	}
+	if g.ctx == nil {
+		return errors.New("driver: Graph not made by Stream.EndCapture")
 	}
 	if g.destroyed.Load() {
 		return errDestroyedGraph
@@ -133,6 +139,8 @@ func (g *Graph) Instantiate() (*GraphExec, error) {
 		return nil, err
 	}
 	e := &GraphExec{ctx: g.ctx}
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	err := g.ctx.do(func() error { return check("cuGraphInstantiateWithFlags", C.gdn_instantiate(&e.raw, g.raw)) })
 	if err != nil {
 		return nil, err
@@ -147,6 +155,8 @@ func (g *Graph) KernelNodes() ([]GraphNode, error) {
 		return nil, err
 	}
 	var out []GraphNode
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	err := g.ctx.do(func() error {
 		var n C.size_t
 		if err := check("cuGraphGetNodes", C.cuGraphGetNodes(g.raw, nil, &n)); err != nil {
@@ -188,25 +198,31 @@ func (g *Graph) Destroy() error {
 	if g == nil {
 		return errNilGraph
 	}
-	if g.destroyed.Swap(true) {
+	if g.ctx == nil || g.destroyed.Swap(true) {
 		return nil
 	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	return g.ctx.do(func() error { return check("cuGraphDestroy", C.cuGraphDestroy(g.raw)) })
 }
 
-// GraphExec is an instantiated graph. Launches of one GraphExec on
-// different streams are serialized by the driver; Launch and
-// SetKernelNodeArgs may be called from any goroutine, but an update races
-// with a concurrent launch in the order they reach the driver.
+// GraphExec is an instantiated graph. Launch and SetKernelNodeArgs may be
+// called from any goroutine: the driver does not synchronise calls on one
+// exec, so they hold mu here (an update still races with a concurrent
+// launch in the order the two take it).
 type GraphExec struct {
 	ctx       *Context
 	raw       C.CUgraphExec
+	mu        sync.Mutex
 	destroyed atomic.Bool
 }
 
 func (e *GraphExec) usable() error {
 	if e == nil {
 		return errNilExec
+	}
+	if e.ctx == nil {
+		return errors.New("driver: GraphExec not made by Graph.Instantiate")
 	}
 	if e.destroyed.Load() {
 		return errDestroyedExec
@@ -225,6 +241,8 @@ func (e *GraphExec) Launch(s *Stream) error {
 		return err
 	}
 	h := rawStream(st)
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	return e.ctx.do(func() error { return check("cuGraphLaunch", C.cuGraphLaunch(e.raw, h)) })
 }
 
@@ -253,6 +271,8 @@ func (e *GraphExec) SetKernelNodeArgs(n GraphNode, f *Function, grid, block Dim3
 		return err
 	}
 	defer cFree(mem)
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	return e.ctx.do(func() error {
 		return check("cuGraphExecKernelNodeSetParams", C.gdn_exec_set_kernel(e.raw, C.uintptr_t(n.h), f.raw,
 			C.uint(grid.X), C.uint(grid.Y), C.uint(grid.Z),
@@ -276,8 +296,10 @@ func (e *GraphExec) Destroy() error {
 	if e == nil {
 		return errNilExec
 	}
-	if e.destroyed.Swap(true) {
+	if e.ctx == nil || e.destroyed.Swap(true) {
 		return nil
 	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	return e.ctx.do(func() error { return check("cuGraphExecDestroy", C.cuGraphExecDestroy(e.raw)) })
 }

@@ -34,10 +34,9 @@ func (c *Context) AllocHost(bytes int) (*HostBuffer, error) {
 // Free releases the buffer (cuMemFreeHost). A second Free, or Free of a
 // nil buffer, does nothing.
 func (h *HostBuffer) Free() error {
-	if h == nil || h.ptr == nil {
+	if h == nil || h.ptr == nil || h.freed.Swap(true) {
 		return nil
 	}
 	p := h.ptr
-	h.ptr, h.size = nil, 0
 	return h.ctx.do(func() error { return check("cuMemFreeHost", C.cuMemFreeHost(p)) })
 }

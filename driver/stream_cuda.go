@@ -6,7 +6,6 @@ package driver
 #include <stdint.h>
 #include <cuda.h>
 
-static CUstream gdn_stream(uintptr_t h) { return (CUstream)h; }
 */
 import "C"
 
@@ -33,6 +32,7 @@ type Stream struct {
 	cs        cu.Stream
 	owned     bool
 	destroyed atomic.Bool
+	refused   uintptr // a handle WrapStream refused (streamHandle): every use returns its error
 }
 
 // NewStream creates a non-blocking stream (CU_STREAM_NON_BLOCKING: it does
@@ -50,10 +50,19 @@ func (c *Context) NewStream() (*Stream, error) {
 	return s, nil
 }
 
-// WrapStream wraps a CUstream the caller owns (handle 0: the legacy default
-// stream) so it can be passed to this package; Destroy on it does nothing.
+// WrapStream wraps a CUstream the caller owns (handle 0 or
+// CU_STREAM_LEGACY: the legacy default stream) so it can be passed to this
+// package; Destroy on it does nothing. CU_STREAM_PER_THREAD and other
+// values below 4096 are refused: every use of the returned Stream returns
+// an error naming the handle.
 func (c *Context) WrapStream(handle uintptr) *Stream {
-	return &Stream{ctx: c, cs: cuStream(C.gdn_stream(C.uintptr_t(handle)))}
+	h, refused := streamHandle(handle)
+	if refused {
+		return &Stream{ctx: c, refused: handle}
+	}
+	// The handle's bits as gorgonia's Stream (one CUstream field: cgo_cuda.go
+	// checks the size); no cgo call, so that this stays inlined.
+	return &Stream{ctx: c, cs: *(*cu.Stream)(unsafe.Pointer(&h))}
 }
 
 // Handle returns the raw CUstream (0 for the default stream or a nil s).
@@ -67,6 +76,9 @@ func (s *Stream) Handle() uintptr {
 func (s *Stream) usable() error {
 	if s == nil {
 		return errNilStream
+	}
+	if s.refused != 0 {
+		return streamHandleError(s.refused)
 	}
 	if s.destroyed.Load() {
 		return errDestroyedStream

@@ -22,7 +22,10 @@ func goString(p unsafe.Pointer) string {
 func TestCStringsUnderHammer(t *testing.T) {
 	ss := []string{"--gpu-architecture=sm_90a", "-default-device", "", "-DGDN_BV=64", "-std=c++17", "x", "-lineinfo", "--use_fast_math"}
 	staleptr.Hammer(len(ss)*8, 20000, func() {
-		arr, free := cStrings(ss)
+		arr, free, err := cStrings(ss)
+		if err != nil {
+			t.Fatal(err)
+		}
 		defer free()
 		for i, p := range unsafe.Slice((*unsafe.Pointer)(unsafe.Pointer(arr)), len(ss)) {
 			if got := goString(p); got != ss[i] {
@@ -30,7 +33,7 @@ func TestCStringsUnderHammer(t *testing.T) {
 			}
 		}
 	})
-	if arr, free := cStrings(nil); arr != nil {
+	if arr, free, err := cStrings(nil); arr != nil || err != nil {
 		free()
 		t.Fatal("cStrings(nil) returned an array")
 	}

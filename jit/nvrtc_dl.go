@@ -120,6 +120,7 @@ static gdn_nvrtcResult gdn_nvrtc_lowered(gdn_nvrtc* n, gdn_nvrtcProgram p, const
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"unsafe"
@@ -251,11 +252,14 @@ type compiled struct {
 // is a write barrier that checks the word it overwrites, and malloc's
 // leftovers can be a freed Go object's address, which kills the process
 // ("found bad pointer in Go heap"; package internal/staleptr).
-func cStrings(ss []string) (arr **C.char, free func()) {
+func cStrings(ss []string) (arr **C.char, free func(), err error) {
 	if len(ss) == 0 {
-		return nil, func() {}
+		return nil, func() {}, nil
 	}
 	p := C.calloc(C.size_t(len(ss)), C.size_t(unsafe.Sizeof(uintptr(0))))
+	if p == nil {
+		return nil, nil, errors.New("jit: out of host memory for NVRTC's string arrays")
+	}
 	words := unsafe.Slice((*uintptr)(p), len(ss))
 	strs := make([]*C.char, len(ss)) // Go memory: for free
 	for i, v := range ss {
@@ -267,7 +271,7 @@ func cStrings(ss []string) (arr **C.char, free func()) {
 			C.free(unsafe.Pointer(c))
 		}
 		C.free(p)
-	}
+	}, nil
 }
 
 // compile runs one NVRTC program from creation to destruction. A source that
@@ -288,11 +292,20 @@ func (l *lib) compile(p *program) (out compiled, errCompilation bool, err error)
 	for i, h := range p.sortedHN {
 		texts[i] = p.headers[h]
 	}
-	chdr, freeHdr := cStrings(texts)
+	chdr, freeHdr, err := cStrings(texts)
+	if err != nil {
+		return out, false, err
+	}
 	defer freeHdr()
-	cinc, freeInc := cStrings(p.sortedHN)
+	cinc, freeInc, err := cStrings(p.sortedHN)
+	if err != nil {
+		return out, false, err
+	}
 	defer freeInc()
-	copts, freeOpts := cStrings(p.options)
+	copts, freeOpts, err := cStrings(p.options)
+	if err != nil {
+		return out, false, err
+	}
 	defer freeOpts()
 
 	var prog C.gdn_nvrtcProgram
