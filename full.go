@@ -67,7 +67,7 @@ func ValidateFull(a *FullArgs) (Problem, error) {
 					name string
 					t    Tensor
 				}{{"a_log", a.ALog}, {"dt_bias", a.DtBias}} {
-					if overlaps(out.t, in.t) {
+					if spanOf(out.t).overlaps(spanOf(in.t)) {
 						return p, argErrorf(out.name, "shares memory with %s: outputs must not overlap inputs", in.name)
 					}
 				}

@@ -404,7 +404,7 @@ func TestValidateCoreOverlaps(t *testing.T) {
 	}{
 		{"o is q", func(a *CoreArgs) { a.O.Ptr = a.Q.Ptr }, "o", "q"},
 		{"o inside v", func(a *CoreArgs) { a.O.Ptr = a.V.Ptr + 256 }, "o", "v"},
-		{"o over the end of A", func(a *CoreArgs) { a.O.Ptr = end(a.A) - 256 }, "o", "A"},
+		{"o over the end of A", func(a *CoreArgs) { a.O.Ptr = a.A.Ptr + uintptr(a.A.Bytes) - 256 }, "o", "A"},
 		{"ht half a state past h0", func(a *CoreArgs) { a.Ht.Ptr = a.H0.Ptr + uintptr(state/2) }, "ht", "h0"},
 		{"ht on beta", func(a *CoreArgs) { a.Ht.Ptr = a.Beta.Ptr }, "ht", "beta"},
 		{"ht overlapping o", func(a *CoreArgs) { a.Ht.Ptr = a.O.Ptr + 256 }, "ht", "o"},
@@ -429,10 +429,8 @@ func TestValidateCoreOverlaps(t *testing.T) {
 		t.Errorf("ht == h0: %v", err)
 	}
 	a = goodArgs(2, 1, 2, 4)
-	a.O.Ptr = end(a.Q) // right after q
-	if end(a.O) > a.K.Ptr {
-		a.O.Ptr = 1 << 43
-	}
+	a.O.Ptr = 1 << 43
+	a.Q.Ptr = a.O.Ptr - uintptr(a.Q.Bytes) // q ends where o begins
 	if _, err := ValidateCore(a); err != nil {
 		t.Errorf("o adjacent to q: %v", err)
 	}
