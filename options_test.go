@@ -68,3 +68,31 @@ func TestOpenBadTransferTile(t *testing.T) {
 		}
 	}
 }
+
+// An Options.Variant that names no core-forward variant (a typo, a transfer
+// pass) is refused by Open, not at the first call; every real one passes
+// this check (without a GPU Open then fails for want of CUDA).
+func TestOpenBadVariant(t *testing.T) {
+	for _, name := range []string{"gdn_hopper_bf16_bv96", "gdn_hopper_bf16_bv64_transfer", "gdn_scan_states"} {
+		rt, err := Open(Options{Variant: name})
+		if err == nil {
+			rt.Close()
+			t.Fatalf("Variant %q: Open succeeded", name)
+		}
+		var ae *ArgError
+		if !errors.As(err, &ae) || ae.Arg != "Options.Variant" || !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("Variant %q: got %v, want an *ArgError naming Options.Variant", name, err)
+		}
+	}
+	for _, name := range []string{"gdn_hopper_bf16_bv64", "gdn_hopper_fp16_bv128", "gdn_hopper_bf16_fp16qk_bv128"} {
+		rt, err := Open(Options{Variant: name})
+		if err == nil {
+			rt.Close()
+			continue // a GPU here
+		}
+		var ae *ArgError
+		if errors.As(err, &ae) {
+			t.Errorf("Variant %q: refused as an argument: %v", name, err)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package gdn
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -117,6 +118,9 @@ func Open(opts Options) (*Runtime, error) {
 	}
 	if opts.SMs < 0 {
 		return nil, argErrorf("Options.SMs", "is %d; want 0 (the whole device) or a count of SMs", opts.SMs)
+	}
+	if opts.Variant != "" && !isCoreVariant(opts.Variant) {
+		return nil, argErrorf("Options.Variant", "%q is not a core-forward kernel variant (gdn warmup lists them)", opts.Variant)
 	}
 	ctx, err := driver.OpenSMs(opts.Device, opts.SMs)
 	if err != nil {
@@ -441,4 +445,16 @@ func destroyEvents(evs ...*driver.Event) {
 			e.Destroy()
 		}
 	}
+}
+
+// isCoreVariant says whether name is one of the core forward's kernel
+// variants (a transfer-pass variant is not one: the planner runs those
+// itself). Whether it suits a call's dtypes is checked per call.
+func isCoreVariant(name string) bool {
+	for _, v := range kernsrc.HopperVariants() {
+		if v.Name == name && !strings.HasSuffix(name, "_transfer") {
+			return true
+		}
+	}
+	return false
 }
