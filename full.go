@@ -58,18 +58,15 @@ func ValidateFull(a *FullArgs) (Problem, error) {
 				return p, err
 			}
 		}
-		for _, out := range [...]struct {
-			name string
-			t    Tensor
-		}{{"o", a.O}, {"ht", a.Ht}} {
-			if p.HasHt || out.name == "o" {
-				for _, in := range [...]struct {
-					name string
-					t    Tensor
-				}{{"a_log", a.ALog}, {"dt_bias", a.DtBias}} {
-					if spanOf(out.t).overlaps(spanOf(in.t)) {
-						return p, argErrorf(out.name, "shares memory with %s: outputs must not overlap inputs", in.name)
-					}
+		// The gate's parameters are inputs too (checkNoOverlap has the rest).
+		outs := [...]span{spanOf(a.O), {}}
+		if p.HasHt {
+			outs[1] = spanOf(a.Ht)
+		}
+		for i, in := range [...]span{spanOf(a.ALog), spanOf(a.DtBias)} {
+			for j, out := range outs {
+				if out.overlaps(in) {
+					return p, overlapError([...]string{"o", "ht"}[j], out, [...]string{"a_log", "dt_bias"}[i], in)
 				}
 			}
 		}

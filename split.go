@@ -48,7 +48,8 @@ type splitPlan struct {
 // same cases run with segments -1); the fixed cost of each wave of CTAs
 // beyond the first one (launch, pipeline fill, h0 in and states out, the
 // wave's tail); one step of the scan (a 128 x 128 x 128 fp32 product, the
-// next M loading into registers meanwhile); and the fixed cost of the two extra launches.
+// next M loading into registers meanwhile); and the fixed cost of the two
+// extra launches.
 const (
 	transferChunkTime64  = 1.19
 	transferChunkTime128 = 1.92

@@ -32,11 +32,11 @@ import (
 var freedObject []byte
 
 // Hammer calls store at least iters times (more, until the collector has
-// run 200 times during the calls, within 20 s) while another goroutine runs the collector
-// back to back; before each call it leaves the address of a freed Go object
-// in every word of a C chunk of size bytes and frees the chunk, so that the
-// next malloc of that size is likely to return it with the address still in
-// it. store should make the allocation of size bytes that it writes pointers
+// run 200 times during the calls, within 20 s) while another goroutine runs
+// the collector back to back; before each call it leaves the address of a
+// freed Go object in every word of a C chunk of size bytes and frees the
+// chunk, so that the next malloc of that size is likely to return it with
+// the address still in it. store should make the allocation of size bytes that it writes pointers
 // into and free it. Code that writes pointer-typed values into fresh C memory
 // crashes the process within a few iterations (a fatal error, not a panic:
 // the test binary exits with a runtime stack); correct code returns.
