@@ -79,6 +79,34 @@ GDN_DEVICE void griddep_release() {
 }
 
 // ---------------------------------------------------------------------------
+// FP32 products on the tensor cores: three TF32 products of split operands.
+// ---------------------------------------------------------------------------
+
+// A TF32 pair for x: hi = x truncated to TF32 (its 13 low mantissa bits
+// cleared), lo = the rest (exact in fp32), truncated likewise, so that hi +
+// lo holds x to about 20 bits. Truncation by a mask, not cvt.rna.tf32
+// (which sm_90 compiles to about five instructions; in the preparation
+// kernel ncu put a third of the instructions in six splits a k-step).
+// hi(a) hi(b) + hi(a) lo(b) + lo(a) hi(b), the small terms first, leaves
+// out only lo(a) lo(b) and the truncated bits of the lo parts: about 2^-20
+// of a term, close to fp32 FMA's sums.
+GDN_DEVICE void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
+  hi = __float_as_uint(x) & 0xffffe000u;
+  lo = __float_as_uint(x - __uint_as_float(hi)) & 0xffffe000u;
+}
+
+// c += a b, m16n8k8, TF32 operands, fp32 accumulators. Fragments: a thread
+// (g, t) = (lane / 4, lane % 4) holds A's rows g, g + 8 at columns t, t + 4
+// (a[0]: (g, t), a[1]: (g + 8, t), a[2]: (g, t + 4), a[3]: (g + 8, t + 4)),
+// B's rows t, t + 4 at column g, and C's rows g, g + 8 at columns 2t, 2t + 1.
+GDN_DEVICE void mma_tf32(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// ---------------------------------------------------------------------------
 // Shared memory and tensor-core fragments.
 // ---------------------------------------------------------------------------
 

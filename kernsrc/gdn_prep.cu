@@ -42,25 +42,10 @@ static_assert(GDN_PREP_FLAG_GATE == kGateInKernel && GDN_PREP_FLAG_BETA_FP32 == 
 __device__ __forceinline__ float softplus(float x) { return x > 20.f ? x : log1pf(__expf(x)); }
 }  // namespace
 
-// A TF32 pair for x: hi = x truncated to TF32 (its 13 low mantissa bits
-// cleared), lo = the rest (exact in fp32), truncated likewise, so that hi +
-// lo holds x to about 20 bits. Truncation by a mask, not cvt.rna.tf32 (which
-// sm_90 compiles to about five instructions, and the kernel did six splits
-// a k-step: ncu put a third of its instructions there); the bit lost to
-// rounding is far below the fp16 that A2 is stored in.
+// The block products below use the TF32 pair split (split_tf32, mma_tf32:
+// gdn_common.cuh); the bit lost to its truncation is far below the fp16
+// that A2 is stored in.
 namespace {
-__device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
-  hi = __float_as_uint(x) & 0xffffe000u;
-  lo = __float_as_uint(x - __uint_as_float(hi)) & 0xffffe000u;
-}
-
-__device__ __forceinline__ void mma_tf32(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 // c = A B for a warp: A 16 rows (stride sa), B 8 columns (stride sb), both
 // fp32 in shared memory, over k-steps ks0 <= ks < ks1 of 8. Three TF32
 // products per step, the small ones first: lo(a) hi(b) + hi(a) lo(b) +

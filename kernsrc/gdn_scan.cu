@@ -7,8 +7,9 @@
 // M [k, k'], all fp32). This kernel walks each sequence's segments in order
 // from its h0 (or zero) and writes every segment's true start state, which
 // the output pass then uses as that segment's h0. The chain is short (the
-// segments of one sequence) and stays fp32 throughout: the error of M
-// would otherwise grow along it.
+// segments of one sequence) and keeps fp32 accuracy throughout (fp32 in
+// memory, products of about 20 bits): the error of M would otherwise grow
+// along it.
 //
 // Layouts (floats, 128 x 128 per state):
 //   bm      [2][P][Hv][128][128]  B of the P transfer segments, then their M
@@ -20,59 +21,51 @@
 //           first[n] .. first[n+1] - 1, in token order
 //
 // Grid (16, Hv, N), 256 threads: a CTA owns 8 value columns of one head of
-// one sequence. Nothing but the product depends on the previous step: M and
-// B of the next segment load into registers while this one's product runs.
+// one sequence. Nothing but the product depends on the previous step: M
+// and B of the next segment load into registers while this one's product
+// runs.
 //
-// The product (128 x 128 times 128 x 8, fp32 FMA) is split over k: warp w
-// sums columns 16w..16w+15 of M for all 128 rows (lane l: rows l + 32 i)
-// and all 8 state columns, so that the state's loads are one address
-// across the warp; the eight partial sums then meet in shared memory
-// (Red), and thread (r, c) = (t / 8, t % 8) adds them for rows r + 32 i of
-// column c.
+// The product (128 x 128 times 128 x 8) runs on the tensor cores as three
+// TF32 products of split operands (split_tf32, mma_tf32: about 2^-20 of a
+// term, close to fp32 FMA; M and the states stay fp32 in memory). Warp w
+// computes the state's rows 16w..16w+15 for all 8 columns over the whole
+// k range (16 m16n8k8 steps), so no partial sums meet across warps: the
+// step has one barrier, after the state is written to shared memory (two
+// buffers, so the next step's writes never meet this step's reads). A
+// thread owns the accumulator's elements: rows 16w + g and 16w + g + 8,
+// columns 2t and 2t + 1 (g = lane / 4, t = lane % 4).
 //
 // M comes straight from global memory into registers, a step ahead: the
 // transfer pass stores it transposed (bm's M planes are M^T, [k'][k]), so
-// that for one column k' of M a warp's 32 lanes read rows l + 32 i as 128
-// contiguous bytes. Each thread holds its 4 rows x 16 columns (64
-// registers) of the current M and loads the next one's while it computes.
-// (Through shared memory, 16 CTAs a head each wrote and read all of M every
-// step, and those wavefronts bounded the step: docs/PERF.md v18, v19.)
+// that a fragment load of a warp reads 8 consecutive floats of 4 rows of
+// M^T. Each thread holds its 64 floats of the current M (A fragments:
+// rows 16w + g (+ 8) at columns 8 ks + t (+ 4)) and loads the next one's
+// while it computes. (The FMA version took 809 instructions a thread and
+// step, 512 of them FFMA: docs/PERF.md v20.)
 
 #include "gdn_common.cuh"
 
 #ifdef GDN_SCAN_SMEM_BYTES
-static_assert(GDN_SCAN_SMEM_BYTES == (2 * 8 * 128 * 4 + 16) * 4, "kernsrc.ScanSharedBytes");
+static_assert(GDN_SCAN_SMEM_BYTES == 0, "kernsrc.ScanSharedBytes");
 #endif
 #ifdef GDN_SCAN_THREADS
 static_assert(GDN_SCAN_THREADS == 256, "kernsrc.ScanThreads");
 #endif
 
-// GDN_SCAN_PREFETCH=0 (a knob for measuring): M is loaded at the start of
-// its own step instead of a step ahead (64 registers fewer, its round trip
-// exposed).
-#ifndef GDN_SCAN_PREFETCH
-#define GDN_SCAN_PREFETCH 1
-#endif
-
 namespace {
 constexpr int kCols = 8;  // value columns per CTA
-constexpr int kLd = 132;  // row stride of the transposed state in shared memory (floats)
-// Red, the warps' partial sums, is two planes of four columns each, [8
-// warps][128 rows][4]: a warp's 16-byte stores of one plane are contiguous
-// (four wavefronts where eight columns a row, 32 bytes apart, took eight),
-// and the planes are 16 floats apart, so that the final sum's loads of
-// both (a warp: 4 rows x 8 columns) fall in distinct banks.
-constexpr int kRedPlane = 8 * 128 * 4 + 16;
+constexpr int kLd = 132;  // row stride (in float pairs) of the state's split copy in shared memory
 
-// This thread's part of M (rows lane + 32 i, columns 16 w + kk) from M^T
-// (mt: [k'][k], 128 x 128 floats): mt[(16 w + kk) * 128 + lane + 32 i].
-// One base address, the rest constant offsets (LDG [R + imm]).
-__device__ __forceinline__ void load_m(float (&m)[4][16], const float* __restrict__ mt, int w, int lane) {
-  const float* b = mt + 16 * 128 * w + lane;
+// This thread's A fragments of M for all 16 k-steps from M^T (mt: [k'][k],
+// 128 x 128 floats): m[ks][j] is M's element (16 w + g + 8 (j & 1),
+// 8 ks + t + 4 (j >> 1)), at mt[(8 ks + t + 4 (j >> 1)) * 128 + 16 w + g +
+// 8 (j & 1)]. One base address, the rest constant offsets (LDG [R + imm]).
+__device__ __forceinline__ void load_m(float (&m)[16][4], const float* __restrict__ mt, int w, int g, int t) {
+  const float* b = mt + t * 128 + 16 * w + g;
 #pragma unroll
-  for (int kk = 0; kk < 16; ++kk)
+  for (int ks = 0; ks < 16; ++ks)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) m[i][kk] = __ldcg(b + 128 * kk + 32 * i);
+    for (int j = 0; j < 4; ++j) m[ks][j] = __ldcg(b + (8 * ks + 4 * (j >> 1)) * 128 + 8 * (j & 1));
 }
 }  // namespace
 
@@ -81,98 +74,92 @@ extern "C" __global__ void __launch_bounds__(256, 1) gdn_scan_states(const float
                                                                       float* __restrict__ starts,
                                                                       const int* __restrict__ first, int P, int Hv,
                                                                       int N) {
-  extern __shared__ float4 red_raw[];
-  float* Red = reinterpret_cast<float*>(red_raw);  // [2 planes][8 warps][128 rows][4]: partial sums
-  __shared__ __align__(16) float St[kCols][kLd];   // the state's columns, transposed
-  const int t = threadIdx.x, c = t % kCols, r = t / kCols;
-  const int lane = t & 31, w = t >> 5;
-  const int v = blockIdx.x * kCols + c, h = blockIdx.y, n = blockIdx.z;
+  // The state, split into its TF32 pairs, transposed: St[buf][column][row]
+  // = (hi, lo). B fragment loads (row 8 ks + t (+ 4), column g) are 8-byte
+  // pairs in distinct banks across a half-warp.
+  __shared__ __align__(16) float2 St[2][kCols][kLd];
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int h = blockIdx.y, n = blockIdx.z;
+  const int v0 = blockIdx.x * kCols + 2 * t;  // this thread's columns v0, v0 + 1
+  const int r0 = 16 * w + g;                  // ... and rows r0, r0 + 8
   const size_t plane = 128 * 128;
-  const int off = r * 128 + v;  // element (r, v) of a state
-  // State `row` (sequence or segment) of head h, at this thread's elements
-  // (rows r + 32 i of column v).
-#define AT(row, i) (((size_t)(row) * Hv + h) * plane + off + 32 * 128 * (i))
+  // This thread's pair of a state `row` (sequence or segment) of head h at
+  // row r0 + 8 i (float2: columns v0, v0 + 1).
+#define AT(row, i) (((size_t)(row) * Hv + h) * plane + (r0 + 8 * (i)) * 128 + v0)
 #define MAT(p) (bm + ((size_t)(P + (p)) * Hv + h) * plane)
+#define PAIR(ptr, row, i) (*reinterpret_cast<float2*>((ptr) + AT(row, i)))
+#define CPAIR(ptr, row, i) (*reinterpret_cast<const float2*>((ptr) + AT(row, i)))
 
   // A dependent launch (splitcall.go): the output pass may be placed now,
   // and nothing is read before the transfer pass has finished.
   griddep_release();
   griddep_wait();
 
-  float S[4];
+  // S[i]: the state's elements (r0 + 8 i, v0) and (r0 + 8 i, v0 + 1), the
+  // accumulator layout (c[2 i], c[2 i + 1]).
+  float2 S[2];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) S[i] = h0 != nullptr ? h0[AT(n, i)] : 0.f;
+  for (int i = 0; i < 2; ++i) S[i] = h0 != nullptr ? CPAIR(h0, n, i) : make_float2(0.f, 0.f);
 
   const int p0 = first[n], p1 = first[n + 1];
   // M and B of the current segment are loaded a step ahead: their round
-  // trips would otherwise stall the product's first FMA at every step.
-  float m[4][16], Bn[4];
+  // trips would otherwise stall the product's first step. Two register
+  // sets of M take turns (steps unrolled by two), so that no step copies
+  // the next M into the current one; the last step reloads its own M
+  // rather than branch around the load.
+  float ma[16][4], mb[16][4];
+  float2 Bn[2];
   if (p0 < p1) {
-    if (GDN_SCAN_PREFETCH) load_m(m, MAT(p0), w, lane);
+    load_m(ma, MAT(p0), w, g, t);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) Bn[i] = bm[AT(p0, i)];
+    for (int i = 0; i < 2; ++i) Bn[i] = CPAIR(bm, p0, i);
   }
-  for (int p = p0; p < p1; ++p) {
+  // One step: segment p's start is S; S becomes M S + B. cur holds M_p,
+  // nxt receives M_{p+1}.
+  auto step = [&](const float(&cur)[16][4], float(&nxt)[16][4], int p) {
     const bool next = p + 1 < p1;
-    if (!GDN_SCAN_PREFETCH) load_m(m, MAT(p), w, lane);
-    float acc[4];
+    float2(*st)[kLd] = St[(p - p0) & 1];
+    float2 acc[2];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      starts[AT(N + p, i)] = S[i];
-      St[c][r + 32 * i] = S[i];
+    for (int i = 0; i < 2; ++i) {
+      PAIR(starts, N + p, i) = S[i];
+      uint32_t hi, lo;
+      split_tf32(S[i].x, hi, lo);
+      st[2 * t][r0 + 8 * i] = make_float2(__uint_as_float(hi), __uint_as_float(lo));
+      split_tf32(S[i].y, hi, lo);
+      st[2 * t + 1][r0 + 8 * i] = make_float2(__uint_as_float(hi), __uint_as_float(lo));
       acc[i] = Bn[i];
-      if (next) Bn[i] = bm[AT(p + 1, i)];
+      if (next) Bn[i] = CPAIR(bm, p + 1, i);
     }
-    __syncthreads();  // St visible to all
-    // Split over k: warp w takes columns 16w..16w+15 of M for all 128 rows
-    // (lane l: rows l + 32 i) and all 8 state columns, the state's loads
-    // the same address across the warp; then the eight warps' partial sums
-    // meet in Red. The next segment's M is loaded into mn meanwhile.
-    {
-      float part[4][kCols], mn[4][16];
-      if (GDN_SCAN_PREFETCH && next) load_m(mn, MAT(p + 1), w, lane);
+    __syncthreads();  // the state's split copy visible to all warps
+    load_m(nxt, MAT(next ? p + 1 : p), w, g, t);
+    float big[4] = {0.f, 0.f, 0.f, 0.f}, small[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
+    for (int ks = 0; ks < 16; ++ks) {
+      uint32_t ah[4], al[4];
 #pragma unroll
-        for (int cc = 0; cc < kCols; ++cc) part[i][cc] = 0.f;
-#pragma unroll
-      for (int g = 0; g < 16; g += 4) {
-#pragma unroll
-        for (int cc = 0; cc < kCols; ++cc) {
-          const float4 sv = *reinterpret_cast<const float4*>(&St[cc][16 * w + g]);
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            part[i][cc] = fmaf(m[i][g], sv.x, part[i][cc]);
-            part[i][cc] = fmaf(m[i][g + 1], sv.y, part[i][cc]);
-            part[i][cc] = fmaf(m[i][g + 2], sv.z, part[i][cc]);
-            part[i][cc] = fmaf(m[i][g + 3], sv.w, part[i][cc]);
-          }
-        }
-      }
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        float* dst = Red + (w * 128 + lane + 32 * i) * 4;
-        *reinterpret_cast<float4*>(dst) = make_float4(part[i][0], part[i][1], part[i][2], part[i][3]);
-        *reinterpret_cast<float4*>(dst + kRedPlane) = make_float4(part[i][4], part[i][5], part[i][6], part[i][7]);
-      }
-      if (GDN_SCAN_PREFETCH && next) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-          for (int kk = 0; kk < 16; ++kk) m[i][kk] = mn[i][kk];
-      }
+      for (int j = 0; j < 4; ++j) split_tf32(cur[ks][j], ah[j], al[j]);
+      const float2 b0 = st[g][8 * ks + t], b1 = st[g][8 * ks + t + 4];
+      const uint32_t bh0 = __float_as_uint(b0.x), bl0 = __float_as_uint(b0.y);
+      const uint32_t bh1 = __float_as_uint(b1.x), bl1 = __float_as_uint(b1.y);
+      mma_tf32(small, al, bh0, bh1);
+      mma_tf32(small, ah, bl0, bl1);
+      mma_tf32(big, ah, bh0, bh1);
     }
-    __syncthreads();  // Red complete; St read by all before it is rewritten
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      float x = acc[i];
-#pragma unroll
-      for (int w2 = 0; w2 < 8; ++w2) x += Red[(c >> 2) * kRedPlane + (w2 * 128 + r + 32 * i) * 4 + (c & 3)];
-      S[i] = x;
+    for (int i = 0; i < 2; ++i) {
+      S[i].x = big[2 * i] + (small[2 * i] + acc[i].x);
+      S[i].y = big[2 * i + 1] + (small[2 * i + 1] + acc[i].y);
     }
+  };
+  for (int p = p0; p < p1; p += 2) {
+    step(ma, mb, p);
+    if (p + 1 < p1) step(mb, ma, p + 1);
   }
 #pragma unroll
-  for (int i = 0; i < 4; ++i) starts[AT(n, i)] = S[i];
+  for (int i = 0; i < 2; ++i) PAIR(starts, n, i) = S[i];
 #undef AT
 #undef MAT
+#undef PAIR
+#undef CPAIR
 }

@@ -15,11 +15,10 @@ const (
 	ScanColumns = 8
 )
 
-// ScanSharedBytes is the scan's dynamic shared memory: the eight warps'
-// partial sums of a step (128 x 8 floats each, in two planes of four
-// columns 16 floats apart: gdn_scan.cu). The transfer matrices go from
-// global memory straight to registers.
-const ScanSharedBytes = (2*8*128*4 + 16) * 4
+// ScanSharedBytes is the scan's dynamic shared memory: none (its split copy
+// of the state, two buffers of 8 columns, is static: gdn_scan.cu). The
+// transfer matrices go from global memory straight to registers.
+const ScanSharedBytes = 0
 
 // ScanVariant is the scan kernel (one variant: it reads only fp32 states).
 func ScanVariant() Variant {

@@ -1,0 +1,120 @@
+package ref
+
+import (
+	"math"
+	"testing"
+)
+
+// The split plan's scan (kernsrc/gdn_scan.cu) multiplies each segment's
+// transfer matrix M into the running state on the tensor cores as three
+// TF32 products of split fp32 operands (hi = the value with its 13 low
+// mantissa bits cleared, lo = the rest, likewise): hi(M) hi(S) + hi(M) lo(S)
+// + lo(M) hi(S), accumulated in fp32 eight terms an instruction. The issue
+// that asked for the split requires the chain in fp32 (its error would
+// grow along the segments). This test puts the emulated products against
+// an fp32 FMA chain (what the scan did before) and the float64 chain, on
+// real transfer maps of the recipe, without decay (g = 0: M carries
+// everything, the worst case for growth) and with it, over 32 segments.
+
+// tf32Trunc clears the 13 low mantissa bits of x (as fp32).
+func tf32Trunc(x float32) float32 { return math.Float32frombits(math.Float32bits(x) &^ 0x1fff) }
+
+// scanStep returns M S + B for one segment (128 x 128 each, row-major;
+// the product over k), with the products as mode says: "fma" fp32 FMA in k
+// order; "tf32x3" the kernel's split products, eight k a step into fp32
+// accumulators ("small" for the two cross terms, "big" for hi hi), then
+// big + (small + B).
+func scanStep(M, S, B []float32, mode string) []float32 {
+	out := make([]float32, D*D)
+	for i := range D {
+		for v := range D {
+			switch mode {
+			case "fma":
+				acc := B[i*D+v]
+				for k := range D {
+					acc = float32(math.FMA(float64(M[i*D+k]), float64(S[k*D+v]), float64(acc)))
+				}
+				out[i*D+v] = acc
+			case "tf32x3":
+				var big, small float32
+				for k0 := 0; k0 < D; k0 += 8 {
+					var sb, ss float64
+					for k := k0; k < k0+8; k++ {
+						m, s := M[i*D+k], S[k*D+v]
+						mh, sh := tf32Trunc(m), tf32Trunc(s)
+						ml, sl := tf32Trunc(m-mh), tf32Trunc(s-sh)
+						sb += float64(mh) * float64(sh)
+						ss += float64(ml)*float64(sh) + float64(mh)*float64(sl)
+					}
+					big = float32(float64(big) + sb)
+					small = float32(float64(small) + ss)
+				}
+				out[i*D+v] = big + (small + B[i*D+v])
+			}
+		}
+	}
+	return out
+}
+
+func TestScanTF32Precision(t *testing.T) {
+	if testing.Short() {
+		t.Skip("about a second of float64 transfer maps")
+	}
+	const segs, segLen = 32, 16
+	s := Shape{B: 1, T: segs * segLen, Hq: 1, Hv: 2} // head 0: g = 0; head 1: decay
+	in, err := Recipe(s, 91, RecipeOptions{WithH0: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for h := range s.Hv {
+		S64 := append([]float64(nil), in.H0[h*D*D:][:D*D]...)
+		Sf := make([]float32, D*D)
+		for i, x := range S64 {
+			Sf[i] = float32(x)
+		}
+		St := append([]float32(nil), Sf...)
+		var worstFMA, worstTF32 float64
+		for seg := range segs {
+			tr, err := SegmentTransfer(in, h, seg*segLen, (seg+1)*segLen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			M32, B32 := make([]float32, D*D), make([]float32, D*D)
+			for i := range M32 {
+				M32[i], B32[i] = float32(tr.M[i]), float32(tr.B[i])
+			}
+			next := make([]float64, D*D)
+			for i := range D {
+				for v := range D {
+					acc := tr.B[i*D+v]
+					for k := range D {
+						acc += tr.M[i*D+k] * S64[k*D+v]
+					}
+					next[i*D+v] = acc
+				}
+			}
+			S64 = next
+			Sf = scanStep(M32, Sf, B32, "fma")
+			St = scanStep(M32, St, B32, "tf32x3")
+			worstFMA = max(worstFMA, relMaxDiff32(Sf, S64))
+			worstTF32 = max(worstTF32, relMaxDiff32(St, S64))
+		}
+		t.Logf("head %d (zero gate %v), %d segments: worst state error over max|S|: fp32 FMA %.2e, TF32 x3 %.2e", h, ZeroGateHead(h), segs, worstFMA, worstTF32)
+		// The split products keep about 20 bits: within a small factor of
+		// fp32 FMA and far below the 16-bit rounding of the kernel's
+		// operands (2^-11 = 4.9e-4), which bounds the outputs' error.
+		if worstTF32 > 1e-5 || worstTF32 > 64*worstFMA+1e-7 {
+			t.Errorf("head %d: TF32 x3 state error %.2e (fp32 FMA %.2e)", h, worstTF32, worstFMA)
+		}
+	}
+}
+
+// relMaxDiff32 is max |a - b| over max |b|.
+func relMaxDiff32(a []float32, b []float64) float64 {
+	var d, m float64
+	for i := range b {
+		d = max(d, math.Abs(float64(a[i])-b[i]))
+		m = max(m, math.Abs(b[i]))
+	}
+	return d / m
+}
