@@ -133,7 +133,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) gdn_scan_states(const float
     }
     __syncthreads();  // the state's split copy visible to all warps
     load_m(nxt, MAT(next ? p + 1 : p), w, g, t);
-    float big[4] = {0.f, 0.f, 0.f, 0.f}, small[4] = {0.f, 0.f, 0.f, 0.f};
+    // Four accumulators of hi hi (a quarter of k each) and two of the cross
+    // terms (even and odd k-steps): the tensor cores' fp32 accumulation
+    // truncates, and in one chain of 16 steps that bias grew to about 7x
+    // fp32 FMA's error (ref.TestScanTF32Precision); short chains also give
+    // the dependent mma more independent work between them.
+    float big[4][4] = {}, small[2][4] = {};
 #pragma unroll
     for (int ks = 0; ks < 16; ++ks) {
       uint32_t ah[4], al[4];
@@ -142,14 +147,16 @@ extern "C" __global__ void __launch_bounds__(256, 1) gdn_scan_states(const float
       const float2 b0 = st[g][8 * ks + t], b1 = st[g][8 * ks + t + 4];
       const uint32_t bh0 = __float_as_uint(b0.x), bl0 = __float_as_uint(b0.y);
       const uint32_t bh1 = __float_as_uint(b1.x), bl1 = __float_as_uint(b1.y);
-      mma_tf32(small, al, bh0, bh1);
-      mma_tf32(small, ah, bl0, bl1);
-      mma_tf32(big, ah, bh0, bh1);
+      mma_tf32(small[ks & 1], al, bh0, bh1);
+      mma_tf32(small[ks & 1], ah, bl0, bl1);
+      mma_tf32(big[ks >> 2], ah, bh0, bh1);
     }
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      S[i].x = big[2 * i] + (small[2 * i] + acc[i].x);
-      S[i].y = big[2 * i + 1] + (small[2 * i + 1] + acc[i].y);
+    for (int e = 0; e < 4; ++e) {
+      const float hh = (big[0][e] + big[1][e]) + (big[2][e] + big[3][e]);
+      const float x = small[0][e] + small[1][e];
+      float& out = e & 1 ? S[e >> 1].y : S[e >> 1].x;
+      out = hh + (x + (e & 1 ? acc[e >> 1].y : acc[e >> 1].x));
     }
   };
   for (int p = p0; p < p1; p += 2) {
