@@ -106,6 +106,17 @@ GDN_DEVICE void mma_tf32(float c[4], const uint32_t a[4], uint32_t b0, uint32_t 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// Where a transfer matrix's element M(i, c) (row i, column c; 128 x 128)
+// lives in its plane: the scan's A-fragment order (gdn_scan.cu), so that
+// scan thread (warp w, lane l) reads its k-step ks as one float4 at
+// ((16 w + ks) * 32 + l) * 4, holding M(16 w + g + 8 (j & 1), 8 ks + t + 4
+// (j >> 1)) in component j (g = l / 4, t = l % 4, as in mma_tf32).
+GDN_DEVICE int scan_m_index(int i, int c) {
+  const int w = i >> 4, g = i & 7, jlo = (i >> 3) & 1;
+  const int ks = c >> 3, t = c & 3, jhi = (c >> 2) & 1;
+  return (((w * 16 + ks) * 32 + g * 4 + t) << 2) + jhi * 2 + jlo;
+}
+
 // ---------------------------------------------------------------------------
 // Shared memory and tensor-core fragments.
 // ---------------------------------------------------------------------------

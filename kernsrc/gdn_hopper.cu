@@ -711,15 +711,15 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
 
   if (p.ptr.ht != nullptr && (int)blockIdx.y < p.sc.n_ht) {
     // A transfer matrix (zero_v: its "value" index is M's column k') is
-    // stored transposed, element (k, k') at k' * 128 + k: the scan reads it
-    // by columns (gdn_scan.cu).
-    const int sk = w.zero_v ? 1 : 128, sv = w.zero_v ? 128 : 1;
+    // stored in the scan's fragment order (scan_m_index, gdn_common.cuh):
+    // each scan thread then loads its part of M as 16-byte rows.
 #pragma unroll
     for (int j = 0; j < 16; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int v = vb + 16 * warp + gq + 8 * (e >> 1), k = 8 * j + 2 * tq + (e & 1);
-        p.ptr.ht[state + (int64_t)k * sk + (int64_t)v * sv] = S[4 * j + e];
+        const int at = kXfer && w.zero_v ? scan_m_index(k, v) : k * 128 + v;
+        p.ptr.ht[state + at] = S[4 * j + e];
       }
   }
 }

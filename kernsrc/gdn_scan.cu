@@ -12,8 +12,9 @@
 // along it.
 //
 // Layouts (floats, 128 x 128 per state):
-//   bm      [2][P][Hv][128][128]  B of the P transfer segments, then their M
-//           transposed (element (k, k') of M at k' * 128 + k)
+//   bm      [2][P][Hv][128 * 128] B of the P transfer segments ([k][v]), then
+//           their M in this kernel's fragment order (element (k, k') at
+//           scan_m_index(k, k'), gdn_common.cuh)
 //   h0      [N][Hv][128][128]     or null (zero)
 //   starts  [N + P][Hv][128][128] row n < N: the start of sequence n's last
 //           segment; row N + p: the start of transfer segment p
@@ -36,11 +37,12 @@
 // columns 2t and 2t + 1 (g = lane / 4, t = lane % 4).
 //
 // M comes straight from global memory into registers, a step ahead: the
-// transfer pass stores it transposed (bm's M planes are M^T, [k'][k]), so
-// that a fragment load of a warp reads 8 consecutive floats of 4 rows of
-// M^T. Each thread holds its 64 floats of the current M (A fragments:
-// rows 16w + g (+ 8) at columns 8 ks + t (+ 4)) and loads the next one's
-// while it computes. (The FMA version took 809 instructions a thread and
+// transfer pass stores it in the A fragments' order, so that a thread's
+// k-step is one 16-byte load and a warp's 512 contiguous bytes (with M
+// stored transposed and read a float at a time, ncu found the L1 84% busy
+// with four times the requests: PERF.md v21). Each thread holds its 64
+// floats of the current M (rows 16w + g (+ 8) at columns 8 ks + t (+ 4))
+// and loads the next one's while it computes. (The FMA version took 809 instructions a thread and
 // step, 512 of them FFMA: docs/PERF.md v20.)
 
 #include "gdn_common.cuh"
@@ -56,16 +58,20 @@ namespace {
 constexpr int kCols = 8;  // value columns per CTA
 constexpr int kLd = 132;  // row stride (in float pairs) of the state's split copy in shared memory
 
-// This thread's A fragments of M for all 16 k-steps from M^T (mt: [k'][k],
-// 128 x 128 floats): m[ks][j] is M's element (16 w + g + 8 (j & 1),
-// 8 ks + t + 4 (j >> 1)), at mt[(8 ks + t + 4 (j >> 1)) * 128 + 16 w + g +
-// 8 (j & 1)]. One base address, the rest constant offsets (LDG [R + imm]).
-__device__ __forceinline__ void load_m(float (&m)[16][4], const float* __restrict__ mt, int w, int g, int t) {
-  const float* b = mt + t * 128 + 16 * w + g;
+// This thread's A fragments of M for all 16 k-steps: m[ks][j] is M's
+// element (16 w + g + 8 (j & 1), 8 ks + t + 4 (j >> 1)). The transfer pass
+// stored M in this order (scan_m_index), so a k-step is one 16-byte load
+// and a warp's load 512 contiguous bytes.
+__device__ __forceinline__ void load_m(float (&m)[16][4], const float* __restrict__ mp, int w, int lane) {
+  const float4* b = reinterpret_cast<const float4*>(mp) + w * 16 * 32 + lane;
 #pragma unroll
-  for (int ks = 0; ks < 16; ++ks)
-#pragma unroll
-    for (int j = 0; j < 4; ++j) m[ks][j] = __ldcg(b + (8 * ks + 4 * (j >> 1)) * 128 + 8 * (j & 1));
+  for (int ks = 0; ks < 16; ++ks) {
+    const float4 x = __ldcg(b + ks * 32);
+    m[ks][0] = x.x;
+    m[ks][1] = x.y;
+    m[ks][2] = x.z;
+    m[ks][3] = x.w;
+  }
 }
 }  // namespace
 
@@ -110,7 +116,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) gdn_scan_states(const float
   float ma[16][4], mb[16][4];
   float2 Bn[2];
   if (p0 < p1) {
-    load_m(ma, MAT(p0), w, g, t);
+    load_m(ma, MAT(p0), w, lane);
 #pragma unroll
     for (int i = 0; i < 2; ++i) Bn[i] = CPAIR(bm, p0, i);
   }
@@ -132,7 +138,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) gdn_scan_states(const float
       if (next) Bn[i] = CPAIR(bm, p + 1, i);
     }
     __syncthreads();  // the state's split copy visible to all warps
-    load_m(nxt, MAT(next ? p + 1 : p), w, g, t);
+    load_m(nxt, MAT(next ? p + 1 : p), w, lane);
     // Four accumulators of hi hi (a quarter of k each) and two of the cross
     // terms (even and odd k-steps): the tensor cores' fp32 accumulation
     // truncates, and in one chain of 16 steps that bias grew to about 7x
