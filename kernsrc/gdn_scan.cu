@@ -36,54 +36,55 @@
 // thread owns the accumulator's elements: rows 16w + g and 16w + g + 8,
 // columns 2t and 2t + 1 (g = lane / 4, t = lane % 4).
 //
-// M comes straight from global memory into registers, a step ahead: the
-// transfer pass stores it in the A fragments' order, so that a thread's
-// k-step is one 16-byte load and a warp's 512 contiguous bytes (with M
-// stored transposed and read a float at a time, ncu found the L1 84% busy
-// with four times the requests: PERF.md v21). Each thread holds its 64
-// floats of the current M (rows 16w + g (+ 8) at columns 8 ks + t (+ 4))
-// and loads the next one's while it computes. (The FMA version took 809 instructions a thread and
-// step, 512 of them FFMA: docs/PERF.md v20.)
+// M comes a step ahead into one of two shared-memory buffers: each warp
+// copies its own 8 KB part (its A fragments, contiguous in the order the
+// transfer pass stored them, scan_m_index) with one bulk copy onto its own
+// mbarrier, and reads a k-step as one 16-byte load. (Loaded into registers
+// instead, ptxas sank the next step's loads below the products and the
+// step waited for them: ncu's largest stall, PERF.md v21; with M
+// transposed and read a float at a time the L1 was 84% busy; the FMA
+// version took 809 instructions a thread and step.)
 
-#include "gdn_common.cuh"
-
-#ifdef GDN_SCAN_SMEM_BYTES
-static_assert(GDN_SCAN_SMEM_BYTES == 0, "kernsrc.ScanSharedBytes");
-#endif
-#ifdef GDN_SCAN_THREADS
-static_assert(GDN_SCAN_THREADS == 256, "kernsrc.ScanThreads");
-#endif
+#include "gdn_hopper.cuh"
 
 namespace {
-constexpr int kCols = 8;  // value columns per CTA
-constexpr int kLd = 132;  // row stride (in float pairs) of the state's split copy in shared memory
+constexpr int kCols = 8;    // value columns per CTA
+constexpr int kLd = 132;    // row stride (in float pairs) of the state's split copy in shared memory
+constexpr int kWarps = 8;
+constexpr int kWarpM = 16 * 32;  // float4s of M one warp reads (its 16 rows, all 128 columns)
+constexpr int kMBytes = 2 * kWarps * kWarpM * 16;  // two buffers of M: the dynamic shared memory
 
-// This thread's A fragments of M for all 16 k-steps: m[ks][j] is M's
-// element (16 w + g + 8 (j & 1), 8 ks + t + 4 (j >> 1)). The transfer pass
-// stored M in this order (scan_m_index), so a k-step is one 16-byte load
-// and a warp's load 512 contiguous bytes.
-__device__ __forceinline__ void load_m(float (&m)[16][4], const float* __restrict__ mp, int w, int lane) {
-  const float4* b = reinterpret_cast<const float4*>(mp) + w * 16 * 32 + lane;
-#pragma unroll
-  for (int ks = 0; ks < 16; ++ks) {
-    const float4 x = __ldcg(b + ks * 32);
-    m[ks][0] = x.x;
-    m[ks][1] = x.y;
-    m[ks][2] = x.z;
-    m[ks][3] = x.w;
-  }
+// Copies bytes (a multiple of 16) from global src to this CTA's shared dst,
+// completing them on bar.
+GDN_DEVICE void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   smem_addr(dst)),
+               "l"(src), "r"(bytes), "r"(smem_addr(bar))
+               : "memory");
 }
 }  // namespace
+
+#ifdef GDN_SCAN_SMEM_BYTES
+static_assert(GDN_SCAN_SMEM_BYTES == kMBytes, "kernsrc.ScanSharedBytes");
+#endif
+#ifdef GDN_SCAN_THREADS
+static_assert(GDN_SCAN_THREADS == kWarps * 32, "kernsrc.ScanThreads");
+#endif
 
 extern "C" __global__ void __launch_bounds__(256, 1) gdn_scan_states(const float* __restrict__ bm,
                                                                       const float* __restrict__ h0,
                                                                       float* __restrict__ starts,
                                                                       const int* __restrict__ first, int P, int Hv,
                                                                       int N) {
+  // Mb[buf][w]: warp w's part of an M, its A fragments in the order the
+  // transfer pass stored them (scan_m_index): float4 (ks * 32 + lane) holds
+  // M's elements (16 w + g + 8 (j & 1), 8 ks + t + 4 (j >> 1)), j = 0..3.
+  extern __shared__ __align__(128) float4 Mb[];
   // The state, split into its TF32 pairs, transposed: St[buf][column][row]
   // = (hi, lo). B fragment loads (row 8 ks + t (+ 4), column g) are 8-byte
   // pairs in distinct banks across a half-warp.
   __shared__ __align__(16) float2 St[2][kCols][kLd];
+  __shared__ __align__(8) uint64_t mfull[kWarps][2];  // warp w's part of buffer b landed
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int h = blockIdx.y, n = blockIdx.z;
   const int v0 = blockIdx.x * kCols + 2 * t;  // this thread's columns v0, v0 + 1
@@ -95,6 +96,24 @@ extern "C" __global__ void __launch_bounds__(256, 1) gdn_scan_states(const float
 #define MAT(p) (bm + ((size_t)(P + (p)) * Hv + h) * plane)
 #define PAIR(ptr, row, i) (*reinterpret_cast<float2*>((ptr) + AT(row, i)))
 #define CPAIR(ptr, row, i) (*reinterpret_cast<const float2*>((ptr) + AT(row, i)))
+
+  // Each warp copies its own part of each M (8 KB, contiguous in the
+  // fragment order) with one bulk copy onto its own barrier, and reads only
+  // that part: no warp waits for another's copy, and a buffer is free again
+  // once the warp itself has passed its reads (__syncwarp).
+  if (lane == 0) {
+    mbar_init(&mfull[w][0], 1);
+    mbar_init(&mfull[w][1], 1);
+    mbar_fence_init();
+  }
+  __syncwarp();
+  // Warp w's copy of segment p's M into buffer b.
+  auto fetch_m = [&](int p, int b) {
+    if (lane == 0) {
+      mbar_arrive_expect_tx(&mfull[w][b], kWarpM * 16);
+      bulk_load(Mb + (b * kWarps + w) * kWarpM, MAT(p) + w * kWarpM * 4, kWarpM * 16, &mfull[w][b]);
+    }
+  };
 
   // A dependent launch (splitcall.go): the output pass may be placed now,
   // and nothing is read before the transfer pass has finished.
@@ -108,23 +127,23 @@ extern "C" __global__ void __launch_bounds__(256, 1) gdn_scan_states(const float
   for (int i = 0; i < 2; ++i) S[i] = h0 != nullptr ? CPAIR(h0, n, i) : make_float2(0.f, 0.f);
 
   const int p0 = first[n], p1 = first[n + 1];
-  // M and B of the current segment are loaded a step ahead: their round
-  // trips would otherwise stall the product's first step. Two register
-  // sets of M take turns (steps unrolled by two), so that no step copies
-  // the next M into the current one; the last step reloads its own M
-  // rather than branch around the load.
-  float ma[16][4], mb[16][4];
+  // M and B of a segment are requested a step ahead: their round trips
+  // would otherwise stall the product's first step.
   float2 Bn[2];
   if (p0 < p1) {
-    load_m(ma, MAT(p0), w, lane);
+    fetch_m(p0, 0);
 #pragma unroll
     for (int i = 0; i < 2; ++i) Bn[i] = CPAIR(bm, p0, i);
   }
-  // One step: segment p's start is S; S becomes M S + B. cur holds M_p,
-  // nxt receives M_{p+1}.
-  auto step = [&](const float(&cur)[16][4], float(&nxt)[16][4], int p) {
+  for (int p = p0; p < p1; ++p) {
+    // Segment p's start is S; S becomes M S + B.
+    const int j = p - p0, b = j & 1;
     const bool next = p + 1 < p1;
-    float2(*st)[kLd] = St[(p - p0) & 1];
+    // Buffer b ^ 1 was read in step j - 1: every lane of this warp is past
+    // those reads (they fed the products that made S).
+    __syncwarp();
+    if (next) fetch_m(p + 1, b ^ 1);
+    float2(*st)[kLd] = St[b];
     float2 acc[2];
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
@@ -138,7 +157,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) gdn_scan_states(const float
       if (next) Bn[i] = CPAIR(bm, p + 1, i);
     }
     __syncthreads();  // the state's split copy visible to all warps
-    load_m(nxt, MAT(next ? p + 1 : p), w, lane);
+    mbar_wait(&mfull[w][b], (j >> 1) & 1);
+    const float4* m = Mb + (b * kWarps + w) * kWarpM + lane;
     // Four accumulators of hi hi (a quarter of k each) and two of the cross
     // terms (even and odd k-steps): the tensor cores' fp32 accumulation
     // truncates, and in one chain of 16 steps that bias grew to about 7x
@@ -147,9 +167,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) gdn_scan_states(const float
     float big[4][4] = {}, small[2][4] = {};
 #pragma unroll
     for (int ks = 0; ks < 16; ++ks) {
+      const float4 a = m[ks * 32];
+      const float af[4] = {a.x, a.y, a.z, a.w};
       uint32_t ah[4], al[4];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) split_tf32(cur[ks][j], ah[j], al[j]);
+      for (int q = 0; q < 4; ++q) split_tf32(af[q], ah[q], al[q]);
       const float2 b0 = st[g][8 * ks + t], b1 = st[g][8 * ks + t + 4];
       const uint32_t bh0 = __float_as_uint(b0.x), bl0 = __float_as_uint(b0.y);
       const uint32_t bh1 = __float_as_uint(b1.x), bl1 = __float_as_uint(b1.y);
@@ -164,10 +186,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) gdn_scan_states(const float
       float& out = e & 1 ? S[e >> 1].y : S[e >> 1].x;
       out = hh + (x + (e & 1 ? acc[e >> 1].y : acc[e >> 1].x));
     }
-  };
-  for (int p = p0; p < p1; p += 2) {
-    step(ma, mb, p);
-    if (p + 1 < p1) step(mb, ma, p + 1);
   }
 #pragma unroll
   for (int i = 0; i < 2; ++i) PAIR(starts, n, i) = S[i];

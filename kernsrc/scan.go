@@ -15,10 +15,11 @@ const (
 	ScanColumns = 8
 )
 
-// ScanSharedBytes is the scan's dynamic shared memory: none (its split copy
-// of the state, two buffers of 8 columns, is static: gdn_scan.cu). The
-// transfer matrices go from global memory straight to registers.
-const ScanSharedBytes = 0
+// ScanSharedBytes is the scan's dynamic shared memory: two buffers of a
+// transfer matrix (128 x 128 fp32), which each warp fills with a bulk copy
+// of its part a step ahead (gdn_scan.cu). Its split copy of the state, two
+// buffers of 8 columns, is static.
+const ScanSharedBytes = 2 * 128 * 128 * 4
 
 // ScanVariant is the scan kernel (one variant: it reads only fp32 states).
 func ScanVariant() Variant {
