@@ -36,8 +36,8 @@ type splitPlan struct {
 // squares (relative error) to 154 forced runs on the H200: seven few-head
 // cases (tp8_32k, tp4_32k, tp8_8k, chain_equal, tp2_32k, tp2_16kx2, tp8_2k)
 // x output tile 64/128 x transfer tile 64/128 x segments of 8-128 chunks or
-// none; every run within 18% of the model (docs/PERF.md, v20, refitted
-// after the scan began loading M straight into registers;
+// none; every run within 15% of the model (docs/PERF.md, v21, refitted
+// after the scan's product moved to the tensor cores;
 // device-run.sh's splitgrid step takes the runs, scripts/splitfit.py fits
 // them, and TestSplitFitRecoversConstants keeps the script's model and this
 // file's in step). They are: a chunk of the transfer pass (built without q,
@@ -47,19 +47,19 @@ type splitPlan struct {
 // of an unsplit run whose grid is one wave (fitted with the rest, on the
 // same cases run with segments -1); the fixed cost of each wave of CTAs
 // beyond the first one (launch, pipeline fill, h0 in and states out, the
-// wave's tail); one step of the scan (a 128 x 128 x 128 fp32 product, the
-// next M loading into registers meanwhile); and the fixed cost of the two
-// extra launches.
+// wave's tail); one step of the scan (a 128 x 128 x 128 product in three
+// TF32 tensor-core products, the next M loading meanwhile); and the fixed
+// cost of the two extra launches.
 const (
-	transferChunkTime64  = 1.19
-	transferChunkTime128 = 1.92
-	outputChunkTime64    = 1.96
-	outputChunkTime128   = 2.80
-	oneWaveChunkTime64   = 2.25
-	oneWaveChunkTime128  = 2.83
-	waveTime             = 8.82
-	scanStepTime         = 1.32
-	splitLaunchTime      = 1.90
+	transferChunkTime64  = 1.22
+	transferChunkTime128 = 1.83
+	outputChunkTime64    = 1.97
+	outputChunkTime128   = 2.81
+	oneWaveChunkTime64   = 2.24
+	oneWaveChunkTime128  = 2.85
+	waveTime             = 7.16
+	scanStepTime         = 1.03
+	splitLaunchTime      = 3.94
 )
 
 func transferChunkTime(consumers int) float64 {
@@ -83,8 +83,12 @@ func outputChunkTime(consumers int) float64 {
 	return outputChunkTime64
 }
 
-// segmentCandidates are the segment lengths (chunks) the planner weighs.
-var segmentCandidates = []int{4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048}
+// segmentCandidates are the segment lengths (chunks) the planner weighs:
+// at most 128, the longest the constants were fitted on (splitgrid: 8-128).
+// Beyond it the model was wrong where it was checked: on tp2_32k it put
+// segments of 256 (one transfer segment) 3% ahead of segments of 128 with
+// both tiles 128, which measured 5% faster (0.859 against 0.816 ms, v21).
+var segmentCandidates = []int{4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128}
 
 // seqChunks calls f with each sequence's length in chunks.
 func seqChunks(p Problem, f func(chunks int)) {

@@ -23,8 +23,8 @@
 //
 // Grid (16, Hv, N), 256 threads: a CTA owns 8 value columns of one head of
 // one sequence. Nothing but the product depends on the previous step: M
-// and B of the next segment load into registers while this one's product
-// runs.
+// (into shared memory) and B (into registers) of the next segment load
+// while this one's product runs.
 //
 // The product (128 x 128 times 128 x 8) runs on the tensor cores as three
 // TF32 products of split operands (split_tf32, mma_tf32: about 2^-20 of a
