@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # device-run.sh: runs on the GPU machine, from the repository root, after
 # scripts/device-build.sh filled .bin/. Logs go to $OUT (or ./device-out),
-# at most one file per step (the device tool brings back 8 files).
+# at most one file per step (the device tool brings back 8 files; with
+# more, all but gpu.txt are bundled into outputs.tgz).
 #
 #   .bin/device-run.sh [warmup] [tests] [sanitize[:TOOLS]] [soak[:MINUTES]] [stress[:SECONDS]] [gchunt[:SECONDS]] [plancheck[:CASES]] [splitgrid[:CASES]] [bench] [bench:CASES] [compare[:CASES]] [comparefull[:CASES]] [knob:DEFINES[@CASES]] [knobfull:DEFINES[@CASES]] [benchfull] [benchfull:CASES] [hostbench] [example] [layer] [python]
 #
@@ -382,4 +383,13 @@ for step in "${@:-tests}"; do
 		;;
 	esac
 done
+# The device tool brings back at most 8 files: with more, everything but
+# gpu.txt goes into one outputs.tgz (tar xzf it here), rather than losing
+# what does not fit (a splitgrid.tgz was once left out so).
+files=$(find "$out" -maxdepth 1 -type f | wc -l)
+if ((files > 8)); then
+	(cd "$out" && find . -maxdepth 1 -type f ! -name gpu.txt ! -name outputs.tgz -printf '%P\n' | sort >outputs.list &&
+		tar czf outputs.tgz -T outputs.list && xargs rm -f <outputs.list && rm -f outputs.list)
+	echo "== $files output files: all but gpu.txt bundled into outputs.tgz (tar xzf outputs.tgz)" >&2
+fi
 exit $status

@@ -469,3 +469,36 @@ func deviceDir(t *testing.T) (string, func(name, text string)) {
 	write("device-run.sh", string(script))
 	return dir, write
 }
+
+// More output files than the device tool brings back (8) are bundled: all
+// but gpu.txt into outputs.tgz, which holds every one of them.
+func TestDeviceRunBundlesManyOutputs(t *testing.T) {
+	rows := "gdn_hopper_bf16_bv64  100  168  0  0  0  ok"
+	steps := []string{"warmup", "compare", "comparefull", "knob:A=1@tp8_2k", "knobfull:C=1@tp8_2k", "bench", "benchfull", "plancheck:tp8_2k"}
+	stderr, out, ok := runDeviceSteps(t, rows, true, steps...)
+	if !ok {
+		t.Fatalf("device-run failed:\n%s", stderr)
+	}
+	entries, err := os.ReadDir(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if len(names) != 2 || names[0] != "gpu.txt" || names[1] != "outputs.tgz" {
+		t.Fatalf("outputs %v, want gpu.txt and outputs.tgz\n%s", names, stderr)
+	}
+	list, err := exec.Command("tar", "tzf", filepath.Join(out, "outputs.tgz")).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := strings.Fields(string(list))
+	if len(files) < 8 || !strings.Contains(string(list), "warmup.txt") || !strings.Contains(string(list), "compare.txt") {
+		t.Fatalf("outputs.tgz holds %v", files)
+	}
+	if !strings.Contains(stderr, "bundled into outputs.tgz") {
+		t.Errorf("no word of the bundle:\n%s", stderr)
+	}
+}
