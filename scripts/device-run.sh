@@ -4,7 +4,7 @@
 # at most one file per step (the device tool brings back 8 files; with
 # more, all but gpu.txt are bundled into outputs.tgz).
 #
-#   .bin/device-run.sh [warmup] [tests] [sanitize[:TOOLS]] [soak[:MINUTES]] [stress[:SECONDS]] [gchunt[:SECONDS]] [plancheck[:CASES]] [splitgrid[:CASES]] [bench] [bench:CASES] [compare[:CASES]] [comparefull[:CASES]] [knob:DEFINES[@CASES]] [knobfull:DEFINES[@CASES]] [benchfull] [benchfull:CASES] [hostbench] [example] [layer] [python]
+#   .bin/device-run.sh [warmup] [tests] [sanitize[:TOOLS]] [soak[:MINUTES]] [stress[:SECONDS]] [gchunt[:SECONDS]] [plancheck[:CASES]] [splitgrid[:CASES]] [bench] [bench:CASES] [compare[:CASES]] [comparefull[:CASES]] [knob:DEFINES[@CASES]] [knobfull:DEFINES[@CASES]] [ncu:KERNEL@CASE] [ncufull:KERNEL@CASE] [benchfull] [benchfull:CASES] [hostbench] [example] [layer] [python]
 #
 # warmup    every kernel variant compiled by this machine's NVRTC
 #           into an empty cache: fails if one spills or ptxas
@@ -75,6 +75,15 @@
 #           variant's warmup with it (fails as warmup does). knobfull:
 #           the same with gdn bench --full. Several knob steps append
 #           to the one file                     -> knob.txt, knobfull.txt
+# ncu       ncu:KERNEL@CASE profiles the first launch of the kernels
+#           whose names match KERNEL (a regex: gdn_scan, gdn_hopper,
+#           gdn_prep) in one call of gdn bench --cases CASE (ncufull:
+#           with --full; NCU_GDN=.bin/gdn-old profiles another build):
+#           speed of light, memory, scheduler, warp states, occupancy,
+#           and stall samples per SASS instruction. Summarise here with
+#           python3 scripts/ncuhot.py ncu-KERNEL-CASE.csv (the stalls by
+#           reason and the instructions where they fall)
+#                                   -> ncu-KERNEL-CASE.txt, ncu-KERNEL-CASE.csv
 # benchfull gdn bench --full: the full forward from raw gates
 #           (benchfull:a,b for named cases), beside issue 8's
 #           targets              -> benchfull.txt, benchfull.csv, benchfull.svg
@@ -336,6 +345,39 @@ for step in "${@:-tests}"; do
 		GDN_JIT_DEFINES="$defines" timeout 240 .bin/gdn bench $full $cases --csv "$tmp/with.csv" --compare "$tmp/without.csv" >"$tmp/with.txt" 2>&1 || fail "$name (with $defines)"
 		cat "$tmp/with.txt" >>"$out/$name.txt"
 		sed -n '/old ms/,$p' "$tmp/with.txt" >&2
+		rm -rf "$tmp"
+		;;
+	ncu:* | ncufull:*)
+		name=${step%%:*}
+		spec=${step#*:}
+		kernel=${spec%%@*}
+		case=${spec#*@}
+		if [[ $spec != *@* || -z $kernel || -z $case ]]; then
+			fail "$step: want $name:KERNEL@CASE"
+			continue
+		fi
+		full=""
+		[[ $name == ncufull ]] && full="--full"
+		bin=${NCU_GDN:-.bin/gdn}
+		base="$out/ncu-${kernel//[^A-Za-z0-9_]/_}-$case"
+		echo "== $name $kernel in $bin bench $full --cases $case" >&2
+		tmp=$(mktemp -d)
+		# --cache-control none: the kernel sees what the call's earlier
+		# kernels left in L2, as it does in a real call. The bench's own
+		# exit status is not the step's: under ncu's replays its output
+		# check may find NaN (seen on a split call's graph; the GPU tests,
+		# not a profiled run, say whether outputs are right).
+		timeout 240 ncu --cache-control none -k "regex:$kernel" --launch-count 1 \
+			--section SpeedOfLight --section MemoryWorkloadAnalysis --section SchedulerStats \
+			--section WarpStateStats --section Occupancy --section LaunchStats --section SourceCounters \
+			-o "$tmp/rep" "$bin" bench $full --cases "$case" --reps 1 --warmup 1 --calls 1 >"$base.txt" 2>&1
+		if [[ -f $tmp/rep.ncu-rep ]]; then
+			timeout 120 ncu -i "$tmp/rep.ncu-rep" >>"$base.txt" 2>&1 || fail "$name $kernel@$case: print"
+			timeout 120 ncu -i "$tmp/rep.ncu-rep" --page source --csv --print-source sass >"$base.csv" 2>>"$base.txt" || fail "$name $kernel@$case: source"
+		else
+			fail "$name $kernel@$case: no report (no launch matched?)"
+		fi
+		grep -E "Duration|Elapsed Cycles|L1/TEX Cache Throughput|L2 Cache Throughput|Issued Warp Per Scheduler|Registers Per Thread" "$base.txt" >&2
 		rm -rf "$tmp"
 		;;
 	benchfull | benchfull:*)

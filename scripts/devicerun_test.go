@@ -502,3 +502,89 @@ func TestDeviceRunBundlesManyOutputs(t *testing.T) {
 		t.Errorf("no word of the bundle:\n%s", stderr)
 	}
 }
+
+// fakeNCU stands in for Nsight Compute: profiling (-o REPORT ... PROGRAM
+// ARGS) logs its arguments to $CALLS, runs nothing and writes the report
+// file; printing a report (-i REPORT) prints a section, and with --page
+// source a two-instruction CSV.
+const fakeNCU = `#!/usr/bin/env bash
+echo "ncu $*" >>"$CALLS"
+if [[ $1 == -i ]]; then
+	if [[ " $* " == *" --page source "* ]]; then
+		printf '"Kernel Name","gdn_scan_states",\n"Address","Source","Warp Stall Sampling (All Samples)","stall_long_sb"\n"0x10","LDG.E.128 R4, [R2]","1","0"\n"0x20","LOP3.LUT R8, R5, 0xffffe000, RZ, 0xc0, !PT","9","9"\n'
+	else
+		echo "    Duration                         us        31.94"
+	fi
+	exit 0
+fi
+while [[ $# -gt 0 && $1 != -o ]]; do shift; done
+touch "$2.ncu-rep"
+`
+
+// The ncu step profiles the named kernel in one bench call of the case (with
+// --full for ncufull, another build with NCU_GDN), and keeps the printed
+// sections and the per-instruction CSV; a step without KERNEL@CASE fails.
+func TestDeviceRunNCU(t *testing.T) {
+	fake := t.TempDir()
+	if err := os.WriteFile(filepath.Join(fake, "ncu"), []byte(fakeNCU), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := []string{"PATH=" + fake + ":" + os.Getenv("PATH")}
+	stderr, out, ok := runDeviceStepsEnv(t, "", false, path, "ncu:gdn_scan@chain_equal", "ncufull:gdn_hopper.*@tp8_2k")
+	if !ok {
+		t.Fatalf("device-run failed:\n%s", stderr)
+	}
+	txt, err := os.ReadFile(filepath.Join(out, "ncu-gdn_scan-chain_equal.txt"))
+	if err != nil || !strings.Contains(string(txt), "Duration") {
+		t.Fatalf("sections: %q, %v", txt, err)
+	}
+	csv, err := os.ReadFile(filepath.Join(out, "ncu-gdn_scan-chain_equal.csv"))
+	if err != nil || !strings.Contains(string(csv), "LOP3.LUT") {
+		t.Fatalf("source CSV: %q, %v", csv, err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "ncu-gdn_hopper__-tp8_2k.csv")); err != nil {
+		t.Errorf("the regex's characters are not kept out of the file name: %v", err)
+	}
+	calls, _ := os.ReadFile(filepath.Join(filepath.Dir(out), "calls.log"))
+	for _, want := range []string{"-k regex:gdn_scan --launch-count 1", "--cache-control none", "bench --cases chain_equal --reps 1",
+		"-k regex:gdn_hopper.* ", "bench --full --cases tp8_2k"} {
+		if !strings.Contains(string(calls), want) {
+			t.Errorf("no %q in the calls:\n%s", want, calls)
+		}
+	}
+	if stderr, _, ok := runDeviceStepsEnv(t, "", false, path, "ncu:gdn_scan"); ok || !strings.Contains(stderr, "want ncu:KERNEL@CASE") {
+		t.Errorf("ncu without a case passed:\n%s", stderr)
+	}
+}
+
+// ncuhot.py ranks the stall reasons and the instructions, and shows the
+// instructions before each (where what it waits for comes from).
+func TestNCUHot(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	csv := filepath.Join(t.TempDir(), "src.csv")
+	if err := os.WriteFile(csv, []byte(`"Kernel Name","k",
+"Address","Source","Warp Stall Sampling (All Samples)","stall_long_sb","stall_wait","stall_long_sb (Not Issued)"
+"0x10","LDG.E.128 R4, [R2]","2","0","2","0"
+"0x20","BAR.SYNC.DEFER_BLOCKING 0x0","0","0","0","0"
+"0x30","LOP3.LUT R8, R5, 0xffffe000, RZ, 0xc0, !PT","8","8","0","8"
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := exec.Command(py, "ncuhot.py", csv, "--context", "1").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, got)
+	}
+	out := string(got)
+	for _, want := range []string{"3 instructions, 10 samples", "long_sb           80.0%", "wait              20.0%",
+		" 80.0%  #2     LOP3.LUT", "#1     BAR.SYNC", "[long_sb 8]", " 20.0%  #0     LDG.E.128"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+	if strings.Index(out, "LOP3.LUT") > strings.Index(out, " 20.0%  #0") {
+		t.Errorf("not ranked by samples:\n%s", out)
+	}
+}
