@@ -12,3 +12,8 @@ func SpareCounts(rt *Runtime) (hits, misses, waited int64) {
 // MinorFaults returns the process's minor page faults so far (0 where
 // getrusage does not report them), for BenchmarkForwardHost.
 func MinorFaults() int64 { return minorFaults() }
+
+// FullSlabCounts returns the full forward's working-buffer slabs that rt's
+// prepared full calls use now, and how many it has allocated (for the GPU
+// test of calls with new boundaries each time).
+func FullSlabCounts(rt *Runtime) (live, allocs int) { return rt.fullSlabs.counts() }

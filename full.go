@@ -1,6 +1,7 @@
 package gdn
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -107,17 +108,20 @@ type fullKey struct {
 	seqsHash                                             uint64
 }
 
-// fullCall is a prepared full call: its scratch (the chunk table, g_cumsum,
-// A and the normalised q and k), the packed arguments of the prep kernel
-// and the core forward on the scratch.
+// fullCall is a prepared full call: its scratch (its own chunk table; the
+// cumulative gates, A and the normalised q and k in the slab it shares with
+// the calls that write the same outputs, fullscratch.go), the packed
+// arguments of the prep kernel and the core forward on the scratch.
 type fullCall struct {
 	key      fullKey
 	seqs     []int // the boundaries its chunk table was built from (the key holds their hash)
 	core     CoreArgs
 	dev      scratchDevice
 	grave    *scratchGraveyard
-	mem      driver.DevicePtr
+	mem      driver.DevicePtr // the chunk table
 	memBytes int
+	slabs    *scratchSlabs
+	slab     *scratchSlab    // held until free
 	variant  kernsrc.Variant // the chunk kernel
 	fn       atomic.Pointer[driver.Function]
 	prep     *prepLaunch // the chunk kernel's launch
@@ -155,16 +159,27 @@ func newFullCache() *fullCache {
 	return c
 }
 
-func (e *fullCall) scratchBytes() int { return e.memBytes }
+// scratchBytes counts the shared slab with every call on it: the cache then
+// keeps few calls of a large slab, as when each call had its own.
+func (e *fullCall) scratchBytes() int {
+	if e.slab != nil {
+		return e.memBytes + e.slab.bytes
+	}
+	return e.memBytes
+}
 
 // sameSeqs reports whether e's chunk table was built for these boundaries.
 func (e *fullCall) sameSeqs(seqs []int) bool { return slices.Equal(e.seqs, seqs) }
 
-// free releases the call's parameters and parks its scratch.
+// free releases the call's parameters and its slab, and parks its table.
 func (e *fullCall) free() {
 	if e.prep != nil {
 		e.prep.params.Free()
 		e.prep = nil
+	}
+	if e.slab != nil {
+		e.slabs.release(slabKey{o: e.key.o, ht: e.key.ht}, e.slab)
+		e.slab = nil
 	}
 	if e.mem != 0 {
 		switch {
@@ -283,6 +298,7 @@ func (rt *Runtime) forwardFull(a *FullArgs, s Stream) error {
 		// the caller's graph: keep it until Close (scratchGraveyard).
 		if capturing, err := stream.IsCapturing(); err != nil || capturing {
 			e.pinned.Store(true)
+			e.slabs.pin(e.slab)
 		}
 	}
 	if l := e.prep; l != nil {
@@ -320,7 +336,7 @@ func (rt *Runtime) newFullCall(a *FullArgs, key fullKey, p Problem) (*fullCall, 
 	if a.L2Norm {
 		qkBytes = align(tokens * p.Hq * HeadDim * 2)
 	}
-	e := &fullCall{key: key, seqs: slices.Clone(p.Seqs), dev: rt.calls.dev, memBytes: tableBytes + gBytes + aBytes + 2*qkBytes}
+	e := &fullCall{key: key, seqs: slices.Clone(p.Seqs), dev: rt.calls.dev, memBytes: tableBytes, slabs: rt.fullSlabs}
 	heads := prepHeads(p, nch, rt.calls.plans.sms, rt.prepHeads)
 	v, err := kernsrc.PrepVariant(kernsrc.PrepChunkKernel, inputDtype(p.Dtype), heads)
 	if err != nil {
@@ -336,10 +352,18 @@ func (rt *Runtime) newFullCall(a *FullArgs, key fullKey, p Problem) (*fullCall, 
 	})
 	if err != nil {
 		e.free()
-		return nil, fmt.Errorf("gdn: scratch of a full forward (%d bytes): %w", e.memBytes, err)
+		return nil, fmt.Errorf("gdn: chunk table of a full forward (%d bytes): %w", e.memBytes, err)
+	}
+	slabBytes := gBytes + aBytes + 2*qkBytes
+	if e.slab, err = e.slabs.acquire(slabKey{o: key.o, ht: key.ht}, slabBytes); err != nil {
+		e.free()
+		if errors.Is(err, ErrClosed) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("gdn: scratch of a full forward (%d bytes): %w", slabBytes, err)
 	}
 	table := e.mem
-	gcum := table.Offset(tableBytes)
+	gcum := e.slab.mem
 	A := gcum.Offset(gBytes)
 	q, k := a.Q, a.K
 	if a.L2Norm {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/gdnjit/gdn"
 	"github.com/gdnjit/gdn/ref"
@@ -370,5 +371,69 @@ func TestFullTiming(t *testing.T) {
 			s.B, s.T, s.Hq, s.Hv, full, noNorm, core)
 		stream.Destroy()
 		up.Free()
+	}
+}
+
+// A serving loop's calls: the same buffers, new sequence boundaries on
+// every call (the packed batch changes). Each call matches the reference,
+// and the full forward's working buffers stay one slab, allocated once
+// (fullscratch.go), not once a call.
+func TestFullNewBoundariesEachCall(t *testing.T) {
+	r, err := gdn.Open(gdn.Options{}) // its own Runtime: the slab counts are this test's
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	const T = 900
+	c := fullCase{"serving", ref.Shape{B: 1, T: T, Hq: 2, Hv: 4, CuSeqlens: []int{0, 300, 600, T}},
+		ref.RecipeOptions{WithH0: true}, true, false, false}
+	in, fo, h := fullCaseInputs(t, c, 7)
+	up, err := r.UploadFull(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Free()
+	ctx := r.Context()
+	rng := rand.New(rand.NewPCG(7, 8))
+	const calls = 12
+	for call := range calls {
+		b1 := rng.IntN(T + 1)
+		b2 := b1 + rng.IntN(T+1-b1)
+		seqs := []int{0, b1, b2, T}
+		s32 := []int32{0, int32(b1), int32(b2), T}
+		dev, err := ctx.Alloc(16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ctx.Free(dev) // at the end: the cached calls that name it are not launched again
+		if err := ctx.CopyToDevice(dev, unsafe.Pointer(&s32[0]), 16); err != nil {
+			t.Fatal(err)
+		}
+		fa := *up.Args
+		fa.CuSeqlens = seqs
+		fa.CuSeqlensDevice = gdn.Tensor{Ptr: uintptr(dev), Bytes: 16, Dtype: gdn.Int32, Shape: []int{4}}
+		if err := ctx.MemsetD16(driverPtr(fa.O.Ptr), 0x7fff, fa.O.Elems(), nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := ctx.MemsetD32(driverPtr(fa.Ht.Ptr), 0x7fc00000, fa.Ht.Elems(), nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.ForwardFull(&fa, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := ctx.WrapStream(0).Synchronize(); err != nil {
+			t.Fatal(err)
+		}
+		res, err := up.Download()
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := in
+		at.Shape.CuSeqlens = seqs
+		o, ht := checkFull(t, at, fo, res.O, res.Ht)
+		t.Logf("call %d, boundaries %v: o %v ht %v", call, seqs, o, ht)
+	}
+	if live, allocs := gdn.FullSlabCounts(r); live != 1 || allocs != 1 {
+		t.Errorf("after %d calls with new boundaries: %d slabs in use, %d allocated; want 1, 1", calls, live, allocs)
 	}
 }
