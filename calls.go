@@ -69,6 +69,7 @@ type callCache struct {
 	// Options.TransferTile.
 	dev       scratchDevice
 	grave     *scratchGraveyard
+	slabs     *scratchSlabs // split states (and the full calls' buffers), shared by output
 	segChunks int
 	xferTile  int
 
@@ -86,7 +87,7 @@ func (e *callEntry) scratchBytes() int {
 	if e.split == nil {
 		return 0
 	}
-	return e.split.memBytes
+	return e.split.scratchBytes()
 }
 
 // packParams packs a Hopper parameter block (64-byte aligned: it holds
@@ -151,7 +152,7 @@ func (c *callCache) build(key hopperCall, p Problem) (*callEntry, error) {
 			return nil, err
 		}
 		if sp.segChunks > 0 {
-			if e.split, err = newSplitCall(c.dev, c.grave, c.encode, c.pack, key, p, sp); err != nil {
+			if e.split, err = newSplitCall(c.dev, c.grave, c.slabs, c.encode, c.pack, key, p, sp); err != nil {
 				return nil, err
 			}
 		}
@@ -172,6 +173,9 @@ func (c *callCache) release(e *callEntry) { c.held.release(e) }
 // parked scratch, and makes later prepares fail with ErrClosed.
 func (c *callCache) close() {
 	c.held.close()
+	if c.slabs != nil {
+		c.slabs.close() // every slab buried by its calls' releases
+	}
 	if c.grave != nil {
 		c.grave.close()
 	}

@@ -16,4 +16,4 @@ func MinorFaults() int64 { return minorFaults() }
 // FullSlabCounts returns the full forward's working-buffer slabs that rt's
 // prepared full calls use now, and how many it has allocated (for the GPU
 // test of calls with new boundaries each time).
-func FullSlabCounts(rt *Runtime) (live, allocs int) { return rt.fullSlabs.counts() }
+func FullSlabCounts(rt *Runtime) (live, allocs int) { return rt.calls.slabs.counts(slabFull) }

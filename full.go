@@ -178,7 +178,7 @@ func (e *fullCall) free() {
 		e.prep = nil
 	}
 	if e.slab != nil {
-		e.slabs.release(slabKey{o: e.key.o, ht: e.key.ht}, e.slab)
+		e.slabs.release(slabKey{kind: slabFull, o: e.key.o, ht: e.key.ht}, e.slab)
 		e.slab = nil
 	}
 	if e.mem != 0 {
@@ -336,7 +336,7 @@ func (rt *Runtime) newFullCall(a *FullArgs, key fullKey, p Problem) (*fullCall, 
 	if a.L2Norm {
 		qkBytes = align(tokens * p.Hq * HeadDim * 2)
 	}
-	e := &fullCall{key: key, seqs: slices.Clone(p.Seqs), dev: rt.calls.dev, memBytes: tableBytes, slabs: rt.fullSlabs}
+	e := &fullCall{key: key, seqs: slices.Clone(p.Seqs), dev: rt.calls.dev, memBytes: tableBytes, slabs: rt.calls.slabs}
 	heads := prepHeads(p, nch, rt.calls.plans.sms, rt.prepHeads)
 	v, err := kernsrc.PrepVariant(kernsrc.PrepChunkKernel, inputDtype(p.Dtype), heads)
 	if err != nil {
@@ -355,7 +355,7 @@ func (rt *Runtime) newFullCall(a *FullArgs, key fullKey, p Problem) (*fullCall, 
 		return nil, fmt.Errorf("gdn: chunk table of a full forward (%d bytes): %w", e.memBytes, err)
 	}
 	slabBytes := gBytes + aBytes + 2*qkBytes
-	if e.slab, err = e.slabs.acquire(slabKey{o: key.o, ht: key.ht}, slabBytes); err != nil {
+	if e.slab, err = e.slabs.acquire(slabKey{kind: slabFull, o: key.o, ht: key.ht}, slabBytes); err != nil {
 		e.free()
 		if errors.Is(err, ErrClosed) {
 			return nil, err

@@ -8,9 +8,9 @@ import (
 )
 
 // The full forward's working buffers (the cumulative gates, A and the
-// normalised q and k: hundreds of MB at long prompts) are shared by the
-// prepared full calls that write the same outputs, whatever their sequence
-// boundaries: a serving loop whose batches change on every call then
+// normalised q and k: hundreds of MB at long prompts), and a split plan's
+// states (B, M and start states: tens of MB), are shared by the prepared
+// calls that write the same outputs, whatever their sequence boundaries: a serving loop whose batches change on every call then
 // prepares a new call each time (a new chunk table of a few KB) but reuses
 // one set of buffers, instead of allocating them on every call and freeing
 // the evicted ones behind a context synchronisation.
@@ -22,8 +22,21 @@ import (
 // (the Forward contract); ordered, the later call's kernels use the buffers
 // after the earlier call's have finished with them.
 
-// slabKey names the outputs whose calls share a slab.
-type slabKey struct{ o, ht uintptr }
+// slabKey names the outputs whose calls share a slab, and what the slab
+// holds.
+type slabKey struct {
+	kind  slabKind
+	o, ht uintptr
+}
+
+// slabKind tells the slabs of full calls from those of split calls: a full
+// call whose core forward is split uses one of each.
+type slabKind uint8
+
+const (
+	slabFull  slabKind = iota // g_cumsum, A2, the normalised q and k
+	slabSplit                 // a split plan's B, M and start states
+)
 
 // scratchSlab is one device allocation of full-forward buffers. A call takes
 // what it needs from its start; a longer call than the slab holds gets a new,
@@ -38,8 +51,8 @@ type scratchSlab struct {
 	pinned  bool // a call on it was captured into a caller's graph: kept until Close
 }
 
-// scratchSlabs hands out slabs by key: a Runtime's full calls draw their
-// buffers from it. Its map holds only slabs some prepared call uses: one
+// scratchSlabs hands out slabs by key: a Runtime's full and split calls
+// draw their buffers from it. Its map holds only slabs some prepared call uses: one
 // that no call uses any more leaves it and goes to the graveyard (parked,
 // or kept until Close when pinned), as a call's own scratch did.
 type scratchSlabs struct {
@@ -49,7 +62,7 @@ type scratchSlabs struct {
 	mu     sync.Mutex
 	slabs  map[slabKey]*scratchSlab
 	closed bool
-	allocs int // slabs allocated so far (tests)
+	allocs [2]int // slabs allocated so far, by kind (tests)
 }
 
 // acquire returns k's slab, holding it, with at least bytes; a new slab is
@@ -98,7 +111,7 @@ func (s *scratchSlabs) acquire(k slabKey, bytes int) (*scratchSlab, error) {
 	if s.slabs == nil {
 		s.slabs = map[slabKey]*scratchSlab{}
 	}
-	s.allocs++
+	s.allocs[k.kind]++
 	if old != nil {
 		old.current = false // buried by its last release
 	}
@@ -175,9 +188,14 @@ func (s *scratchSlabs) close() {
 	s.mu.Unlock()
 }
 
-// counts returns the slabs in use and the slabs allocated so far.
-func (s *scratchSlabs) counts() (live, allocs int) {
+// counts returns the slabs of a kind in use, and those allocated so far.
+func (s *scratchSlabs) counts(kind slabKind) (live, allocs int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.slabs), s.allocs
+	for k := range s.slabs {
+		if k.kind == kind {
+			live++
+		}
+	}
+	return live, s.allocs[kind]
 }

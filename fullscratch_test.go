@@ -12,7 +12,7 @@ func TestScratchSlabsShareByOutputs(t *testing.T) {
 	f := newFakeScratch()
 	g := &scratchGraveyard{dev: f}
 	s := &scratchSlabs{dev: f, grave: g}
-	k1, k2 := slabKey{o: 1 << 30}, slabKey{o: 2 << 30, ht: 3 << 30}
+	k1, k2 := slabKey{kind: slabFull, o: 1 << 30}, slabKey{kind: slabFull, o: 2 << 30, ht: 3 << 30}
 	a, err := s.acquire(k1, 100<<20)
 	if err != nil {
 		t.Fatal(err)
@@ -22,7 +22,7 @@ func TestScratchSlabsShareByOutputs(t *testing.T) {
 	if a != b || a == c || len(f.live) != 2 {
 		t.Fatalf("same outputs share (%v), others do not (%v); %d allocations live, want 2", a == b, a != c, len(f.live))
 	}
-	if live, allocs := s.counts(); live != 2 || allocs != 2 {
+	if live, allocs := s.counts(slabFull); live != 2 || allocs != 2 {
 		t.Fatalf("counts %d live, %d allocated; want 2, 2", live, allocs)
 	}
 	s.release(k1, a)
@@ -31,7 +31,7 @@ func TestScratchSlabsShareByOutputs(t *testing.T) {
 	}
 	s.release(k1, b)
 	s.release(k2, c)
-	if live, _ := s.counts(); live != 0 {
+	if live, _ := s.counts(slabFull); live != 0 {
 		t.Fatalf("%d slabs in use after every release", live)
 	}
 	g.close()
@@ -40,7 +40,7 @@ func TestScratchSlabsShareByOutputs(t *testing.T) {
 	}
 	// Unheld, a key's slab is forgotten: its next call allocates afresh.
 	d, _ := s.acquire(k1, 10)
-	if _, allocs := s.counts(); allocs != 3 || d.bytes != 10 {
+	if _, allocs := s.counts(slabFull); allocs != 3 || d.bytes != 10 {
 		t.Fatalf("%d allocations, slab of %d bytes; want 3, 10", allocs, d.bytes)
 	}
 }
@@ -52,7 +52,7 @@ func TestScratchSlabsGrow(t *testing.T) {
 	f := newFakeScratch()
 	g := &scratchGraveyard{dev: f}
 	s := &scratchSlabs{dev: f, grave: g}
-	k := slabKey{o: 1 << 30}
+	k := slabKey{kind: slabFull, o: 1 << 30}
 	small, _ := s.acquire(k, 100)
 	big, _ := s.acquire(k, 300)
 	mid, _ := s.acquire(k, 200)
@@ -64,7 +64,7 @@ func TestScratchSlabsGrow(t *testing.T) {
 	if _, ok := f.live[small.mem]; ok || len(f.live) != 1 {
 		t.Fatalf("small slab live %v, %d allocations live; want false, 1", ok, len(f.live))
 	}
-	if live, _ := s.counts(); live != 1 {
+	if live, _ := s.counts(slabFull); live != 1 {
 		t.Fatalf("%d slabs in use, want the large one", live)
 	}
 	s.release(k, big)
@@ -82,12 +82,12 @@ func TestScratchSlabsPinnedKeptUntilClose(t *testing.T) {
 	f := newFakeScratch()
 	g := &scratchGraveyard{dev: f}
 	s := &scratchSlabs{dev: f, grave: g}
-	k := slabKey{o: 1 << 30}
+	k := slabKey{kind: slabFull, o: 1 << 30}
 	sl, _ := s.acquire(k, graveyardLimit) // at the limit: parking it would drain at once
 	s.pin(sl)
 	s.release(k, sl)
-	other, _ := s.acquire(slabKey{o: 5 << 30}, graveyardLimit)
-	s.release(slabKey{o: 5 << 30}, other) // drains the graveyard
+	other, _ := s.acquire(slabKey{kind: slabFull, o: 5 << 30}, graveyardLimit)
+	s.release(slabKey{kind: slabFull, o: 5 << 30}, other) // drains the graveyard
 	if _, ok := f.live[sl.mem]; !ok || f.syncs == 0 {
 		t.Fatalf("pinned slab live %v after %d drains", ok, f.syncs)
 	}
@@ -114,7 +114,7 @@ func TestFullCallsOfNewBoundariesShareOneSlab(t *testing.T) {
 	s := &scratchSlabs{dev: f, grave: g}
 	c := newFullCache()
 	const slabBytes = 406 << 20 // Qwen3.5-35B's 16/32 heads at 32k tokens, with L2Norm
-	out := slabKey{o: 1 << 40, ht: 2 << 40}
+	out := slabKey{kind: slabFull, o: 1 << 40, ht: 2 << 40}
 	for i := range 200 {
 		seqs := []int{0, 1000 + i, 32768}
 		key := fullKey{o: out.o, ht: out.ht, t: 32768, n: 2, seqsHash: hashSeqs(seqs)}
@@ -132,7 +132,7 @@ func TestFullCallsOfNewBoundariesShareOneSlab(t *testing.T) {
 		}
 		c.held.release(got)
 	}
-	if live, allocs := s.counts(); live != 1 || allocs != 1 {
+	if live, allocs := s.counts(slabFull); live != 1 || allocs != 1 {
 		t.Fatalf("%d slabs in use, %d allocated over 200 calls; want 1, 1", live, allocs)
 	}
 	if f.syncs != 0 {

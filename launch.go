@@ -40,7 +40,7 @@ func (rt *Runtime) launch(e *callEntry, s Stream) error {
 	capturing, err := stream.IsCapturing()
 	capturing = capturing || err != nil
 	if capturing && e.split != nil {
-		e.split.pinned.Store(true)
+		e.split.pin()
 	}
 	if rt.graphs != nil && !capturing {
 		if done, err := rt.graphs.run(rt.ctx, e, stream); done || err != nil {

@@ -86,7 +86,6 @@ type Runtime struct {
 	staging   hostStaging   // ForwardHost's buffers, kept between calls
 	spares    resultPool    // ForwardHost's next results, prepared between calls
 	full      *fullCache    // ForwardFull's prepared calls (scratch, prep launches)
-	fullSlabs *scratchSlabs // their shared working buffers, by output
 
 	// kernels maps a variant name to its *loadedKernel once loaded: the hot
 	// path looks a kernel up by name, without hashing sources for its key.
@@ -179,7 +178,7 @@ func newRuntime(ctx *driver.Context, opts Options) (*Runtime, error) {
 	rt.prepHeads = opts.PrepHeads
 	rt.full = newFullCache()
 	rt.calls.grave = &scratchGraveyard{dev: rt.calls.dev}
-	rt.fullSlabs = &scratchSlabs{dev: rt.calls.dev, grave: rt.calls.grave}
+	rt.calls.slabs = &scratchSlabs{dev: rt.calls.dev, grave: rt.calls.grave}
 	if !opts.NoGraphs {
 		g, err := newGraphCache(ctx)
 		if err != nil {
@@ -208,7 +207,6 @@ func (rt *Runtime) Close() error {
 		return nil
 	}
 	rt.full.held.close() // parks its scratch in the graveyard calls.close drains
-	rt.fullSlabs.close() // ... and, through the calls' releases, every slab
 	rt.calls.close()     // their graphs first: they launch the modules' kernels
 	if rt.graphs != nil {
 		rt.graphs.close()

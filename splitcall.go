@@ -1,6 +1,7 @@
 package gdn
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -140,8 +141,11 @@ type splitCall struct {
 	seqs     []int // the boundaries its tables were built from (the call key holds only their hash)
 	dev      scratchDevice
 	grave    *scratchGraveyard
-	mem      driver.DevicePtr
+	mem      driver.DevicePtr // the segment tables
 	memBytes int
+	slabs    *scratchSlabs
+	slab     *scratchSlab // B, M and the start states; held until free
+	slabKey  slabKey
 	transfer struct {
 		block  [kernsrc.HopperParamsBytes]byte
 		params *driver.KernelParams
@@ -169,11 +173,30 @@ type splitCall struct {
 // stateFloats is one 128 x 128 fp32 state.
 const stateFloats = HeadDim * HeadDim
 
-// newSplitCall lays out and uploads the segment tables of sp, allocates the
-// transfer and start states and packs the three launches. Allocation runs in
-// relaxed capture mode: another goroutine may be capturing a graph.
-func newSplitCall(dev scratchDevice, grave *scratchGraveyard, encode tiledEncoder, pack func([]byte) (*driver.KernelParams, error),
-	key hopperCall, p Problem, sp splitPlan) (*splitCall, error) {
+// pin marks the call as launched into a caller's stream capture: its
+// scratch, slab included, is kept until Close.
+func (sc *splitCall) pin() {
+	sc.pinned.Store(true)
+	sc.slabs.pin(sc.slab)
+}
+
+// scratchBytes is the device memory the call holds: its tables, and its
+// slab, counted with every call on it (the cache then keeps few calls of a
+// large slab, as when each call had its own).
+func (sc *splitCall) scratchBytes() int {
+	if sc.slab != nil {
+		return sc.memBytes + sc.slab.bytes
+	}
+	return sc.memBytes
+}
+
+// newSplitCall lays out and uploads the segment tables of sp, takes the
+// transfer and start states from the slab of the call's outputs
+// (fullscratch.go: the kernels alone touch them, in stream order) and packs
+// the three launches. Allocation runs in relaxed capture mode: another
+// goroutine may be capturing a graph.
+func newSplitCall(dev scratchDevice, grave *scratchGraveyard, slabs *scratchSlabs, encode tiledEncoder,
+	pack func([]byte) (*driver.KernelParams, error), key hopperCall, p Problem, sp splitPlan) (*splitCall, error) {
 	output, transfer, first, err := segmentTables(p, sp.segChunks)
 	if err != nil {
 		return nil, err
@@ -187,14 +210,15 @@ func newSplitCall(dev scratchDevice, grave *scratchGraveyard, encode tiledEncode
 	tableBytes := (4*len(tables) + 255) &^ 255
 	bmBytes := 2 * P * p.Hv * stateFloats * 4
 	startBytes := nSeg * p.Hv * stateFloats * 4
-	sc := &splitCall{plan: sp, dev: dev, seqs: slices.Clone(p.Seqs)} // grave set once prepared: until then free frees
+	sc := &splitCall{plan: sp, dev: dev, seqs: slices.Clone(p.Seqs), slabs: slabs,
+		slabKey: slabKey{kind: slabSplit, o: key.o, ht: key.ht}} // grave set once prepared: until then free frees
 	if sc.xferVariant, err = kernsrc.HopperTransferVariant(coreDtype(p), sp.xferConsumers); err != nil {
 		return nil, err
 	}
 	sc.xferBlock, sc.xferSmem = uint32(kernsrc.HopperThreads(sp.xferConsumers)), kernsrc.HopperSharedBytes(sp.xferConsumers)
 	err = dev.RelaxedCapture(func() error {
 		var err error
-		sc.memBytes = tableBytes + bmBytes + startBytes
+		sc.memBytes = tableBytes
 		if sc.mem, err = dev.Alloc(sc.memBytes); err != nil {
 			return err
 		}
@@ -202,12 +226,19 @@ func newSplitCall(dev scratchDevice, grave *scratchGraveyard, encode tiledEncode
 	})
 	if err != nil {
 		sc.free()
-		return nil, fmt.Errorf("gdn: scratch of a split plan (%d bytes): %w", tableBytes+bmBytes+startBytes, err)
+		return nil, fmt.Errorf("gdn: segment tables of a split plan (%d bytes): %w", tableBytes, err)
+	}
+	if sc.slab, err = slabs.acquire(sc.slabKey, bmBytes+startBytes); err != nil {
+		sc.free()
+		if errors.Is(err, ErrClosed) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("gdn: states of a split plan (%d bytes): %w", bmBytes+startBytes, err)
 	}
 	outputPairs := uintptr(sc.mem)
 	transferPairs := outputPairs + uintptr(4*len(output))
 	firstPtr := transferPairs + uintptr(4*len(transfer))
-	bm := uintptr(sc.mem) + uintptr(tableBytes)
+	bm := uintptr(sc.slab.mem)
 	starts := bm + uintptr(bmBytes)
 
 	// Both kernel passes see the tokens as packed segments of one batch row.
@@ -265,6 +296,10 @@ func newSplitCall(dev scratchDevice, grave *scratchGraveyard, encode tiledEncode
 func (sc *splitCall) free() {
 	if sc == nil {
 		return
+	}
+	if sc.slab != nil {
+		sc.slabs.release(sc.slabKey, sc.slab)
+		sc.slab = nil
 	}
 	if sc.mem != 0 {
 		if sc.grave != nil && sc.pinned.Load() {

@@ -67,6 +67,7 @@ func splitHostPath(segChunks int) (*callCache, *fakeScratch) {
 	c, _ := hostPath()
 	f := newFakeScratch()
 	c.dev, c.segChunks, c.grave = f, segChunks, &scratchGraveyard{dev: f}
+	c.slabs = &scratchSlabs{dev: f, grave: c.grave}
 	return c, f
 }
 
@@ -113,10 +114,10 @@ func TestSplitCallPrepared(t *testing.T) {
 		}
 	}
 	tableBytes := (4*len(want) + 255) &^ 255
-	bm := uintptr(sc.mem) + uintptr(tableBytes)
+	bm := uintptr(sc.slab.mem)
 	starts := bm + uintptr(2*21*4*stateFloats*4)
-	if f.live[sc.mem] != tableBytes+2*21*4*stateFloats*4+(3+21)*4*stateFloats*4 {
-		t.Errorf("scratch of %d bytes", f.live[sc.mem])
+	if f.live[sc.mem] != tableBytes || f.live[sc.slab.mem] != slabSize(2*21*4*stateFloats*4+(3+21)*4*stateFloats*4) {
+		t.Errorf("tables of %d bytes, states of %d", f.live[sc.mem], f.live[sc.slab.mem])
 	}
 
 	tr := readBlock(&sc.transfer.block)
@@ -146,8 +147,8 @@ func TestSplitCallPrepared(t *testing.T) {
 	}); allocs != 0 {
 		t.Errorf("repeated split call: %.1f allocs", allocs)
 	}
-	if n := len(f.live); n != 1 {
-		t.Errorf("%d scratch blocks after repeated calls, want 1", n)
+	if n := len(f.live); n != 2 {
+		t.Errorf("%d scratch blocks after repeated calls, want 2 (tables, states)", n)
 	}
 }
 
@@ -162,8 +163,11 @@ func TestSplitScratchLifetime(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if len(f.live) != 3 || f.freed != 0 || f.syncs != 0 {
-		t.Fatalf("after two evictions: %d live, %d freed, %d syncs; want 3, 0, 0", len(f.live), f.freed, f.syncs)
+	// Each call has its tables and, its batch larger than the one before,
+	// a larger slab of states (the same outputs); the evicted calls' tables
+	// and slabs are parked.
+	if len(f.live) != 6 || f.freed != 0 || f.syncs != 0 {
+		t.Fatalf("after two evictions: %d live, %d freed, %d syncs; want 6, 0, 0", len(f.live), f.freed, f.syncs)
 	}
 	c.close()
 	if len(f.live) != 0 || f.syncs != 1 {
@@ -198,8 +202,13 @@ func TestSplitCallPerBoundaries(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if c.len() != 2 || len(f.live) != 2 {
-		t.Fatalf("%d calls, %d scratch blocks; want 2 and 2", c.len(), len(f.live))
+	// Two calls, each with its tables, sharing one slab of states (the same
+	// outputs).
+	if c.len() != 2 || len(f.live) != 3 {
+		t.Fatalf("%d calls, %d scratch blocks; want 2 and 3", c.len(), len(f.live))
+	}
+	if live, _ := c.slabs.counts(slabSplit); live != 1 {
+		t.Fatalf("%d slabs of split states, want 1", live)
 	}
 }
 
@@ -241,7 +250,7 @@ func TestSplitScratchOfCapturedCallKeptUntilClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.split.pinned.Store(true) // what launch does on a capturing stream
+	e.split.pin() // what launch does on a capturing stream
 	captured := e.split.mem
 	c.release(e)
 	// Evict it, then push enough evicted scratch through to drain.
@@ -274,12 +283,19 @@ func TestSplitScratchBudget(t *testing.T) {
 		if err := hostPathCall(c, goodArgs(b, 640, 1, 2)); err != nil {
 			t.Fatal(err)
 		}
+		// The device memory the cached calls hold: their tables and the
+		// distinct slabs of states they use.
 		live := 0
+		slabs := map[*scratchSlab]bool{}
 		c.held.mu.Lock()
 		for _, e := range c.held.entries {
 			if e.split != nil {
 				live += e.split.memBytes
-				biggest = max(biggest, e.split.memBytes)
+				if !slabs[e.split.slab] {
+					slabs[e.split.slab] = true
+					live += e.split.slab.bytes
+				}
+				biggest = max(biggest, e.split.scratchBytes())
 			}
 		}
 		c.held.mu.Unlock()
@@ -321,6 +337,41 @@ func TestSplitCallHashCollision(t *testing.T) {
 	c.grave.mu.Unlock()
 	if c.len() != 1 || parked != 1 {
 		t.Fatalf("%d cached calls, %d parked scratch blocks; want 1 and 1 (the one-off's)", c.len(), parked)
+	}
+	c.close()
+	if len(f.live) != 0 {
+		t.Fatalf("%d scratch blocks live after close", len(f.live))
+	}
+}
+
+// A serving loop of few-head packed batches, new boundaries on every call:
+// each call gets its own segment tables, but the split states are one slab
+// (the same outputs), allocated once, with no synchronisation.
+func TestSplitCallsOfNewBoundariesShareOneSlab(t *testing.T) {
+	c, f := splitHostPath(2)
+	// A slab is allocated when a call needs more states than the one in use
+	// holds (rounded up by slabSize): count those calls.
+	want, held := 0, 0
+	for i := range 50 {
+		a := varlenArgs()
+		a.CuSeqlens = []int{0, 1000 + 7*i, 1001 + 7*i, 3000, 4096}
+		p, err := ValidateCore(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		output, transfer, _, _ := segmentTables(p, 2)
+		if need := (len(transfer) + len(output)/2) * p.Hv * stateFloats * 4; need > held {
+			want, held = want+1, slabSize(need)
+		}
+		if err := hostPathCall(c, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if live, allocs := c.slabs.counts(slabSplit); live != 1 || allocs != want || want > 3 {
+		t.Fatalf("%d slabs of states in use, %d allocated over 50 calls; want 1, %d (a few)", live, allocs, want)
+	}
+	if f.syncs != 0 {
+		t.Fatalf("%d synchronisations", f.syncs)
 	}
 	c.close()
 	if len(f.live) != 0 {
