@@ -122,6 +122,7 @@ type fullCall struct {
 	memBytes int
 	slabs    *scratchSlabs
 	slab     *scratchSlab    // held until free
+	slabNeed int             // the bytes of it the call uses
 	variant  kernsrc.Variant // the chunk kernel
 	fn       atomic.Pointer[driver.Function]
 	prep     *prepLaunch // the chunk kernel's launch
@@ -159,14 +160,12 @@ func newFullCache() *fullCache {
 	return c
 }
 
-// scratchBytes counts the shared slab with every call on it: the cache then
-// keeps few calls of a large slab, as when each call had its own.
-func (e *fullCall) scratchBytes() int {
-	if e.slab != nil {
-		return e.memBytes + e.slab.bytes
-	}
-	return e.memBytes
-}
+// scratchBytes is what the call needs: its table and its share of the slab
+// (its own length's buffers), so that the cache keeps as many calls as when
+// each call had its own buffers. (Charged the slab's whole size, a small
+// call on a slab a long one had grown would count as long and be evicted
+// again and again.)
+func (e *fullCall) scratchBytes() int { return e.memBytes + e.slabNeed }
 
 // sameSeqs reports whether e's chunk table was built for these boundaries.
 func (e *fullCall) sameSeqs(seqs []int) bool { return slices.Equal(e.seqs, seqs) }
@@ -355,6 +354,7 @@ func (rt *Runtime) newFullCall(a *FullArgs, key fullKey, p Problem) (*fullCall, 
 		return nil, fmt.Errorf("gdn: chunk table of a full forward (%d bytes): %w", e.memBytes, err)
 	}
 	slabBytes := gBytes + aBytes + 2*qkBytes
+	e.slabNeed = slabBytes
 	if e.slab, err = e.slabs.acquire(slabKey{kind: slabFull, o: key.o, ht: key.ht}, slabBytes); err != nil {
 		e.free()
 		if errors.Is(err, ErrClosed) {

@@ -118,7 +118,7 @@ func TestFullCallsOfNewBoundariesShareOneSlab(t *testing.T) {
 	for i := range 200 {
 		seqs := []int{0, 1000 + i, 32768}
 		key := fullKey{o: out.o, ht: out.ht, t: 32768, n: 2, seqsHash: hashSeqs(seqs)}
-		e := &fullCall{key: key, seqs: seqs, dev: f, grave: g, slabs: s, memBytes: 256}
+		e := &fullCall{key: key, seqs: seqs, dev: f, grave: g, slabs: s, memBytes: 256, slabNeed: slabBytes}
 		var err error
 		if e.mem, err = f.Alloc(e.memBytes); err != nil {
 			t.Fatal(err)
@@ -139,7 +139,7 @@ func TestFullCallsOfNewBoundariesShareOneSlab(t *testing.T) {
 		t.Fatalf("%d synchronisations in the call path", f.syncs)
 	}
 	if n := c.held.len(); n > fullScratchLimit/slabBytes+1 {
-		t.Fatalf("%d calls kept: the cache counts the slab with each call and keeps about %d", n, fullScratchLimit/slabBytes)
+		t.Fatalf("%d calls kept: the cache counts each call's share of the slab and keeps about %d", n, fullScratchLimit/slabBytes)
 	}
 	c.held.close()
 	s.close()
@@ -161,5 +161,58 @@ func TestSlabSize(t *testing.T) {
 		if got := slabSize(n); got < n || float64(got) > 1.125*float64(n) {
 			t.Fatalf("slabSize(%d) = %d: below or more than 12.5%% over", n, got)
 		}
+	}
+}
+
+// Calls are charged their own share of a slab, not its size: after one long
+// call has grown the slab of its outputs, shorter calls on it (a serving
+// loop's bucketed batch shapes, repeated) stay cached instead of being
+// evicted and prepared again on every call.
+func TestFullCallsChargedTheirShare(t *testing.T) {
+	f := newFakeScratch()
+	g := &scratchGraveyard{dev: f}
+	s := &scratchSlabs{dev: f, grave: g}
+	c := newFullCache()
+	out := slabKey{kind: slabFull, o: 1 << 40}
+	prepared := 0
+	call := func(tokens, need int) {
+		seqs := []int{0, tokens}
+		key := fullKey{o: out.o, t: tokens, n: 1, seqsHash: hashSeqs(seqs)}
+		e, found, _, err := c.held.get(key, seqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !found {
+			prepared++
+			e = &fullCall{key: key, seqs: seqs, dev: f, grave: g, slabs: s, memBytes: 256, slabNeed: need}
+			if e.mem, err = f.Alloc(e.memBytes); err != nil {
+				t.Fatal(err)
+			}
+			if e.slab, err = s.acquire(out, need); err != nil {
+				t.Fatal(err)
+			}
+			if e, err = c.held.put(key, e, seqs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.held.release(e)
+	}
+	call(131072, 1600<<20) // one long prompt: a 1.6 GB slab
+	for range 30 {
+		for _, tokens := range []int{4096, 8192, 16384} {
+			call(tokens, tokens*12800)
+		}
+	}
+	if prepared != 4 {
+		t.Fatalf("%d calls prepared; want 4 (the long one and three buckets, each once)", prepared)
+	}
+	if live, allocs := s.counts(slabFull); live != 1 || allocs != 1 {
+		t.Fatalf("%d slabs in use, %d allocated; want 1, 1", live, allocs)
+	}
+	c.held.close()
+	s.close()
+	g.close()
+	if len(f.live) != 0 {
+		t.Fatalf("%d allocations live after close", len(f.live))
 	}
 }

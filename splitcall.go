@@ -145,6 +145,7 @@ type splitCall struct {
 	memBytes int
 	slabs    *scratchSlabs
 	slab     *scratchSlab // B, M and the start states; held until free
+	slabNeed int          // the bytes of it the call uses
 	slabKey  slabKey
 	transfer struct {
 		block  [kernsrc.HopperParamsBytes]byte
@@ -180,15 +181,9 @@ func (sc *splitCall) pin() {
 	sc.slabs.pin(sc.slab)
 }
 
-// scratchBytes is the device memory the call holds: its tables, and its
-// slab, counted with every call on it (the cache then keeps few calls of a
-// large slab, as when each call had its own).
-func (sc *splitCall) scratchBytes() int {
-	if sc.slab != nil {
-		return sc.memBytes + sc.slab.bytes
-	}
-	return sc.memBytes
-}
+// scratchBytes is what the call needs: its tables and its share of the
+// slab (its own plan's states), as fullCall.scratchBytes.
+func (sc *splitCall) scratchBytes() int { return sc.memBytes + sc.slabNeed }
 
 // newSplitCall lays out and uploads the segment tables of sp, takes the
 // transfer and start states from the slab of the call's outputs
@@ -228,7 +223,8 @@ func newSplitCall(dev scratchDevice, grave *scratchGraveyard, slabs *scratchSlab
 		sc.free()
 		return nil, fmt.Errorf("gdn: segment tables of a split plan (%d bytes): %w", tableBytes, err)
 	}
-	if sc.slab, err = slabs.acquire(sc.slabKey, bmBytes+startBytes); err != nil {
+	sc.slabNeed = bmBytes + startBytes
+	if sc.slab, err = slabs.acquire(sc.slabKey, sc.slabNeed); err != nil {
 		sc.free()
 		if errors.Is(err, ErrClosed) {
 			return nil, err

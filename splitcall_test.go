@@ -163,9 +163,9 @@ func TestSplitScratchLifetime(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Each call has its tables and, its batch larger than the one before,
-	// a larger slab of states (the same outputs); the evicted calls' tables
-	// and slabs are parked.
+	// Each call has its tables and a slab of states (goodArgs places each
+	// batch's outputs apart: three slabs); the evicted calls' tables and
+	// slabs are parked.
 	if len(f.live) != 6 || f.freed != 0 || f.syncs != 0 {
 		t.Fatalf("after two evictions: %d live, %d freed, %d syncs; want 6, 0, 0", len(f.live), f.freed, f.syncs)
 	}
@@ -251,7 +251,7 @@ func TestSplitScratchOfCapturedCallKeptUntilClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.split.pin() // what launch does on a capturing stream
-	captured := e.split.mem
+	captured, capturedStates := e.split.mem, e.split.slab.mem
 	c.release(e)
 	// Evict it, then push enough evicted scratch through to drain.
 	for b := 3; f.syncs == 0; b++ {
@@ -263,7 +263,10 @@ func TestSplitScratchOfCapturedCallKeptUntilClose(t *testing.T) {
 		}
 	}
 	if _, ok := f.live[captured]; !ok {
-		t.Fatal("the scratch of a call captured into the caller's graph was freed on eviction")
+		t.Fatal("the tables of a call captured into the caller's graph were freed on eviction")
+	}
+	if _, ok := f.live[capturedStates]; !ok {
+		t.Fatal("the states (slab) of a call captured into the caller's graph were freed on eviction")
 	}
 	c.close()
 	if len(f.live) != 0 {
