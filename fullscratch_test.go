@@ -5,13 +5,26 @@ import (
 	"testing"
 )
 
+// slabDevice is a fake device with its graveyard and slabs.
+func slabDevice() (*fakeScratch, *scratchGraveyard, *scratchSlabs) {
+	f := newFakeScratch()
+	g := &scratchGraveyard{dev: f}
+	return f, g, &scratchSlabs{dev: f, grave: g}
+}
+
+// allFreed fails t if any of f's allocations is live.
+func allFreed(t *testing.T, f *fakeScratch) {
+	t.Helper()
+	if len(f.live) != 0 {
+		t.Fatalf("%d allocations live", len(f.live))
+	}
+}
+
 // Calls that write the same outputs share one slab, whatever else differs;
 // other outputs get their own; a slab lives while a call holds it and then
 // goes to the graveyard, which frees it.
 func TestScratchSlabsShareByOutputs(t *testing.T) {
-	f := newFakeScratch()
-	g := &scratchGraveyard{dev: f}
-	s := &scratchSlabs{dev: f, grave: g}
+	f, g, s := slabDevice()
 	k1, k2 := slabKey{kind: slabFull, o: 1 << 30}, slabKey{kind: slabFull, o: 2 << 30, ht: 3 << 30}
 	a, err := s.acquire(k1, 100<<20)
 	if err != nil {
@@ -35,9 +48,7 @@ func TestScratchSlabsShareByOutputs(t *testing.T) {
 		t.Fatalf("%d slabs in use after every release", live)
 	}
 	g.close()
-	if len(f.live) != 0 {
-		t.Fatalf("%d allocations live after the graveyard closed", len(f.live))
-	}
+	allFreed(t, f)
 	// Unheld, a key's slab is forgotten: its next call allocates afresh.
 	d, _ := s.acquire(k1, 10)
 	if _, allocs := s.counts(slabFull); allocs != 3 || d.bytes != 10 {
@@ -49,9 +60,7 @@ func TestScratchSlabsShareByOutputs(t *testing.T) {
 // later calls share; the smaller one lives on with its calls and is buried
 // by the last.
 func TestScratchSlabsGrow(t *testing.T) {
-	f := newFakeScratch()
-	g := &scratchGraveyard{dev: f}
-	s := &scratchSlabs{dev: f, grave: g}
+	f, g, s := slabDevice()
 	k := slabKey{kind: slabFull, o: 1 << 30}
 	small, _ := s.acquire(k, 100)
 	big, _ := s.acquire(k, 300)
@@ -70,18 +79,14 @@ func TestScratchSlabsGrow(t *testing.T) {
 	s.release(k, big)
 	s.release(k, mid)
 	g.close()
-	if len(f.live) != 0 {
-		t.Fatalf("%d allocations live", len(f.live))
-	}
+	allFreed(t, f)
 }
 
 // A slab a captured call used is kept through synchronisations until the
 // graveyard closes (the caller's graph may be replayed until Close); after
 // close, acquire fails with ErrClosed.
 func TestScratchSlabsPinnedKeptUntilClose(t *testing.T) {
-	f := newFakeScratch()
-	g := &scratchGraveyard{dev: f}
-	s := &scratchSlabs{dev: f, grave: g}
+	f, g, s := slabDevice()
 	k := slabKey{kind: slabFull, o: 1 << 30}
 	sl, _ := s.acquire(k, graveyardLimit) // at the limit: parking it would drain at once
 	s.pin(sl)
@@ -99,9 +104,7 @@ func TestScratchSlabsPinnedKeptUntilClose(t *testing.T) {
 		t.Fatalf("acquire after close: %v", err)
 	}
 	g.close()
-	if len(f.live) != 0 {
-		t.Fatalf("%d allocations live after close", len(f.live))
-	}
+	allFreed(t, f)
 }
 
 // A serving loop whose batches have new boundaries every call prepares a
@@ -109,9 +112,7 @@ func TestScratchSlabsPinnedKeptUntilClose(t *testing.T) {
 // buffers are one slab throughout: allocated once, no synchronisation, and
 // freed once the last call on it is gone.
 func TestFullCallsOfNewBoundariesShareOneSlab(t *testing.T) {
-	f := newFakeScratch()
-	g := &scratchGraveyard{dev: f}
-	s := &scratchSlabs{dev: f, grave: g}
+	f, g, s := slabDevice()
 	c := newFullCache()
 	const slabBytes = 406 << 20 // Qwen3.5-35B's 16/32 heads at 32k tokens, with L2Norm
 	out := slabKey{kind: slabFull, o: 1 << 40, ht: 2 << 40}
@@ -144,9 +145,7 @@ func TestFullCallsOfNewBoundariesShareOneSlab(t *testing.T) {
 	c.held.close()
 	s.close()
 	g.close()
-	if len(f.live) != 0 {
-		t.Fatalf("%d allocations live after close", len(f.live))
-	}
+	allFreed(t, f)
 }
 
 // slabSize rounds up by at most an eighth, to a multiple of an eighth of a
@@ -169,9 +168,7 @@ func TestSlabSize(t *testing.T) {
 // loop's bucketed batch shapes, repeated) stay cached instead of being
 // evicted and prepared again on every call.
 func TestFullCallsChargedTheirShare(t *testing.T) {
-	f := newFakeScratch()
-	g := &scratchGraveyard{dev: f}
-	s := &scratchSlabs{dev: f, grave: g}
+	f, g, s := slabDevice()
 	c := newFullCache()
 	out := slabKey{kind: slabFull, o: 1 << 40}
 	prepared := 0
@@ -212,7 +209,5 @@ func TestFullCallsChargedTheirShare(t *testing.T) {
 	c.held.close()
 	s.close()
 	g.close()
-	if len(f.live) != 0 {
-		t.Fatalf("%d allocations live after close", len(f.live))
-	}
+	allFreed(t, f)
 }
