@@ -86,6 +86,15 @@ GDN_DEVICE void tma_load_4d(void* dst, const TmaDesc* map, uint64_t* bar, int c0
       : "memory");
 }
 
+// Copies bytes (a multiple of 16, 16-byte aligned at both ends) from global
+// src to shared dst, no tensor map: completion is counted (in bytes) on bar.
+GDN_DEVICE void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   smem_addr(dst)),
+               "l"(src), "r"(bytes), "r"(smem_addr(bar))
+               : "memory");
+}
+
 // Stores a shared-memory box to the 4-D tensor at (c0..c3); elements outside
 // the tensor are not written. Completion through bulk groups.
 GDN_DEVICE void tma_store_4d(const TmaDesc* map, const void* src, int c0, int c1, int c2, int c3) {

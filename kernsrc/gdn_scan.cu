@@ -53,15 +53,6 @@ constexpr int kLd = 132;    // row stride (in float pairs) of the state's split 
 constexpr int kWarps = 8;
 constexpr int kWarpM = 16 * 32;  // float4s of M one warp reads (its 16 rows, all 128 columns)
 constexpr int kMBytes = 2 * kWarps * kWarpM * 16;  // two buffers of M: the dynamic shared memory
-
-// Copies bytes (a multiple of 16) from global src to this CTA's shared dst,
-// completing them on bar.
-GDN_DEVICE void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                   smem_addr(dst)),
-               "l"(src), "r"(bytes), "r"(smem_addr(bar))
-               : "memory");
-}
 }  // namespace
 
 #ifdef GDN_SCAN_SMEM_BYTES
