@@ -25,8 +25,9 @@
 //     stage ready.
 //   consumers (warpgroups 1..NC) run the chain above, write o through a
 //     swizzled staging tile by TMA store (rows past a sequence's end by
-//     plain stores), release the stage and refill it with the chunk
-//     kStages ahead (the first consumer's first thread issues the copies).
+//     plain stores) and release the stage; the first consumer's first
+//     thread refills it with the chunk kStages ahead during the next
+//     chunk's first products.
 // How the work splits between them depends on which side bounds a chunk
 // (kWide below, docs/PERF.md v12).
 //
@@ -487,13 +488,18 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       S[4 * j + e] = w.zero_v ? (k == v ? 1.f : 0.f) : p.ptr.h0 != nullptr ? p.ptr.h0[state + (int64_t)k * 128 + v] : 0.f;
     }
 
-  // Releases chunk c's stage once every wgmma that read it is done: the
-  // first consumer refills it with chunk c + kStages once every consumer
-  // is done with it.
-  auto release = [&](int c) {
-    const int s = c % kStages, use = c / kStages;
-    mbar_arrive(&bars.empty[s]);
-    if (cw == 0 && t == 0 && c + kStages < w.nch) {
+  // Releases chunk c's stage once every wgmma that read it is done.
+  auto release = [&](int c) { mbar_arrive(&bars.empty[c % kStages]); };
+  // Refills chunk c's stage with the chunk kStages ahead once every
+  // consumer has released it: the first consumer's first thread, called
+  // one chunk later, while its group waits for products anyway (its first;
+  // the kWide chain's Vn, where ptxas keeps the products pipelined).
+  // (Issued at the release, the copies held up the other three warps of
+  // that group at its next barrier: 8% of the consumers' stall samples on
+  // q35_4kx8, docs/PERF.md v22.)
+  auto refill = [&](int c) {
+    if (cw == 0 && t == 0 && c >= 0 && c + kStages < w.nch) {
+      const int s = c % kStages, use = c / kStages;
       mbar_wait(&bars.empty[s], use & 1);
       issue_loads(smem + s * kStageBytes, &bars.full[s], p, w, c + kStages);
     }
@@ -590,6 +596,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
                           wgmma_desc(st + kOffBQ + (ks >> 2) * 2 * kTile + kTile + (ks & 3) * 32, 16, 1024), ks > 0);
       }
       wgmma_commit();
+      refill(c - 1);
       wgmma_wait<0>();
       reg_fence(acc, kXfer ? 32 : 64);
       if (kScaleOInConsumer && !kXfer) {  // fp16 Q left unscaled by the aux group
@@ -649,6 +656,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
         wgmma_rs_n64<0>(Vn, wa[ks], wgmma_desc(st + kOffA2 + ks * 32, 16, 1024), ks > 0);
     }
     wgmma_commit();
+    if (kWide) refill(c - 1);
     wgmma_wait<0>();
     reg_fence(Vn, 32);
 

@@ -10,7 +10,7 @@ import (
 // mbarriers with their parity waits, the TMA loads that land after a
 // delay, the aux groups (run_aux: each takes every kAux-th chunk) and the
 // consumer groups (run_consumer: every chunk; the first refills a stage
-// once all are done with it). It mirrors the kernel's order of waits and
+// once all are done with it, during the chunk after it). It mirrors the kernel's order of waits and
 // arrivals; a change to that protocol in the kernel belongs here too.
 //
 // The model checks what the parity waits are meant to guarantee: an aux
@@ -125,8 +125,16 @@ func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool) string {
 		var prog []op
 		for c := range nch {
 			s, use := c%stages, c/stages
+			prog = append(prog, op{wait: func() bool { return m.ready[s].passes(use & 1) }})
+			// The first group refills the stage of the chunk before (refill,
+			// issued with this chunk's first products).
+			if g == 0 && c >= 1 && c-1+stages < nch {
+				ps, puse := (c-1)%stages, (c-1)/stages
+				prog = append(prog,
+					op{wait: func() bool { return m.empty[ps].passes(puse & 1) }},
+					op{do: func(m *ringModel) { m.issue(c - 1 + stages) }})
+			}
 			prog = append(prog,
-				op{wait: func() bool { return m.ready[s].passes(use & 1) }},
 				op{do: func(m *ringModel) {
 					if m.prep[s] != c || m.data[s] != c {
 						m.fail("consumer %d takes chunk %d from stage %d prepared for %d, holding %d", g, c, s, m.prep[s], m.data[s])
@@ -134,11 +142,6 @@ func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool) string {
 					m.done[c]++
 					m.empty[s].arrive()
 				}})
-			if g == 0 && c+stages < nch {
-				prog = append(prog,
-					op{wait: func() bool { return m.empty[s].passes(use & 1) }},
-					op{do: func(m *ringModel) { m.issue(c + stages) }})
-			}
 		}
 		roles = append(roles, prog)
 	}
