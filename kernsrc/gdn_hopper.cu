@@ -139,12 +139,10 @@ constexpr bool kXfer = GDN_TRANSFER != 0;
 // products, and the aux converts only K and Q.
 constexpr bool kWide = kNC == 1 && !kXfer;
 // The consumers give O' its factors e^{g_i} (columns of O'^T, after its
-// product) instead of the aux group scaling Q's rows: the kWide chain
-// always; with two consumer groups when q is fp16 as loaded (fp16 inputs,
-// the full forward's fp16 copies), so that the aux group, the bound of a
-// BV 128 chunk, leaves Q's tiles untouched. (bf16 Q is converted anyway,
-// and scaled on the way.)
-constexpr bool kScaleOInConsumer = kWide || (kQKFP16 && !kXfer);
+// product): the aux group, the bound of a BV 128 chunk, converts Q to fp16
+// where it must (bf16 inputs) but never scales it. (Scaling Q's rows in the
+// conversion cost the aux group 64 multiplies a thread a chunk against the
+// consumers' 32 a group, docs/PERF.md v22.)
 typedef Elem<GDN_FP16 != 0> E;
 
 // A packed pair of fp16 (F16) or bf16 values (lo, hi) as two floats.
@@ -240,14 +238,14 @@ GDN_DEVICE void issue_loads(unsigned char* st, uint64_t* full, const GdnHopperPa
   for (int x = 0; x < kNC; ++x) tma_load_4d(st + kOffV + x * kTile, &p.tm_v, full, w.v0 + 64 * x, w.h, t, w.b);
 }
 
-// Eight 16-bit values (16 bytes; fp16 if F16, else bf16) times f, as fp16.
+// Eight 16-bit values (16 bytes; fp16 if F16, else bf16) as fp16.
 template <bool F16>
-GDN_DEVICE uint4 to_fp16x8(uint4 x, float f) {
+GDN_DEVICE uint4 to_fp16x8(uint4 x) {
   uint32_t* v = reinterpret_cast<uint32_t*>(&x);
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const float2 y = unpack2_of<F16>(v[j]);
-    v[j] = pack_fp16x2(y.x * f, y.y * f);
+    v[j] = pack_fp16x2(y.x, y.y);
   }
   return x;
 }
@@ -394,41 +392,30 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
       build_a2<false>(st, vec, len, warp, lane);
     }
 
-    // The operands the consumers take from the stage as fp16: K (converted
-    // from bf16) and Q diag(e^g) (Q's rows times their decay, which puts
-    // O' = S^T (Q diag(e^g))^T in one product with no scaling after it;
-    // |q e^g| <= |q|, so fp16 loses nothing it had), and V where the
-    // consumer reads it from the stage (kWide; else the consumers read it
-    // into registers as loaded and convert there). In place, once every
-    // warp's part of Q K^T has read Q and K.
+    // The operands the consumers take from the stage as fp16, converted in
+    // place from bf16 once every warp's part of Q K^T has read Q and K: K
+    // and Q, and V where the consumer reads it from the stage (kWide; else
+    // the consumers read it into registers as loaded and convert there).
     if (!kXfer) wgmma_wait<0>();
     named_sync(bar, 128);
-    {
-      float eq[4];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) eq[u] = vec.eg[((t + 128 * u) >> 3)];
 #pragma unroll 1
-      for (int x = 0; x < (kWide ? 4 + kNC : 4); ++x) {
-        // Tiles 0, 2: K's d halves; 1, 3: Q's; then the value tiles, which
-        // only the one-consumer chain takes from the stage (kWide).
-        // The tile's dtype: q's and k's (x < 4) or v's (a constant unless
-        // the two differ, GDN_QK_FP16).
-        const bool isq = x < 4 && (x & 1), f16 = x < 4 ? kQKFP16 : !kConvert;
-        // No Q in the transfer pass, nor fp16 Q at BV 128 when the consumers
-        // scale O' themselves (the kWide chain keeps its copy: without it
-        // ptxas serialised the fp16 BV 64 kernel's wgmma); fp16 K and V stay
-        // as loaded.
-        if (isq ? kXfer || (f16 && kScaleOInConsumer && !kWide) : f16) continue;
-        unsigned char* tile = st + kOffBQ + x * kTile;
-        uint4 y[4];
+    for (int x = 0; x < (kWide ? 4 + kNC : 4); ++x) {
+      // Tiles 0, 2: K's d halves; 1, 3: Q's; then the value tiles, which
+      // only the one-consumer chain takes from the stage (kWide).
+      // The tile's dtype: q's and k's (x < 4) or v's (a constant unless
+      // the two differ, GDN_QK_FP16).
+      const bool isq = x < 4 && (x & 1), f16 = x < 4 ? kQKFP16 : !kConvert;
+      // No Q in the transfer pass; fp16 tiles stay as loaded, except fp16
+      // Q in the kWide chain, rewritten as it is (without that copy ptxas
+      // serialised the fp16 BV 64 kernel's wgmma, docs/PERF.md v12).
+      if (isq ? kXfer || (f16 && !kWide) : f16) continue;
+      unsigned char* tile = st + kOffBQ + x * kTile;
+      uint4 y[4];
 #pragma unroll
-        for (int u = 0; u < 4; ++u) y[u] = *reinterpret_cast<const uint4*>(tile + (t + 128 * u) * 16);
+      for (int u = 0; u < 4; ++u) y[u] = *reinterpret_cast<const uint4*>(tile + (t + 128 * u) * 16);
 #pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          const float f = isq && !kScaleOInConsumer ? eq[u] : 1.f;
-          *reinterpret_cast<uint4*>(tile + (t + 128 * u) * 16) = f16 ? to_fp16x8<true>(y[u], f) : to_fp16x8<false>(y[u], f);
-        }
-      }
+      for (int u = 0; u < 4; ++u)
+        *reinterpret_cast<uint4*>(tile + (t + 128 * u) * 16) = f16 ? to_fp16x8<true>(y[u]) : to_fp16x8<false>(y[u]);
     }
 
     if (kXfer) {
@@ -548,9 +535,8 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
     const Vec& vec = *reinterpret_cast<const Vec*>(st + kOffVec);
     mbar_wait(&bars.ready[s], use & 1);
 
-    // U^T = S^T K^T into acc[0..31], O'^T = S^T (Q diag(e^g))^T into
-    // acc[32..63] (Q's rows arrive scaled by e^g from the aux group, except
-    // for the kWide chain, which scales O' itself).
+    // U^T = S^T K^T into acc[0..31], S^T Q^T into acc[32..63], whose
+    // columns then take their factors e^{g_i}: O'^T.
     float acc[64];
     float* U = acc;
     float* O = acc + 32;
@@ -599,7 +585,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       refill(c - 1);
       wgmma_wait<0>();
       reg_fence(acc, kXfer ? 32 : 64);
-      if (kScaleOInConsumer && !kXfer) {  // fp16 Q left unscaled by the aux group
+      if (!kXfer) {  // O' gets its factors e^{g_i}
 #pragma unroll
         for (int jb = 0; jb < 8; ++jb) {
           const int i = 8 * jb + 2 * tq;
