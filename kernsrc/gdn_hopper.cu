@@ -333,6 +333,7 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
   for (int c = aw; c < w.nch; c += kAux) {
     const int s = c % kStages, use = c / kStages;
     unsigned char* st = smem + s * kStageBytes;
+    const DescBase sd(st);  // the stage's wgmma descriptors
     Vec& vec = *reinterpret_cast<Vec*>(st + kOffVec);
     const int len = chunk_len(w, c);
     const float gv = g_next, bv = b_next;
@@ -362,8 +363,8 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
 #pragma unroll
       for (int ks = 0; ks < 8; ++ks) {
         const int half = ks >> 2, off = (ks & 3) * 32;
-        const uint64_t da = wgmma_desc(st + kOffBQ + (2 * half + 1) * kTile + off, 16, 1024);
-        const uint64_t db = wgmma_desc(st + kOffBQ + 2 * half * kTile + off, 16, 1024);
+        const uint64_t da = sd.at(kOffBQ + (2 * half + 1) * kTile + off, 16, 1024);
+        const uint64_t db = sd.at(kOffBQ + 2 * half * kTile + off, 16, 1024);
         if (!kQKFP16)
           wgmma_ss_n64_bf16<0, 0>(P, da, db, ks > 0);
         else
@@ -532,6 +533,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
   for (int c = 0; c < w.nch; ++c) {
     const int s = c % kStages, use = c / kStages;
     unsigned char* st = smem + s * kStageBytes;
+    const DescBase sd(st);  // the stage's wgmma descriptors
     const Vec& vec = *reinterpret_cast<const Vec*>(st + kOffVec);
     mbar_wait(&bars.ready[s], use & 1);
 
@@ -553,7 +555,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
         wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < 4; ++ks)
-          wgmma_rs_n128<0>(acc, sa[ks], wgmma_desc(st + kOffBQ + half * 2 * kTile + ks * 32, 16, 1024));
+          wgmma_rs_n128<0>(acc, sa[ks], sd.at(kOffBQ + half * 2 * kTile + ks * 32, 16, 1024));
         wgmma_commit();
         wgmma_wait<0>();
       }
@@ -573,13 +575,13 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < 8; ++ks)
-        wgmma_rs_n64<0>(U, sa[ks], wgmma_desc(st + kOffBQ + (ks >> 2) * 2 * kTile + (ks & 3) * 32, 16, 1024),
+        wgmma_rs_n64<0>(U, sa[ks], sd.at(kOffBQ + (ks >> 2) * 2 * kTile + (ks & 3) * 32, 16, 1024),
                         ks > 0);
       if (!kXfer) {
 #pragma unroll
         for (int ks = 0; ks < 8; ++ks)
           wgmma_rs_n64<0>(O, sa[ks],
-                          wgmma_desc(st + kOffBQ + (ks >> 2) * 2 * kTile + kTile + (ks & 3) * 32, 16, 1024), ks > 0);
+                          sd.at(kOffBQ + (ks >> 2) * 2 * kTile + kTile + (ks & 3) * 32, 16, 1024), ks > 0);
       }
       wgmma_commit();
       refill(c - 1);
@@ -614,10 +616,10 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks)
-        wgmma_ss_n64<1, 0>(Vn, wgmma_desc(st + kOffV + cw * kTile + ks * 2048, kTile, 1024),
-                           wgmma_desc(st + kOffA2 + ks * 32, 16, 1024), ks > 0);
+        wgmma_ss_n64<1, 0>(Vn, sd.at(kOffV + cw * kTile + ks * 2048, kTile, 1024),
+                           sd.at(kOffA2 + ks * 32, 16, 1024), ks > 0);
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks) wgmma_rs_n64<0>(Vn, ua[ks], wgmma_desc(st + kOffA2 + ks * 32, 16, 1024));
+      for (int ks = 0; ks < 4; ++ks) wgmma_rs_n64<0>(Vn, ua[ks], sd.at(kOffA2 + ks * 32, 16, 1024));
     } else {
       // V^T's A fragments straight from the value tile (rows j, columns
       // v, the input dtype); the difference in fp32, rounded to fp16 once.
@@ -639,7 +641,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks)
-        wgmma_rs_n64<0>(Vn, wa[ks], wgmma_desc(st + kOffA2 + ks * 32, 16, 1024), ks > 0);
+        wgmma_rs_n64<0>(Vn, wa[ks], sd.at(kOffA2 + ks * 32, 16, 1024), ks > 0);
     }
     wgmma_commit();
     if (kWide) refill(c - 1);
@@ -671,12 +673,12 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
     auto update_state = [&] {
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks)
-        wgmma_rs_n128<1>(S, vf[ks], wgmma_desc(st + kOffBQ + ks * 2048, 2 * kTile, 1024));
+        wgmma_rs_n128<1>(S, vf[ks], sd.at(kOffBQ + ks * 2048, 2 * kTile, 1024));
       wgmma_commit();
     };
     auto p_term = [&] {
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks) wgmma_rs_n64<0>(O, va[ks], wgmma_desc(st + kOffP + ks * 32, 16, 1024));
+      for (int ks = 0; ks < 4; ++ks) wgmma_rs_n64<0>(O, va[ks], sd.at(kOffP + ks * 32, 16, 1024));
       wgmma_commit();
     };
     wgmma_fence();

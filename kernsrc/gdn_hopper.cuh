@@ -128,6 +128,20 @@ GDN_DEVICE uint64_t wgmma_desc(const void* p, uint32_t lbo, uint32_t sbo) {
          ((uint64_t)((sbo >> 4) & 0x3fff) << 32) | (1ull << 62);
 }
 
+// Descriptors of the tiles of one region of shared memory (a pipeline
+// stage), each an add to the region's address: wgmma_desc's masks and shifts
+// cost five uniform instructions a product, issued from the same slots as
+// everything else (a BV 128 chunk issues 36 products a consumer warp). The
+// shared window is below 256 KB, so the 14-bit address field never carries.
+struct DescBase {
+  uint32_t addr16;  // the region's shared address / 16
+  GDN_DEVICE explicit DescBase(const void* p) : addr16(smem_addr(p) >> 4) {}
+  // wgmma_desc(p + off, lbo, sbo), off a multiple of 16.
+  GDN_DEVICE uint64_t at(uint32_t off, uint32_t lbo, uint32_t sbo) const {
+    return ((uint64_t)(((sbo >> 4) & 0x3fff) | (1u << 30)) << 32) | (addr16 + (off >> 4) + (((lbo >> 4) & 0x3fff) << 16));
+  }
+};
+
 GDN_DEVICE void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 GDN_DEVICE void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int N>
