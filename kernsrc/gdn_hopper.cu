@@ -399,7 +399,8 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
     // the consumers read it into registers as loaded and convert there).
     if (!kXfer) wgmma_wait<0>();
     named_sync(bar, 128);
-#pragma unroll 1
+    // Unrolled, so that a tile's loads overlap the tile before's conversion.
+#pragma unroll
     for (int x = 0; x < (kWide ? 4 + kNC : 4); ++x) {
       // Tiles 0, 2: K's d halves; 1, 3: Q's; then the value tiles, which
       // only the one-consumer chain takes from the stage (kWide).
