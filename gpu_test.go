@@ -67,6 +67,8 @@ type coreCase struct {
 	// dtype): the core forward must take q and k as given, never normalise
 	// them itself (the full forward's in-core L2 norm is a flag of its own).
 	rawQK bool
+	// scale: o's scale (0: the default 1/sqrt(128)), its sign included.
+	scale float64
 }
 
 func (c coreCase) shape() ref.Shape {
@@ -112,6 +114,10 @@ func coreCases() []coreCase {
 		{name: "beta1_noh0", hq: 16, hv: 32, b: 1, t: 200, ht: true, beta: ref.Float(1)},
 		{name: "no_outputs_but_o", hq: 4, hv: 4, b: 3, t: 100, h0: true},
 		{name: "raw_qk_norms", hq: 2, hv: 8, b: 1, t: 300, h0: true, ht: true, rawQK: true},
+		// (o grows with the scale, and the pass line's max-abs part is for
+		// o's size at the default: 0.25 is about three times it.)
+		{name: "scale_negative", hq: 2, hv: 8, b: 2, t: 300, h0: true, ht: true, scale: -0.3},
+		{name: "scale_quarter_varlen", hq: 4, hv: 4, lens: []int{129, 1, 64}, h0: true, ht: true, scale: 0.25},
 	}
 	for _, c := range long {
 		if c.dtype == gdn.DtypeInvalid {
@@ -200,7 +206,7 @@ func loadCase(c coreCase, seed uint64) *caseData {
 	d.once.Do(func() {
 		s := c.shape()
 		refDt := c.dtype
-		in, err := ref.Recipe(s, seed, ref.RecipeOptions{Dtype: refDt, WithH0: c.h0, StrongDecay: c.strong, BetaValue: c.beta})
+		in, err := ref.Recipe(s, seed, ref.RecipeOptions{Dtype: refDt, WithH0: c.h0, StrongDecay: c.strong, BetaValue: c.beta, Scale: c.scale})
 		if err != nil {
 			d.err = err
 			return
@@ -250,7 +256,7 @@ func testCoreVariant(t *testing.T, variant string) {
 			args := &gdn.HostCoreArgs{
 				B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, CuSeqlens: s.CuSeqlens, Dtype: c.dtype,
 				Q: f32(in.Q), K: f32(in.K), V: f32(in.V), G: f32(d.gcum), Beta: f32(in.Beta), A: f32(d.a),
-				FinalState: c.ht,
+				FinalState: c.ht, Scale: float32(c.scale),
 			}
 			if c.h0 {
 				args.H0 = f32(in.H0)
