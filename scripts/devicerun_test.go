@@ -588,3 +588,37 @@ func TestNCUHot(t *testing.T) {
 		t.Errorf("not ranked by samples:\n%s", out)
 	}
 }
+
+// ncuhot.py --ranges sums samples, executed instructions (per --per),
+// reasons and opcodes by range of instruction indices, and refuses ranges
+// that are not ascending.
+func TestNCUHotRanges(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	csv := filepath.Join(t.TempDir(), "src.csv")
+	if err := os.WriteFile(csv, []byte(`"Kernel Name","k",
+"Address","Source","Warp Stall Sampling (All Samples)","Instructions Executed","stall_long_sb","stall_wait"
+"0x10","LDG.E.128 R4, [R2]","2","40","0","2"
+"0x20","@P0 FMUL R6, R5, R4","0","60","0","0"
+"0x30","FMUL R8, R5, R4","6","20","6","0"
+"0x40","HGMMA.64x64x16.F32 R24, gdesc[UR8], RZ","2","10","0","2"
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := exec.Command(py, "ncuhot.py", csv, "--ranges", "0,2,4", "--per", "10").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, got)
+	}
+	out := string(got)
+	for _, want := range []string{"#0-#2:  20.0% of samples, 10.0 executed", "wait 20.0%", "FMUL 6.0, LDG 4.0",
+		"#2-#4:  80.0% of samples, 3.0 executed", "long_sb 60.0%, wait 20.0%", "FMUL 2.0, HGMMA 1.0"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+	if got, err := exec.Command(py, "ncuhot.py", csv, "--ranges", "4,2").CombinedOutput(); err == nil || !strings.Contains(string(got), "ascending") {
+		t.Errorf("descending ranges accepted: %v\n%s", err, got)
+	}
+}

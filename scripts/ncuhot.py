@@ -3,6 +3,7 @@
 device-run.sh's ncu step (ncu --page source --csv --print-source sass).
 
     python3 scripts/ncuhot.py ncu-gdn_scan-chain_equal.csv [--top 25] [--context 3]
+    python3 scripts/ncuhot.py CSV --ranges 0,467,1968,3704 [--per 16384]
 
 Prints the stall samples by reason (share of all samples), then the
 instructions with the most samples, each with its reasons and the
@@ -10,6 +11,14 @@ instructions just before it (a stall is charged to the instruction that
 waits: the one that produced what it waits for is usually a few lines up;
 for a long-scoreboard stall, the load whose register it reads). Standard
 library only.
+
+--ranges A,B,C,... sums instead by ranges of instruction indices (the #
+numbers above: [A, B), [B, C), ...; find a role's code by its first
+instructions, e.g. the consumers' setmaxnreg): each range's share of the
+samples, its instructions executed (warp instructions; divided by --per,
+e.g. CTAs x chunks x warps, to read them per warp and chunk), its top stall
+reasons and its most executed opcodes. That is how docs/PERF.md v22 found
+where a chunk's issue slots went.
 """
 
 import argparse
@@ -17,6 +26,7 @@ import csv
 import sys
 
 SAMPLES = "Warp Stall Sampling (All Samples)"
+EXECUTED = "Instructions Executed"
 
 
 def read(path):
@@ -41,6 +51,8 @@ def main():
     ap.add_argument("csv", help="the source page CSV of one kernel")
     ap.add_argument("--top", type=int, default=25, help="instructions to list")
     ap.add_argument("--context", type=int, default=3, help="instructions shown before each")
+    ap.add_argument("--ranges", help="comma-separated instruction indices: sums by range instead")
+    ap.add_argument("--per", type=float, default=1, help="divide executed counts by this (--ranges)")
     args = ap.parse_args()
 
     hdr, rows = read(args.csv)
@@ -56,6 +68,8 @@ def main():
         if n / total >= 0.01:
             print(f"  {h[len('stall_'):]:<16} {100 * n / total:5.1f}%")
     print()
+    if args.ranges:
+        return ranges(rows, col, reasons, total, args)
     ranked = sorted(range(len(rows)), key=lambda i: -num(rows[i][samp]) if len(rows[i]) > samp else 0)
     for i in ranked[: args.top]:
         r = rows[i]
@@ -68,6 +82,39 @@ def main():
         print(f"{100 * n / total:5.1f}%  #{i:<5} {r[src].strip()}    [{why}]")
         for j in range(max(0, i - args.context), i):
             print(f"        #{j:<5} {rows[j][src].strip()}")
+    return 0
+
+
+def opcode(source):
+    """The opcode of a SASS line, without predicate and modifiers."""
+    words = [w for w in source.split() if not w.startswith("@")]
+    return words[0].split(".")[0] if words else ""
+
+
+def ranges(rows, col, reasons, total, args):
+    """Samples, executed instructions, reasons and opcodes by index range."""
+    try:
+        cuts = [int(x) for x in args.ranges.split(",")]
+    except ValueError:
+        sys.exit(f"--ranges {args.ranges!r}: want comma-separated instruction indices")
+    if len(cuts) < 2 or cuts != sorted(cuts):
+        sys.exit(f"--ranges {args.ranges!r}: want at least two indices, ascending")
+    if EXECUTED not in col:
+        sys.exit(f"no column {EXECUTED!r} (profile with the SourceCounters section)")
+    src, samp, ex = col["Source"], col[SAMPLES], col[EXECUTED]
+    for a, b in zip(cuts, cuts[1:]):
+        part = rows[a:b]
+        n = sum(num(r[samp]) for r in part)
+        e = sum(num(r[ex]) for r in part) / args.per
+        why = sorted(((sum(num(r[col[h]]) for r in part), h) for h in reasons), reverse=True)
+        ops = {}
+        for r in part:
+            op = opcode(r[src])
+            ops[op] = ops.get(op, 0) + num(r[ex]) / args.per
+        top = sorted(ops.items(), key=lambda kv: -kv[1])[:8]
+        print(f"#{a}-#{b}: {100 * n / total:5.1f}% of samples, {e:.1f} executed")
+        print("    " + ", ".join(f"{h[len('stall_'):]} {100 * v / total:.1f}%" for v, h in why[:4] if v > 0))
+        print("    " + ", ".join(f"{op} {v:.1f}" for op, v in top if v > 0))
     return 0
 
 
