@@ -5,22 +5,29 @@ import (
 	"testing"
 )
 
+// wantOpenRefused opens a Runtime with o and wants it refused as a bad
+// argument: an *ArgError naming arg that wraps ErrInvalidArgument.
+func wantOpenRefused(t *testing.T, o Options, arg string) {
+	t.Helper()
+	rt, err := Open(o)
+	if err == nil {
+		rt.Close()
+		t.Fatalf("%s in %+v: Open succeeded", arg, o)
+	}
+	var ae *ArgError
+	if !errors.As(err, &ae) || ae.Arg != arg {
+		t.Errorf("%+v: got %v, want an *ArgError naming %s", o, err, arg)
+	}
+	if !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("%+v: %v does not wrap ErrInvalidArgument", o, err)
+	}
+}
+
 // A negative Options.SMs is refused before any device is touched, so this
 // runs with and without a GPU.
 func TestOpenNegativeSMs(t *testing.T) {
 	for _, sms := range []int{-1, -8, -1 << 40} {
-		rt, err := Open(Options{SMs: sms})
-		if err == nil {
-			rt.Close()
-			t.Fatalf("SMs %d: Open succeeded", sms)
-		}
-		var ae *ArgError
-		if !errors.As(err, &ae) || ae.Arg != "Options.SMs" {
-			t.Errorf("SMs %d: got %v, want an *ArgError naming Options.SMs", sms, err)
-		}
-		if !errors.Is(err, ErrInvalidArgument) {
-			t.Errorf("SMs %d: %v does not wrap ErrInvalidArgument", sms, err)
-		}
+		wantOpenRefused(t, Options{SMs: sms}, "Options.SMs")
 	}
 }
 
@@ -42,30 +49,14 @@ func TestOpenSMsWithoutCUDA(t *testing.T) {
 
 // A negative Options.PrepHeads is refused before any device is touched.
 func TestOpenNegativePrepHeads(t *testing.T) {
-	rt, err := Open(Options{PrepHeads: -4})
-	if err == nil {
-		rt.Close()
-		t.Fatal("PrepHeads -4: Open succeeded")
-	}
-	var ae *ArgError
-	if !errors.As(err, &ae) || ae.Arg != "Options.PrepHeads" || !errors.Is(err, ErrInvalidArgument) {
-		t.Errorf("PrepHeads -4: got %v, want an *ArgError naming Options.PrepHeads", err)
-	}
+	wantOpenRefused(t, Options{PrepHeads: -4}, "Options.PrepHeads")
 }
 
 // An Options.TransferTile other than 0, 64 or 128 is refused before any
 // device is touched.
 func TestOpenBadTransferTile(t *testing.T) {
 	for _, tile := range []int{-64, 1, 32, 96, 256} {
-		rt, err := Open(Options{TransferTile: tile})
-		if err == nil {
-			rt.Close()
-			t.Fatalf("TransferTile %d: Open succeeded", tile)
-		}
-		var ae *ArgError
-		if !errors.As(err, &ae) || ae.Arg != "Options.TransferTile" || !errors.Is(err, ErrInvalidArgument) {
-			t.Errorf("TransferTile %d: got %v, want an *ArgError naming Options.TransferTile", tile, err)
-		}
+		wantOpenRefused(t, Options{TransferTile: tile}, "Options.TransferTile")
 	}
 }
 
@@ -74,15 +65,7 @@ func TestOpenBadTransferTile(t *testing.T) {
 // this check (without a GPU Open then fails for want of CUDA).
 func TestOpenBadVariant(t *testing.T) {
 	for _, name := range []string{"gdn_hopper_bf16_bv96", "gdn_hopper_bf16_bv64_transfer", "gdn_scan_states"} {
-		rt, err := Open(Options{Variant: name})
-		if err == nil {
-			rt.Close()
-			t.Fatalf("Variant %q: Open succeeded", name)
-		}
-		var ae *ArgError
-		if !errors.As(err, &ae) || ae.Arg != "Options.Variant" || !errors.Is(err, ErrInvalidArgument) {
-			t.Errorf("Variant %q: got %v, want an *ArgError naming Options.Variant", name, err)
-		}
+		wantOpenRefused(t, Options{Variant: name}, "Options.Variant")
 	}
 	for _, name := range []string{"gdn_hopper_bf16_bv64", "gdn_hopper_fp16_bv128", "gdn_hopper_bf16_fp16qk_bv128"} {
 		rt, err := Open(Options{Variant: name})
