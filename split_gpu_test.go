@@ -136,6 +136,32 @@ func TestSplitTransferTileApart(t *testing.T) {
 	}
 }
 
+// Segments long enough for the transfer pass's early exit (a transfer
+// matrix whose state is exactly zero stops; checked every four chunks, so
+// segments of 5 chunks or more): strong decay zeroes it within a segment,
+// the recipe's decaying heads within about 30 chunks, its g = 0 heads
+// never. Both transfer tiles (one aux group, BV 128; two, BV 64), exits at
+// different chunks of a segment, against the float64 recurrence.
+func TestSplitTransferEarlyExit(t *testing.T) {
+	cases := []splitCase{
+		{"strong_decay", ref.Shape{B: 1, T: 1500, Hq: 1, Hv: 2}, ref.RecipeOptions{WithH0: true, StrongDecay: true}},
+		{"recipe_G2", ref.Shape{B: 1, T: 9000, Hq: 2, Hv: 4}, ref.RecipeOptions{WithH0: true}},
+		{"strong_varlen", ref.Shape{B: 1, T: 2100, Hq: 1, Hv: 2, CuSeqlens: []int{0, 1, 700, 700, 2100}},
+			ref.RecipeOptions{StrongDecay: true}},
+	}
+	for _, xfer := range []int{64, 128} {
+		for _, seg := range []int{5, 8, 13, 40} {
+			for _, c := range cases {
+				t.Run(fmt.Sprintf("xfer%d/seg%d/%s", xfer, seg, c.name), func(t *testing.T) {
+					r := splitRuntime(t, gdn.Options{SegmentChunks: seg, TransferTile: xfer})
+					o, ht := runSplitCase(t, r, c, uint64(5000+xfer+seg))
+					t.Logf("METRIC split early exit o %v ht %v", o, ht)
+				})
+			}
+		}
+	}
+}
+
 // One long sequence with g = 0 on one head (the transfer matrices carry all
 // history) and decay on the other, 64k tokens, planned by the planner
 // itself (few heads: it splits), and forced to long segments.

@@ -167,8 +167,11 @@ static_assert(!kSetRegs || kAuxRegs * 128 * kAux + kConsumerRegs * 128 * kNC <= 
               "register pool of the CTA");
 static_assert(!kSetRegs || kAuxRegs >= 64, "aux register budget");
 
-// Named barriers: 1..kNC for each consumer group, kBarAux + a for aux group a.
+// Named barriers: 1..kNC for each consumer group, kBarAux + a for aux group a,
+// kBarConsumers for all consumer groups together (the transfer matrix's
+// early exit).
 constexpr int kBarAux = 7;
+constexpr int kBarConsumers = 5;
 
 // One stage of the ring: the chunk's operands (TMA destinations and what
 // the aux group derives), every tile 1024-byte aligned. Offsets in bytes.
@@ -186,6 +189,7 @@ constexpr int kOffVec = kOffP + kTile;        // floats: g, beta, eg, f [64 each
 constexpr int kStageBytes = kOffVec + 2048;
 constexpr int kOffOut = kStages * kStageBytes;     // kNC staging tiles [64 i][64 v]
 constexpr int kOffBars = kOffOut + kNC * kTile;    // mbarriers
+constexpr int kOffStop = kOffBars + 512;          // int: the transfer matrix's early exit (below)
 constexpr int kSmemBytes = kOffBars + 1024 + 1024;  // + alignment slack of the dynamic base
 
 #ifdef GDN_SMEM_BYTES
@@ -198,6 +202,7 @@ static_assert(kThreads == GDN_THREADS, "kernsrc.HopperThreads disagrees with the
 struct Bars {
   uint64_t full[kStages], ready[kStages], empty[kStages];
 };
+static_assert(sizeof(Bars) <= kOffStop - kOffBars, "the stop word follows the mbarriers");
 
 struct Vec {  // at kOffVec of a stage
   float g[64], beta[64], eg[64], f[64], gamma;
@@ -210,6 +215,7 @@ struct Work {
   int nch;       // chunks
   int t0, b;     // TMA coordinates of the first token: (t0, b) in (T, B)
   int h, hk, v0; // value head, its query/key head, first value column
+  int n;         // grid row: the sequence (or segment)
   bool zero_v;   // transfer matrix: v is zero (not loaded), h0 = I
   bool store_o;  // o is written (not in the transfer pass)
 };
@@ -352,6 +358,10 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
     static_assert(kAux == 1 || (kAux == 2 && kStages % 2 == 1), "chunk c - kStages belongs to the other aux group");
     if (kAux > 1 && c >= kStages) mbar_wait(&bars.ready[s], (use - 1) & 1);
     mbar_wait(&bars.full[s], use & 1);
+    // A transfer matrix that ended early (run_consumer): the chunks from
+    // the stop on were never loaded; their phase of full was completed by
+    // hand so that this group would see the stop.
+    if (kXfer && c >= *reinterpret_cast<volatile const int*>(smem + kOffStop)) break;
 
     if (t < 64) vec.g[t] = gv, vec.beta[t] = bv;
     // P = Q K^T from the tiles as they arrived (the input dtype: exact
@@ -455,7 +465,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
   const int vb = w.v0 + 64 * cw;  // first value column of this group
   unsigned char* out = smem + kOffOut + cw * kTile;
   // The transfer matrix of a segment goes after the B states of all.
-  const int64_t state = ((int64_t)blockIdx.y * p.sc.Hv + w.h) * 128 * 128 +
+  const int64_t state = ((int64_t)w.n * p.sc.Hv + w.h) * 128 * 128 +
                         (w.zero_v ? (int64_t)p.sc.N * p.sc.Hv * 128 * 128 : 0);
   // Where lane's row of the value tile's 8x8 blocks starts for ldmatrix
   // (block m = lane / 8: rows j + 8 (m / 2), columns v + 8 (m % 2)).
@@ -491,6 +501,24 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       const int s = c % kStages, use = c / kStages;
       mbar_wait(&bars.empty[s], use & 1);
       issue_loads(smem + s * kStageBytes, &bars.full[s], p, w, c + kStages);
+    }
+  };
+  // The early exit after chunk c (one thread): the aux groups prepare the
+  // chunks whose copies are in flight (up to c + 2: refill(c - 1) ran in
+  // chunk c), so that none is left landing when the CTA ends, and stop at
+  // the first chunk from c + 3 on, whose phase of full this thread
+  // completes by hand (an arrival with no bytes). Where the stage's chunk
+  // before was not consumed (c + 1, under two aux groups), only once it is
+  // prepared: its group is then past its wait on full, which completing
+  // the next phase early would leave two phases behind, waiting forever.
+  // (kernsrc/pipeline_model_test.go models this and found that hang.)
+  auto stop_after = [&](int c) {
+    *reinterpret_cast<volatile int*>(smem + kOffStop) = c + 3;
+    for (int k = 0; k < kAux; ++k) {
+      const int cc = c + 3 + k, prev = cc - kStages;
+      if (cc >= w.nch) break;
+      if (prev > c) mbar_wait(&bars.ready[prev % kStages], (prev / kStages) & 1);
+      mbar_arrive(&bars.full[cc % kStages]);
     }
   };
   // O^T of chunk c -> o[i][v] through the staging tile (stmatrix .trans
@@ -703,10 +731,24 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
         if (w.store_o) store_o(c, O);
       }
     }
+    // A transfer matrix whose state is exactly zero stays zero (v is zero:
+    // every later product is of zeros), so its CTA may stop: bit for bit
+    // the result of walking on. Decaying heads get there once e^{sum g}
+    // underflows, often early in a segment; checked every four chunks by
+    // all consumer groups together.
+    if (kXfer && w.zero_v && (c & 3) == 3 && c + 1 < w.nch) {
+      bool nonzero = false;
+#pragma unroll
+      for (int i = 0; i < 64; ++i) nonzero |= S[i] != 0.f;
+      if (!named_sync_or(kBarConsumers, 128 * kNC, nonzero)) {
+        if (cw == 0 && t == 0) stop_after(c);
+        break;
+      }
+    }
   }
   if (t == 0) tma_store_wait_all();
 
-  if (p.ptr.ht != nullptr && (int)blockIdx.y < p.sc.n_ht) {
+  if (p.ptr.ht != nullptr && w.n < p.sc.n_ht) {
     // A transfer matrix (zero_v: its "value" index is M's column k') is
     // stored in the scan's fragment order (scan_m_index, gdn_common.cuh):
     // each scan thread then loads its part of M as 16-byte rows.
@@ -736,14 +778,14 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_hopper_fwd(const _
 
   Work w;
   constexpr int tiles = 128 / kBV;
-  int x = blockIdx.x;
+  int x = blockIdx.x, n = blockIdx.y;
   w.store_o = !(p.sc.flags & kTransfer);
   w.zero_v = !w.store_o && x >= p.sc.Hv * tiles;
   if (w.zero_v) x -= p.sc.Hv * tiles;
   w.h = x / tiles;
   w.v0 = (x % tiles) * kBV;
   w.hk = w.h / (p.sc.Hv / p.sc.Hq);
-  const int n = blockIdx.y;
+  w.n = n;
   if (p.sc.flags & kSegPairs) {
     const int32_t* pr = static_cast<const int32_t*>(p.ptr.cu_seqlens) + 2 * n;
     const int b = min(max(pr[0], 0), p.sc.T), e = min(max(pr[1], b), p.sc.T);
@@ -783,6 +825,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_hopper_fwd(const _
       mbar_init(&bars.empty[s], 128 * kNC);    // the consumer groups
     }
     mbar_fence_init();
+    *reinterpret_cast<volatile int*>(smem + kOffStop) = w.nch;  // no early exit yet
   }
   if (w.zero_v) {
     // The transfer matrix reads v as zero: its tiles are cleared once and
