@@ -780,6 +780,17 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_hopper_fwd(const _
   constexpr int tiles = 128 / kBV;
   int x = blockIdx.x, n = blockIdx.y;
   w.store_o = !(p.sc.flags & kTransfer);
+  if (!w.store_o) {
+    // The transfer pass (grid.x = 2 * half: B CTAs, then M CTAs) takes its
+    // CTAs in the order every segment's B, then every segment's M: CTAs
+    // start in linear block order, and the M CTAs of decaying heads end
+    // early (run_consumer), so the SMs they free take the remaining M CTAs
+    // instead of B CTAs that would walk a whole segment in a second wave.
+    const int half = p.sc.Hv * tiles, lin = blockIdx.x + gridDim.x * blockIdx.y;
+    const int m = lin >= half * (int)gridDim.y, l = lin - m * half * gridDim.y;
+    x = l % half + m * half;
+    n = l / half;
+  }
   w.zero_v = !w.store_o && x >= p.sc.Hv * tiles;
   if (w.zero_v) x -= p.sc.Hv * tiles;
   w.h = x / tiles;
