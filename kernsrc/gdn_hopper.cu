@@ -129,6 +129,13 @@ constexpr bool kConvert = GDN_FP16 == 0;  // bf16 v (kWide: converted to fp16 in
 constexpr bool kQKFP16 = GDN_QK_FP16 != 0;  // else q and k are bf16, converted to fp16 in place
 static_assert(kQKFP16 || kConvert, "fp16 v with bf16 q and k is not a variant");
 constexpr bool kXfer = GDN_TRANSFER != 0;
+// The transfer matrix's early exit (run_consumer). GDN_TRANSFER_NO_EXIT is
+// for tests only: the walk to the end that the exit must equal.
+#ifdef GDN_TRANSFER_NO_EXIT
+constexpr bool kEarlyExit = false;
+#else
+constexpr bool kEarlyExit = true;
+#endif
 // How a chunk's first products are formed (measured, docs/PERF.md v12):
 // a CTA with one consumer group is bound by that group's chain of products,
 // which runs faster as fewer, wider products: [U | O'] as one m64n128
@@ -732,11 +739,12 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       }
     }
     // A transfer matrix whose state is exactly zero stays zero (v is zero:
-    // every later product is of zeros), so its CTA may stop: bit for bit
-    // the result of walking on. Decaying heads get there once e^{sum g}
-    // underflows, often early in a segment; checked every four chunks by
-    // all consumer groups together.
-    if (kXfer && w.zero_v && (c & 3) == 3 && c + 1 < w.nch) {
+    // every later product is of zeros), so its CTA may stop: the values of
+    // walking on, for finite inputs (a zero's sign aside; an infinity met
+    // later, 0 * inf, would have made NaN). Decaying heads get there once
+    // e^{sum g} underflows, often early in a segment; checked every four
+    // chunks by all consumer groups together.
+    if (kXfer && kEarlyExit && w.zero_v && (c & 3) == 3 && c + 1 < w.nch) {
       bool nonzero = false;
 #pragma unroll
       for (int i = 0; i < 64; ++i) nonzero |= S[i] != 0.f;

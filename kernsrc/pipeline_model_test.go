@@ -27,12 +27,18 @@ type mbarrier struct {
 	txPending                  bool
 }
 
-func (b *mbarrier) arrive() {
+// arrive counts an arrival; false for one beyond the phase's count (the
+// phase waiting for its bytes): undefined on the hardware.
+func (b *mbarrier) arrive() bool {
+	if b.arrivals >= b.count {
+		return false
+	}
 	b.arrivals++
 	if b.arrivals == b.count && !b.txPending {
 		b.completed++
 		b.arrivals = 0
 	}
+	return true
 }
 
 // passes is mbarrier.try_wait.parity: true once the barrier's current
@@ -61,6 +67,13 @@ type op struct {
 	exit func() bool
 }
 
+// arriveOn arrives on b, a violation if the arrival is beyond its phase's count.
+func (m *ringModel) arriveOn(b *mbarrier, name string, s int) {
+	if !b.arrive() {
+		m.fail("an arrival on %s[%d] beyond its phase's count (the phase still waits for its bytes)", name, s)
+	}
+}
+
 func (m *ringModel) fail(format string, a ...any) {
 	if m.violation == "" {
 		m.violation = fmt.Sprintf(format, a...)
@@ -75,7 +88,7 @@ func (m *ringModel) issue(c int) {
 	}
 	m.data[s], m.loading[s] = -1, c
 	m.full[s].txPending = true
-	m.full[s].arrive()
+	m.arriveOn(&m.full[s], "full", s)
 	m.inFlight = append(m.inFlight, s)
 }
 
@@ -128,7 +141,7 @@ func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool, exitAt int) stri
 						m.fail("aux %d prepares chunk %d from stage %d holding chunk %d (-1: not landed)", a, c, s, m.data[s])
 					}
 					m.prep[s] = c
-					m.ready[s].arrive()
+					m.arriveOn(&m.ready[s], "ready", s)
 				}})
 		}
 		roles = append(roles, prog)
@@ -152,7 +165,7 @@ func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool, exitAt int) stri
 						m.fail("consumer %d takes chunk %d from stage %d prepared for %d, holding %d", g, c, s, m.prep[s], m.data[s])
 					}
 					m.done[c]++
-					m.empty[s].arrive()
+					m.arriveOn(&m.empty[s], "empty", s)
 				}})
 			if c == exitAt {
 				if g == 0 {
@@ -169,7 +182,7 @@ func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool, exitAt int) stri
 						if prev := cc - stages; prev > c {
 							prog = append(prog, op{wait: func() bool { return m.ready[prev%stages].passes((prev / stages) & 1) }})
 						}
-						prog = append(prog, op{do: func(m *ringModel) { m.full[cc%stages].arrive() }})
+						prog = append(prog, op{do: func(m *ringModel) { m.arriveOn(&m.full[cc%stages], "full", cc%stages) }})
 					}
 				}
 				break
