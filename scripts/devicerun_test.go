@@ -557,27 +557,34 @@ func TestDeviceRunNCU(t *testing.T) {
 	}
 }
 
-// ncuhot.py ranks the stall reasons and the instructions, and shows the
-// instructions before each (where what it waits for comes from).
-func TestNCUHot(t *testing.T) {
+// ncuhot runs scripts/ncuhot.py on a CSV of the given text with args and
+// returns its output and error (skipping the test without python3).
+func ncuhot(t *testing.T, csvText string, args ...string) (string, error) {
+	t.Helper()
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("no python3")
 	}
 	csv := filepath.Join(t.TempDir(), "src.csv")
-	if err := os.WriteFile(csv, []byte(`"Kernel Name","k",
+	if err := os.WriteFile(csv, []byte(csvText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := exec.Command(py, append([]string{"ncuhot.py", csv}, args...)...).CombinedOutput()
+	return string(got), err
+}
+
+// ncuhot.py ranks the stall reasons and the instructions, and shows the
+// instructions before each (where what it waits for comes from).
+func TestNCUHot(t *testing.T) {
+	out, err := ncuhot(t, `"Kernel Name","k",
 "Address","Source","Warp Stall Sampling (All Samples)","stall_long_sb","stall_wait","stall_long_sb (Not Issued)"
 "0x10","LDG.E.128 R4, [R2]","2","0","2","0"
 "0x20","BAR.SYNC.DEFER_BLOCKING 0x0","0","0","0","0"
 "0x30","LOP3.LUT R8, R5, 0xffffe000, RZ, 0xc0, !PT","8","8","0","8"
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	got, err := exec.Command(py, "ncuhot.py", csv, "--context", "1").CombinedOutput()
+`, "--context", "1")
 	if err != nil {
-		t.Fatalf("%v\n%s", err, got)
+		t.Fatalf("%v\n%s", err, out)
 	}
-	out := string(got)
 	for _, want := range []string{"3 instructions, 10 samples", "long_sb           80.0%", "wait              20.0%",
 		" 80.0%  #2     LOP3.LUT", "#1     BAR.SYNC", "[long_sb 8]", " 20.0%  #0     LDG.E.128"} {
 		if !strings.Contains(out, want) {
@@ -593,32 +600,24 @@ func TestNCUHot(t *testing.T) {
 // reasons and opcodes by range of instruction indices, and refuses ranges
 // that are not ascending.
 func TestNCUHotRanges(t *testing.T) {
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("no python3")
-	}
-	csv := filepath.Join(t.TempDir(), "src.csv")
-	if err := os.WriteFile(csv, []byte(`"Kernel Name","k",
+	const csv = `"Kernel Name","k",
 "Address","Source","Warp Stall Sampling (All Samples)","Instructions Executed","stall_long_sb","stall_wait"
 "0x10","LDG.E.128 R4, [R2]","2","40","0","2"
 "0x20","@P0 FMUL R6, R5, R4","0","60","0","0"
 "0x30","FMUL R8, R5, R4","6","20","6","0"
 "0x40","HGMMA.64x64x16.F32 R24, gdesc[UR8], RZ","2","10","0","2"
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	got, err := exec.Command(py, "ncuhot.py", csv, "--ranges", "0,2,4", "--per", "10").CombinedOutput()
+`
+	out, err := ncuhot(t, csv, "--ranges", "0,2,4", "--per", "10")
 	if err != nil {
-		t.Fatalf("%v\n%s", err, got)
+		t.Fatalf("%v\n%s", err, out)
 	}
-	out := string(got)
 	for _, want := range []string{"#0-#2:  20.0% of samples, 10.0 executed", "wait 20.0%", "FMUL 6.0, LDG 4.0",
 		"#2-#4:  80.0% of samples, 3.0 executed", "long_sb 60.0%, wait 20.0%", "FMUL 2.0, HGMMA 1.0"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in:\n%s", want, out)
 		}
 	}
-	if got, err := exec.Command(py, "ncuhot.py", csv, "--ranges", "4,2").CombinedOutput(); err == nil || !strings.Contains(string(got), "ascending") {
-		t.Errorf("descending ranges accepted: %v\n%s", err, got)
+	if out, err := ncuhot(t, csv, "--ranges", "4,2"); err == nil || !strings.Contains(out, "ascending") {
+		t.Errorf("descending ranges accepted: %v\n%s", err, out)
 	}
 }
