@@ -486,6 +486,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
 
   // S^T: rows v = vb + 16 warp + gq (+8), columns k = 8 j + 2 tq (+1).
   float S[64];
+  float decay = 1.f;  // the product of the chunks' gammas so far (early exit)
 #pragma unroll
   for (int j = 0; j < 16; ++j)
 #pragma unroll
@@ -698,6 +699,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       vf[ks][3] = pack_fp16x2(Vn[8 * ks + 6] * f8, Vn[8 * ks + 7] * f9);
     }
     const float gamma = vec.gamma;
+    if (kXfer && kEarlyExit) decay *= gamma;
 #pragma unroll
     for (int i = 0; i < 64; ++i) S[i] *= gamma;
     // O^T += Vn^T P^T and S^T <- gamma S^T + (Vn^T diag(f)) K (K read
@@ -743,8 +745,13 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
     // walking on, for finite inputs (a zero's sign aside; an infinity met
     // later, 0 * inf, would have made NaN). Decaying heads get there once
     // e^{sum g} underflows, often early in a segment; checked every four
-    // chunks by all consumer groups together.
-    if (kXfer && kEarlyExit && w.zero_v && (c & 3) == 3 && c + 1 < w.nch) {
+    // chunks by all consumer groups together, once the gates' product
+    // (the same in every group) says the state may be near zero: a head
+    // that barely decays never pays for the barrier. (With unit keys and
+    // beta in [0, 2] the state's entries are at most that product; other
+    // keys only make the look come earlier or later, never change the
+    // result.)
+    if (kXfer && kEarlyExit && w.zero_v && (c & 3) == 3 && c + 1 < w.nch && decay < 0x1p-100f) {
       bool nonzero = false;
 #pragma unroll
       for (int i = 0; i < 64; ++i) nonzero |= S[i] != 0.f;
@@ -790,13 +797,16 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_hopper_fwd(const _
   w.store_o = !(p.sc.flags & kTransfer);
   if (!w.store_o) {
     // The transfer pass (grid.x = 2 * half: B CTAs, then M CTAs) takes its
-    // CTAs in the order every segment's B, then every segment's M: CTAs
+    // CTAs in the order every segment's M, then every segment's B: CTAs
     // start in linear block order, and the M CTAs of decaying heads end
-    // early (run_consumer), so the SMs they free take the remaining M CTAs
-    // instead of B CTAs that would walk a whole segment in a second wave.
+    // early (run_consumer). Longest first: every M CTA that cannot stop
+    // (a head that barely decays) starts in the first wave, and the B
+    // CTAs left over take the SMs the stopped ones free. (B first measured
+    // slower: an M CTA of a slow head started late ran a whole segment
+    // after everyone else.)
     const int half = p.sc.Hv * tiles, lin = blockIdx.x + gridDim.x * blockIdx.y;
-    const int m = lin >= half * (int)gridDim.y, l = lin - m * half * gridDim.y;
-    x = l % half + m * half;
+    const int b = lin >= half * (int)gridDim.y, l = lin - b * half * gridDim.y;
+    x = l % half + (1 - b) * half;
     n = l / half;
   }
   w.zero_v = !w.store_o && x >= p.sc.Hv * tiles;
