@@ -801,7 +801,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_hopper_fwd(const _
   constexpr int tiles = 128 / kBV;
   int x = blockIdx.x, n = blockIdx.y;
   w.store_o = !(p.sc.flags & kTransfer);
-  if (!w.store_o) {
+  if (kXfer && !w.store_o) {
     // The transfer pass (grid.x = 2 * half: B CTAs, then M CTAs) takes its
     // CTAs in the order every segment's M, then every segment's B: CTAs
     // start in linear block order, and the M CTAs of decaying heads end
