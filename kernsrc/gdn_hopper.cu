@@ -101,6 +101,9 @@ enum : int32_t {
   // above the diagonal, written for each chunk's own rows): no build, only a
   // short chunk's rows past its end are cleared.
   kAPrepared = 32,
+  // The transfer pass takes every segment's M CTA before any B CTA
+  // (gdn_hopper_fwd).
+  kMFirst = 64,
 };
 
 static_assert(sizeof(TmaDesc) == 128 && alignof(TmaDesc) == 64, "tensor map");
@@ -110,7 +113,8 @@ static_assert(sizeof(GdnHopperParams) == GDN_PARAMS_BYTES, "kernsrc.HopperParams
 static_assert(GDN_OFF_PTRS == 5 * sizeof(TmaDesc) && GDN_OFF_SCALARS == GDN_OFF_PTRS + sizeof(HopperPtrs),
               "kernsrc.HopperOff*");
 static_assert(GDN_FLAG_BETA_FP32 == kBetaFP32 && GDN_FLAG_A_FP32 == kAFP32 && GDN_FLAG_SEQLENS_INT64 == kSeqlensInt64 &&
-                  GDN_FLAG_SEG_PAIRS == kSegPairs && GDN_FLAG_TRANSFER == kTransfer && GDN_FLAG_A_PREPARED == kAPrepared,
+                  GDN_FLAG_SEG_PAIRS == kSegPairs && GDN_FLAG_TRANSFER == kTransfer && GDN_FLAG_A_PREPARED == kAPrepared &&
+                  GDN_FLAG_M_FIRST == kMFirst,
               "kernsrc.HopperFlag*");
 #endif
 
@@ -801,7 +805,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_hopper_fwd(const _
   constexpr int tiles = 128 / kBV;
   int x = blockIdx.x, n = blockIdx.y;
   w.store_o = !(p.sc.flags & kTransfer);
-  if (kXfer && !w.store_o) {
+  if (kXfer && !w.store_o && (p.sc.flags & kMFirst)) {
     // The transfer pass (grid.x = 2 * half: B CTAs, then M CTAs) takes its
     // CTAs in the order every segment's M, then every segment's B: CTAs
     // start in linear block order, and the M CTAs of decaying heads end
@@ -809,7 +813,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_hopper_fwd(const _
     // (a head that barely decays) starts in the first wave, and the B
     // CTAs left over take the SMs the stopped ones free. (B first measured
     // slower: an M CTA of a slow head started late ran a whole segment
-    // after everyone else.)
+    // after everyone else.) Only where the plan sets kMFirst, a grid of
+    // more than one wave; in one wave the order changes nothing, and the
+    // plain order keeps each segment's B and M CTAs side by side.
     const int half = p.sc.Hv * tiles, lin = blockIdx.x + gridDim.x * blockIdx.y;
     const int b = lin >= half * (int)gridDim.y, l = lin - b * half * gridDim.y;
     x = l % half + (1 - b) * half;
