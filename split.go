@@ -3,6 +3,8 @@ package gdn
 import (
 	"fmt"
 	"math"
+
+	"github.com/gdnjit/gdn/kernsrc"
 )
 
 // Sequence parallelism: with few value heads a long sequence gives the GPU
@@ -30,6 +32,9 @@ type splitPlan struct {
 	transfer      int // P: segments of the transfer pass (all but the last of each sequence)
 	consumers     int // the output pass's tile
 	xferConsumers int // the transfer pass's tile (its states are 128 x 128 whatever the tile)
+	// mFirst: the transfer pass's grid is more than one wave, so it starts
+	// every segment's M CTA before any B CTA (kernsrc.HopperFlagMFirst).
+	mFirst bool
 }
 
 // Cost-model constants of the split plan, in microseconds, fitted by least
@@ -199,7 +204,16 @@ func planSplit(p Problem, sms, force, consumers int) splitPlan {
 			}
 		}
 	}
+	if best.segChunks > 0 {
+		best.mFirst = transferCTAs(p, best) > sms
+	}
 	return best
+}
+
+// transferCTAs is the transfer pass's grid: a B and an M CTA for each
+// transfer segment, value head and tile.
+func transferCTAs(p Problem, sp splitPlan) int {
+	return 2 * sp.transfer * p.Hv * (HeadDim / kernsrc.HopperTileWidth(sp.xferConsumers))
 }
 
 // segmentTables lays out the segments of a split plan for the device:

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gdnjit/gdn"
+	"github.com/gdnjit/gdn/jit"
 	"github.com/gdnjit/gdn/ref"
 )
 
@@ -30,21 +31,27 @@ func splitCases() []splitCase {
 	}
 }
 
-// runSplitCase runs one case through ForwardHost (outputs poisoned first)
-// and holds o and ht to the float64 recurrence; it returns the errors.
-func runSplitCase(t *testing.T, r *gdn.Runtime, c splitCase, seed uint64) (o, ht ref.Errors) {
+// splitCaseArgs draws one case's recipe inputs (seed) and returns them as
+// ForwardHost's arguments (g_cumsum and A from ref, ht asked for).
+func splitCaseArgs(t *testing.T, c splitCase, seed uint64) (*gdn.HostCoreArgs, ref.Inputs) {
 	t.Helper()
 	s := c.shape
 	in, err := ref.Recipe(s, seed, c.opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dt := recipeDtype(c.opts)
 	gcum, _ := ref.ChunkCumsum(s, in.G)
 	A, _ := ref.SolveA(s, in.K, in.Beta, gcum)
-	h := &gdn.HostCoreArgs{B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, CuSeqlens: s.CuSeqlens, Dtype: dt,
+	return &gdn.HostCoreArgs{B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, CuSeqlens: s.CuSeqlens, Dtype: recipeDtype(c.opts),
 		Q: f32(in.Q), K: f32(in.K), V: f32(in.V), G: f32(gcum), Beta: f32(in.Beta), A: f32(A),
-		H0: f32(in.H0), FinalState: true}
+		H0: f32(in.H0), FinalState: true}, in
+}
+
+// runSplitCase runs one case through ForwardHost (outputs poisoned first)
+// and holds o and ht to the float64 recurrence; it returns the errors.
+func runSplitCase(t *testing.T, r *gdn.Runtime, c splitCase, seed uint64) (o, ht ref.Errors) {
+	t.Helper()
+	h, in := splitCaseArgs(t, c, seed)
 	res, err := r.ForwardHost(h)
 	if err != nil {
 		t.Fatal(err)
@@ -132,6 +139,81 @@ func TestSplitTransferTileApart(t *testing.T) {
 				o, ht := runSplitCase(t, r, c, uint64(3000+pair.xfer+len(c.name)))
 				t.Logf("METRIC split o %v ht %v", o, ht)
 			})
+		}
+	}
+}
+
+// Segments long enough for the transfer pass's early exit (a transfer
+// matrix whose state is exactly zero stops; checked every four chunks, so
+// segments of 5 chunks or more): strong decay zeroes it within a segment,
+// the recipe's decaying heads within about 30 chunks, its g = 0 heads
+// never. Both transfer tiles (one aux group, BV 128; two, BV 64), exits at
+// different chunks of a segment, against the float64 recurrence.
+func TestSplitTransferEarlyExit(t *testing.T) {
+	cases := []splitCase{
+		{"strong_decay", ref.Shape{B: 1, T: 1500, Hq: 1, Hv: 2}, ref.RecipeOptions{WithH0: true, StrongDecay: true}},
+		{"recipe_G2", ref.Shape{B: 1, T: 9000, Hq: 2, Hv: 4}, ref.RecipeOptions{WithH0: true}},
+		{"strong_varlen", ref.Shape{B: 1, T: 2100, Hq: 1, Hv: 2, CuSeqlens: []int{0, 1, 700, 700, 2100}},
+			ref.RecipeOptions{StrongDecay: true}},
+	}
+	for _, xfer := range []int{64, 128} {
+		for _, seg := range []int{5, 8, 13, 40} {
+			for _, c := range cases {
+				t.Run(fmt.Sprintf("xfer%d/seg%d/%s", xfer, seg, c.name), func(t *testing.T) {
+					r := splitRuntime(t, gdn.Options{SegmentChunks: seg, TransferTile: xfer})
+					o, ht := runSplitCase(t, r, c, uint64(5000+xfer+seg))
+					t.Logf("METRIC split early exit o %v ht %v", o, ht)
+				})
+			}
+		}
+	}
+}
+
+// The early exit leaves the values of walking to the end: the same calls on
+// runtimes whose kernels are built without it (GDN_TRANSFER_NO_EXIT, given
+// through the development knob jit.DefinesEnv) give equal o and ht (== on
+// every value: only a zero's sign may differ), on inputs whose decaying
+// heads' transfer matrices reach zero inside their segments.
+func TestSplitTransferExitEqualsWalk(t *testing.T) {
+	cases := []splitCase{
+		{"strong_decay", ref.Shape{B: 1, T: 1500, Hq: 1, Hv: 2}, ref.RecipeOptions{WithH0: true, StrongDecay: true}},
+		{"recipe_G2", ref.Shape{B: 1, T: 9000, Hq: 2, Hv: 4}, ref.RecipeOptions{WithH0: true}},
+	}
+	type key struct {
+		xfer, seg int
+		name      string
+	}
+	got := map[key][2]*gdn.HostCoreResult{}
+	for walk := range 2 {
+		if walk == 1 {
+			t.Setenv(jit.DefinesEnv, "GDN_TRANSFER_NO_EXIT") // read when a runtime first compiles
+		}
+		for _, xfer := range []int{64, 128} {
+			for _, seg := range []int{8, 40} {
+				r := splitRuntime(t, gdn.Options{SegmentChunks: seg, TransferTile: xfer})
+				for _, c := range cases {
+					h, _ := splitCaseArgs(t, c, 77)
+					res, err := r.ForwardHost(h)
+					if err != nil {
+						t.Fatal(err)
+					}
+					k := key{xfer, seg, c.name}
+					pair := got[k]
+					pair[walk] = res
+					got[k] = pair
+				}
+			}
+		}
+	}
+	for k, pair := range got {
+		exit, walk := pair[0], pair[1]
+		for name, a := range map[string][2][]float32{"o": {exit.O, walk.O}, "ht": {exit.Ht, walk.Ht}} {
+			for i := range a[0] {
+				if a[0][i] != a[1][i] {
+					t.Errorf("xfer %d, segments of %d, %s: %s[%d] = %v with the exit, %v walking on", k.xfer, k.seg, k.name, name, i, a[0][i], a[1][i])
+					break
+				}
+			}
 		}
 	}
 }

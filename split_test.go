@@ -94,6 +94,28 @@ func TestPlanSplitDecisions(t *testing.T) {
 	}
 }
 
+// The transfer pass starts its M CTAs first exactly when its grid is more
+// than one wave of the SMs planned for: the same forced split on a big and
+// a small GPU.
+func TestPlanSplitMFirst(t *testing.T) {
+	tp2 := Problem{B: 1, T: 32768, Hq: 4, Hv: 32, N: 1, Dtype: BF16}
+	for _, tc := range []struct {
+		sms, force int
+	}{{132, 128}, {132, 8}, {1000, 128}, {16, 128}} {
+		sp := planSplit(tp2, tc.sms, tc.force, 2)
+		if sp.segChunks == 0 {
+			t.Fatalf("%d SMs, forced %d chunks: not split", tc.sms, tc.force)
+		}
+		ctas := 2 * sp.transfer * tp2.Hv
+		if want := ctas > tc.sms; sp.mFirst != want {
+			t.Errorf("%d SMs, %d transfer CTAs: mFirst %v, want %v", tc.sms, ctas, sp.mFirst, want)
+		}
+	}
+	if sp := planSplit(tp2, 132, -1, 0); sp.mFirst {
+		t.Errorf("unsplit plan with mFirst: %+v", sp)
+	}
+}
+
 func mustSplitTime(t *testing.T, p Problem, sms int, sp splitPlan) float64 {
 	tm, _, ok := splitTime(p, sms, sp.consumers, sp.xferConsumers, sp.segChunks)
 	if !ok {

@@ -251,6 +251,9 @@ func newSplitCall(dev scratchDevice, grave *scratchGraveyard, slabs *scratchSlab
 		return nil, err
 	}
 	hp.Flags |= kernsrc.HopperFlagSegPairs | kernsrc.HopperFlagTransfer
+	if sp.mFirst {
+		hp.Flags |= kernsrc.HopperFlagMFirst
+	}
 	hp.H0, hp.Ht, hp.NHt = 0, bm, int32(P)
 	hp.Pack(&sc.transfer.block)
 	sc.transfer.grid = [3]uint32{2 * uint32(p.Hv) * xferTiles, uint32(P), 1}

@@ -101,6 +101,9 @@ enum : int32_t {
   // above the diagonal, written for each chunk's own rows): no build, only a
   // short chunk's rows past its end are cleared.
   kAPrepared = 32,
+  // The transfer pass takes every segment's M CTA before any B CTA
+  // (gdn_hopper_fwd).
+  kMFirst = 64,
 };
 
 static_assert(sizeof(TmaDesc) == 128 && alignof(TmaDesc) == 64, "tensor map");
@@ -110,7 +113,8 @@ static_assert(sizeof(GdnHopperParams) == GDN_PARAMS_BYTES, "kernsrc.HopperParams
 static_assert(GDN_OFF_PTRS == 5 * sizeof(TmaDesc) && GDN_OFF_SCALARS == GDN_OFF_PTRS + sizeof(HopperPtrs),
               "kernsrc.HopperOff*");
 static_assert(GDN_FLAG_BETA_FP32 == kBetaFP32 && GDN_FLAG_A_FP32 == kAFP32 && GDN_FLAG_SEQLENS_INT64 == kSeqlensInt64 &&
-                  GDN_FLAG_SEG_PAIRS == kSegPairs && GDN_FLAG_TRANSFER == kTransfer && GDN_FLAG_A_PREPARED == kAPrepared,
+                  GDN_FLAG_SEG_PAIRS == kSegPairs && GDN_FLAG_TRANSFER == kTransfer && GDN_FLAG_A_PREPARED == kAPrepared &&
+                  GDN_FLAG_M_FIRST == kMFirst,
               "kernsrc.HopperFlag*");
 #endif
 
@@ -129,6 +133,13 @@ constexpr bool kConvert = GDN_FP16 == 0;  // bf16 v (kWide: converted to fp16 in
 constexpr bool kQKFP16 = GDN_QK_FP16 != 0;  // else q and k are bf16, converted to fp16 in place
 static_assert(kQKFP16 || kConvert, "fp16 v with bf16 q and k is not a variant");
 constexpr bool kXfer = GDN_TRANSFER != 0;
+// The transfer matrix's early exit (run_consumer). GDN_TRANSFER_NO_EXIT is
+// for tests only: the walk to the end that the exit must equal.
+#ifdef GDN_TRANSFER_NO_EXIT
+constexpr bool kEarlyExit = false;
+#else
+constexpr bool kEarlyExit = true;
+#endif
 // How a chunk's first products are formed (measured, docs/PERF.md v12):
 // a CTA with one consumer group is bound by that group's chain of products,
 // which runs faster as fewer, wider products: [U | O'] as one m64n128
@@ -167,8 +178,11 @@ static_assert(!kSetRegs || kAuxRegs * 128 * kAux + kConsumerRegs * 128 * kNC <= 
               "register pool of the CTA");
 static_assert(!kSetRegs || kAuxRegs >= 64, "aux register budget");
 
-// Named barriers: 1..kNC for each consumer group, kBarAux + a for aux group a.
+// Named barriers: 1..kNC for each consumer group, kBarAux + a for aux group a,
+// kBarConsumers for all consumer groups together (the transfer matrix's
+// early exit).
 constexpr int kBarAux = 7;
+constexpr int kBarConsumers = 5;
 
 // One stage of the ring: the chunk's operands (TMA destinations and what
 // the aux group derives), every tile 1024-byte aligned. Offsets in bytes.
@@ -186,6 +200,7 @@ constexpr int kOffVec = kOffP + kTile;        // floats: g, beta, eg, f [64 each
 constexpr int kStageBytes = kOffVec + 2048;
 constexpr int kOffOut = kStages * kStageBytes;     // kNC staging tiles [64 i][64 v]
 constexpr int kOffBars = kOffOut + kNC * kTile;    // mbarriers
+constexpr int kOffStop = kOffBars + 512;          // int: the transfer matrix's early exit (below)
 constexpr int kSmemBytes = kOffBars + 1024 + 1024;  // + alignment slack of the dynamic base
 
 #ifdef GDN_SMEM_BYTES
@@ -198,6 +213,7 @@ static_assert(kThreads == GDN_THREADS, "kernsrc.HopperThreads disagrees with the
 struct Bars {
   uint64_t full[kStages], ready[kStages], empty[kStages];
 };
+static_assert(sizeof(Bars) <= kOffStop - kOffBars, "the stop word follows the mbarriers");
 
 struct Vec {  // at kOffVec of a stage
   float g[64], beta[64], eg[64], f[64], gamma;
@@ -210,6 +226,7 @@ struct Work {
   int nch;       // chunks
   int t0, b;     // TMA coordinates of the first token: (t0, b) in (T, B)
   int h, hk, v0; // value head, its query/key head, first value column
+  int n;         // grid row: the sequence (or segment)
   bool zero_v;   // transfer matrix: v is zero (not loaded), h0 = I
   bool store_o;  // o is written (not in the transfer pass)
 };
@@ -352,6 +369,11 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
     static_assert(kAux == 1 || (kAux == 2 && kStages % 2 == 1), "chunk c - kStages belongs to the other aux group");
     if (kAux > 1 && c >= kStages) mbar_wait(&bars.ready[s], (use - 1) & 1);
     mbar_wait(&bars.full[s], use & 1);
+    // A transfer matrix that ended early (run_consumer): the chunks from
+    // the stop on were never loaded; their phase of full was completed by
+    // hand so that this group would see the stop.
+    // (A vote, so that ptxas keeps the chunk index uniform: run_consumer.)
+    if (kXfer && __all_sync(0xffffffffu, c >= *reinterpret_cast<volatile const int*>(smem + kOffStop))) break;
 
     if (t < 64) vec.g[t] = gv, vec.beta[t] = bv;
     // P = Q K^T from the tiles as they arrived (the input dtype: exact
@@ -455,7 +477,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
   const int vb = w.v0 + 64 * cw;  // first value column of this group
   unsigned char* out = smem + kOffOut + cw * kTile;
   // The transfer matrix of a segment goes after the B states of all.
-  const int64_t state = ((int64_t)blockIdx.y * p.sc.Hv + w.h) * 128 * 128 +
+  const int64_t state = ((int64_t)w.n * p.sc.Hv + w.h) * 128 * 128 +
                         (w.zero_v ? (int64_t)p.sc.N * p.sc.Hv * 128 * 128 : 0);
   // Where lane's row of the value tile's 8x8 blocks starts for ldmatrix
   // (block m = lane / 8: rows j + 8 (m / 2), columns v + 8 (m % 2)).
@@ -469,6 +491,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
 
   // S^T: rows v = vb + 16 warp + gq (+8), columns k = 8 j + 2 tq (+1).
   float S[64];
+  float decay = 1.f;  // the product of the chunks' gammas so far (early exit)
 #pragma unroll
   for (int j = 0; j < 16; ++j)
 #pragma unroll
@@ -491,6 +514,24 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       const int s = c % kStages, use = c / kStages;
       mbar_wait(&bars.empty[s], use & 1);
       issue_loads(smem + s * kStageBytes, &bars.full[s], p, w, c + kStages);
+    }
+  };
+  // The early exit after chunk c (one thread): the aux groups prepare the
+  // chunks whose copies are in flight (up to c + 2: refill(c - 1) ran in
+  // chunk c), so that none is left landing when the CTA ends, and stop at
+  // the first chunk from c + 3 on, whose phase of full this thread
+  // completes by hand (an arrival with no bytes). Where the stage's chunk
+  // before was not consumed (c + 1, under two aux groups), only once it is
+  // prepared: its group is then past its wait on full, which completing
+  // the next phase early would leave two phases behind, waiting forever.
+  // (kernsrc/pipeline_model_test.go models this and found that hang.)
+  auto stop_after = [&](int c) {
+    *reinterpret_cast<volatile int*>(smem + kOffStop) = c + 3;
+    for (int k = 0; k < kAux; ++k) {
+      const int cc = c + 3 + k, prev = cc - kStages;
+      if (cc >= w.nch) break;
+      if (prev > c) mbar_wait(&bars.ready[prev % kStages], (prev / kStages) & 1);
+      mbar_arrive(&bars.full[cc % kStages]);
     }
   };
   // O^T of chunk c -> o[i][v] through the staging tile (stmatrix .trans
@@ -663,6 +704,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       vf[ks][3] = pack_fp16x2(Vn[8 * ks + 6] * f8, Vn[8 * ks + 7] * f9);
     }
     const float gamma = vec.gamma;
+    if (kXfer && kEarlyExit) decay *= gamma;
 #pragma unroll
     for (int i = 0; i < 64; ++i) S[i] *= gamma;
     // O^T += Vn^T P^T and S^T <- gamma S^T + (Vn^T diag(f)) K (K read
@@ -703,10 +745,35 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
         if (w.store_o) store_o(c, O);
       }
     }
+    // A transfer matrix whose state is exactly zero stays zero (v is zero:
+    // every later product is of zeros), so its CTA may stop: the values of
+    // walking on, for finite inputs (a zero's sign aside; an infinity met
+    // later, 0 * inf, would have made NaN). Decaying heads get there once
+    // e^{sum g} underflows, often early in a segment; checked every four
+    // chunks by all consumer groups together, once the gates' product
+    // (the same in every group) says the state may be near zero: a head
+    // that barely decays never pays for the barrier. (With unit keys and
+    // beta in [0, 2] the state's entries are at most that product; other
+    // keys only make the look come earlier or later, never change the
+    // result.)
+    // Both tests go through a warp vote: the same in every thread, but
+    // only a vote's result is one ptxas treats as uniform; a branch out of
+    // the loop on anything else made the chunk index, and with it every
+    // wgmma descriptor, per-thread values (32 more R2UR a chunk, 5% slower).
+    if (kXfer && kEarlyExit && w.zero_v && (c & 3) == 3 && c + 1 < w.nch &&
+        __all_sync(0xffffffffu, decay < 0x1p-100f)) {
+      bool nonzero = false;
+#pragma unroll
+      for (int i = 0; i < 64; ++i) nonzero |= S[i] != 0.f;
+      if (__all_sync(0xffffffffu, !named_sync_or(kBarConsumers, 128 * kNC, nonzero))) {
+        if (cw == 0 && t == 0) stop_after(c);
+        break;
+      }
+    }
   }
   if (t == 0) tma_store_wait_all();
 
-  if (p.ptr.ht != nullptr && (int)blockIdx.y < p.sc.n_ht) {
+  if (p.ptr.ht != nullptr && w.n < p.sc.n_ht) {
     // A transfer matrix (zero_v: its "value" index is M's column k') is
     // stored in the scan's fragment order (scan_m_index, gdn_common.cuh):
     // each scan thread then loads its part of M as 16-byte rows.
@@ -736,14 +803,30 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_hopper_fwd(const _
 
   Work w;
   constexpr int tiles = 128 / kBV;
-  int x = blockIdx.x;
+  int x = blockIdx.x, n = blockIdx.y;
   w.store_o = !(p.sc.flags & kTransfer);
+  if (kXfer && !w.store_o && (p.sc.flags & kMFirst)) {
+    // The transfer pass (grid.x = 2 * half: B CTAs, then M CTAs) takes its
+    // CTAs in the order every segment's M, then every segment's B: CTAs
+    // start in linear block order, and the M CTAs of decaying heads end
+    // early (run_consumer). Longest first: every M CTA that cannot stop
+    // (a head that barely decays) starts in the first wave, and the B
+    // CTAs left over take the SMs the stopped ones free. (B first measured
+    // slower: an M CTA of a slow head started late ran a whole segment
+    // after everyone else.) Only where the plan sets kMFirst, a grid of
+    // more than one wave; in one wave the order changes nothing, and the
+    // plain order keeps each segment's B and M CTAs side by side.
+    const int half = p.sc.Hv * tiles, lin = blockIdx.x + gridDim.x * blockIdx.y;
+    const int b = lin >= half * (int)gridDim.y, l = lin - b * half * gridDim.y;
+    x = l % half + (1 - b) * half;
+    n = l / half;
+  }
   w.zero_v = !w.store_o && x >= p.sc.Hv * tiles;
   if (w.zero_v) x -= p.sc.Hv * tiles;
   w.h = x / tiles;
   w.v0 = (x % tiles) * kBV;
   w.hk = w.h / (p.sc.Hv / p.sc.Hq);
-  const int n = blockIdx.y;
+  w.n = n;
   if (p.sc.flags & kSegPairs) {
     const int32_t* pr = static_cast<const int32_t*>(p.ptr.cu_seqlens) + 2 * n;
     const int b = min(max(pr[0], 0), p.sc.T), e = min(max(pr[1], b), p.sc.T);
@@ -783,6 +866,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_hopper_fwd(const _
       mbar_init(&bars.empty[s], 128 * kNC);    // the consumer groups
     }
     mbar_fence_init();
+    *reinterpret_cast<volatile int*>(smem + kOffStop) = w.nch;  // no early exit yet
   }
   if (w.zero_v) {
     // The transfer matrix reads v as zero: its tiles are cleared once and

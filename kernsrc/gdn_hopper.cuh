@@ -51,6 +51,17 @@ GDN_DEVICE void mbar_wait(uint64_t* bar, uint32_t parity) {
 
 // Named barriers (0 is __syncthreads): count threads, a multiple of 32.
 GDN_DEVICE void named_sync(int id, int count) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory"); }
+// Named barrier id over count threads that also returns whether any of them
+// passed true (bar.red.or.pred).
+GDN_DEVICE bool named_sync_or(int id, int count, bool v) {
+  uint32_t r;
+  asm volatile(
+      "{\n.reg .pred p, q;\nsetp.ne.u32 p, %1, 0;\nbar.red.or.pred q, %2, %3, p;\nselp.u32 %0, 1, 0, q;\n}"
+      : "=r"(r)
+      : "r"((uint32_t)v), "r"(id), "r"(count)
+      : "memory");
+  return r != 0;
+}
 
 // Orders this thread's generic-proxy shared-memory writes before later
 // async-proxy accesses (wgmma operand reads, TMA stores) of any thread that

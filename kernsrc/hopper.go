@@ -94,6 +94,12 @@ const (
 	// only (gdn_prep_chunk). The kernel takes the tile as loaded and only
 	// clears a short chunk's rows past its end (another sequence's tokens).
 	HopperFlagAPrepared = 32
+	// The transfer pass starts every segment's M CTA before any B CTA (a
+	// grid of more than one wave): the M CTAs of decaying heads stop early
+	// and the B CTAs left over take the SMs they free, while M CTAs that
+	// walk the whole segment start in the first wave. In a single wave the
+	// order does not matter and the plan leaves it unset.
+	HopperFlagMFirst = 64
 )
 
 // HopperParams are the values of GdnHopperParams; Pack lays them out.
@@ -179,6 +185,7 @@ func hopperVariant(dt CoreDtype, consumers int, transfer bool) (Variant, error) 
 			fmt.Sprintf("GDN_FLAG_SEG_PAIRS=%d", HopperFlagSegPairs),
 			fmt.Sprintf("GDN_FLAG_TRANSFER=%d", HopperFlagTransfer),
 			fmt.Sprintf("GDN_FLAG_A_PREPARED=%d", HopperFlagAPrepared),
+			fmt.Sprintf("GDN_FLAG_M_FIRST=%d", HopperFlagMFirst),
 			fmt.Sprintf("GDN_TRANSFER=%d", xfer)},
 	}, nil
 }

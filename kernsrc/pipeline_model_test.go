@@ -16,7 +16,9 @@ import (
 // The model checks what the parity waits are meant to guarantee: an aux
 // group prepares only its own chunk's landed tiles, the consumers take only
 // their chunk's prepared stage, a load overwrites a stage only after every
-// consumer is done with it, and nothing waits forever.
+// consumer is done with it, nothing waits forever, and (with the transfer
+// matrix's early exit: the consumers stop after a chunk, the aux groups at
+// the stop) no load is left in flight when every role has ended.
 
 // mbarrier is one barrier: a phase completes when count arrivals (and,
 // for a TMA barrier, the bytes of the load in flight) are in.
@@ -25,12 +27,18 @@ type mbarrier struct {
 	txPending                  bool
 }
 
-func (b *mbarrier) arrive() {
+// arrive counts an arrival; false for one beyond the phase's count (the
+// phase waiting for its bytes): undefined on the hardware.
+func (b *mbarrier) arrive() bool {
+	if b.arrivals >= b.count {
+		return false
+	}
 	b.arrivals++
 	if b.arrivals == b.count && !b.txPending {
 		b.completed++
 		b.arrivals = 0
 	}
+	return true
 }
 
 // passes is mbarrier.try_wait.parity: true once the barrier's current
@@ -47,13 +55,23 @@ type ringModel struct {
 	done                []int // per chunk: consumer groups done with it
 	consumers           int
 	inFlight            []int // stages with a load in flight, in issue order
+	stop                int   // the early exit's stop chunk (run_aux), nch without one
 	violation           string
 }
 
-// op is one step of a role: wait (until ok), or do.
+// op is one step of a role: wait (until ok), or do; then, if exit says
+// so, the role ends.
 type op struct {
 	wait func() bool
 	do   func(m *ringModel)
+	exit func() bool
+}
+
+// arriveOn arrives on b, a violation if the arrival is beyond its phase's count.
+func (m *ringModel) arriveOn(b *mbarrier, name string, s int) {
+	if !b.arrive() {
+		m.fail("an arrival on %s[%d] beyond its phase's count (the phase still waits for its bytes)", name, s)
+	}
 }
 
 func (m *ringModel) fail(format string, a ...any) {
@@ -70,7 +88,7 @@ func (m *ringModel) issue(c int) {
 	}
 	m.data[s], m.loading[s] = -1, c
 	m.full[s].txPending = true
-	m.full[s].arrive()
+	m.arriveOn(&m.full[s], "full", s)
 	m.inFlight = append(m.inFlight, s)
 }
 
@@ -84,12 +102,19 @@ func (m *ringModel) land(s int) {
 	}
 }
 
+// stopAhead is how far past the last consumed chunk the early exit's stop
+// lies: the kernel's c + 3 (copies are in flight up to c + 2). A variable
+// only so that a test can check that the model catches a stop too close.
+var stopAhead = 3
+
 // runRing runs the protocol for nch chunks under one random schedule and
 // returns the first violation ("" for none). fixed: the aux groups' wait on
-// ready for chunk c - stages before their wait on full (run_aux).
-func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool) string {
+// ready for chunk c - stages before their wait on full (run_aux). exitAt >=
+// 0: the consumers stop after that chunk (the transfer matrix's early exit,
+// run_consumer's stop_after), exitAt + 1 < nch.
+func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool, exitAt int) string {
 	const stages = 3
-	m := &ringModel{stages: stages, consumers: consumers,
+	m := &ringModel{stages: stages, consumers: consumers, stop: nch,
 		full: make([]mbarrier, stages), ready: make([]mbarrier, stages), empty: make([]mbarrier, stages),
 		data: make([]int, stages), loading: make([]int, stages), prep: make([]int, stages), done: make([]int, nch)}
 	for s := range stages {
@@ -110,13 +135,13 @@ func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool) string {
 				prog = append(prog, op{wait: func() bool { return m.ready[s].passes((use - 1) & 1) }})
 			}
 			prog = append(prog,
-				op{wait: func() bool { return m.full[s].passes(use & 1) }},
+				op{wait: func() bool { return m.full[s].passes(use & 1) }, exit: func() bool { return c >= m.stop }},
 				op{do: func(m *ringModel) {
 					if m.data[s] != c {
 						m.fail("aux %d prepares chunk %d from stage %d holding chunk %d (-1: not landed)", a, c, s, m.data[s])
 					}
 					m.prep[s] = c
-					m.ready[s].arrive()
+					m.arriveOn(&m.ready[s], "ready", s)
 				}})
 		}
 		roles = append(roles, prog)
@@ -140,8 +165,28 @@ func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool) string {
 						m.fail("consumer %d takes chunk %d from stage %d prepared for %d, holding %d", g, c, s, m.prep[s], m.data[s])
 					}
 					m.done[c]++
-					m.empty[s].arrive()
+					m.arriveOn(&m.empty[s], "empty", s)
 				}})
+			if c == exitAt {
+				if g == 0 {
+					prog = append(prog, op{do: func(m *ringModel) { m.stop = c + stopAhead }})
+					for k := range aux {
+						cc := c + stopAhead + k
+						if cc >= nch {
+							break
+						}
+						// The stage's chunk before, if not consumed, must have been
+						// prepared (its aux group past its own wait on full): else
+						// completing the next phase by hand would put full two
+						// phases past that group's parity wait.
+						if prev := cc - stages; prev > c {
+							prog = append(prog, op{wait: func() bool { return m.ready[prev%stages].passes((prev / stages) & 1) }})
+						}
+						prog = append(prog, op{do: func(m *ringModel) { m.arriveOn(&m.full[cc%stages], "full", cc%stages) }})
+					}
+				}
+				break
+			}
 		}
 		roles = append(roles, prog)
 	}
@@ -154,6 +199,13 @@ func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool) string {
 			if pc[i] < len(prog) && (prog[pc[i]].wait == nil || prog[pc[i]].wait()) {
 				can = append(can, i)
 			}
+		}
+		ended := true
+		for i, prog := range roles {
+			ended = ended && pc[i] == len(prog)
+		}
+		if ended && len(m.inFlight) > 0 {
+			return fmt.Sprintf("every role has ended with %d loads in flight", len(m.inFlight))
 		}
 		choices := len(can) + len(m.inFlight)
 		if choices == 0 {
@@ -178,6 +230,9 @@ func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool) string {
 		if o.do != nil {
 			o.do(m)
 		}
+		if o.exit != nil && o.exit() {
+			pc[i] = len(roles[i])
+		}
 	}
 	return m.violation
 }
@@ -195,17 +250,47 @@ func TestStageRingProtocol(t *testing.T) {
 	}{{1, 2, true}, {2, 1, true}, {1, 2, false}, {1, 1, true}, {2, 2, true}} {
 		for n := range trials {
 			nch := 1 + r.IntN(12)
-			if v := runRing(r, nch, c.aux, c.consumers, c.fixed); v != "" {
+			if v := runRing(r, nch, c.aux, c.consumers, c.fixed, -1); v != "" {
 				t.Fatalf("%d aux, %d consumers, fixed %v, %d chunks, schedule %d: %s", c.aux, c.consumers, c.fixed, nch, n, v)
 			}
 		}
 	}
 	found := ""
 	for n := 0; n < trials && found == ""; n++ {
-		found = runRing(r, 4+r.IntN(9), 2, 1, false)
+		found = runRing(r, 4+r.IntN(9), 2, 1, false, -1)
 	}
 	if found == "" {
 		t.Fatalf("%d schedules of the unfixed protocol with two aux groups found no violation", trials)
 	}
 	t.Logf("the unfixed protocol: %s", found)
+}
+
+// The transfer matrix's early exit (run_consumer's stop_after, run_aux's
+// check after its wait on full) ends every role with no load left in
+// flight and no stage prepared from tiles that never landed, under random
+// schedules, for every exit chunk; a stop one chunk closer (c + 2, where a
+// copy is still in flight) must be caught.
+func TestStageRingEarlyExit(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	const trials = 20000
+	for _, c := range []struct{ aux, consumers int }{{1, 2}, {2, 1}, {1, 1}, {2, 2}} {
+		for n := range trials {
+			nch := 2 + r.IntN(12)
+			exitAt := r.IntN(nch - 1)
+			if v := runRing(r, nch, c.aux, c.consumers, true, exitAt); v != "" {
+				t.Fatalf("%d aux, %d consumers, %d chunks, exit after %d, schedule %d: %s", c.aux, c.consumers, nch, exitAt, n, v)
+			}
+		}
+	}
+	stopAhead = 2
+	defer func() { stopAhead = 3 }()
+	found := ""
+	for n := 0; n < trials && found == ""; n++ {
+		nch := 4 + r.IntN(9)
+		found = runRing(r, nch, 1+r.IntN(2), 1+r.IntN(2), true, r.IntN(nch-3))
+	}
+	if found == "" {
+		t.Fatalf("%d schedules with the stop at c + 2 found no violation", trials)
+	}
+	t.Logf("a stop at c + 2: %s", found)
 }
