@@ -3,8 +3,6 @@ package gdn
 import (
 	"fmt"
 	"math"
-
-	"github.com/gdnjit/gdn/kernsrc"
 )
 
 // Sequence parallelism: with few value heads a long sequence gives the GPU
@@ -147,7 +145,7 @@ func unsplitTime(p Problem, sms, consumers int) float64 {
 // longer than ls, or when the segments would not fit the output pass's
 // grid rows (grid.y, maxSeqs: one row per segment).
 func splitTime(p Problem, sms, consumers, xferConsumers, ls int) (t float64, transfer int, ok bool) {
-	tiles, xferTiles := 2/consumers, 2/xferConsumers
+	tiles := 2 / consumers
 	segs, longestSeg, maxChain, total := 0, 0, 0, 0
 	seqChunks(p, func(l int) {
 		k := max(1, ceilDiv(l, ls))
@@ -162,7 +160,7 @@ func splitTime(p Problem, sms, consumers, xferConsumers, ls int) (t float64, tra
 	}
 	sms = max(sms, 1)
 	ct := outputChunkTime(consumers)
-	w1 := ceilDiv(transfer*p.Hv*xferTiles*2, sms)
+	w1 := ceilDiv(transferCTAs(p, transfer, xferConsumers), sms)
 	w3 := ceilDiv(segs*p.Hv*tiles, sms)
 	t1 := transferChunkTime(xferConsumers) * float64(ls) * float64(w1)
 	t3 := ct * max(float64(longestSeg), float64(w3)*float64(total)/float64(segs))
@@ -205,15 +203,16 @@ func planSplit(p Problem, sms, force, consumers int) splitPlan {
 		}
 	}
 	if best.segChunks > 0 {
-		best.mFirst = transferCTAs(p, best) > sms
+		best.mFirst = transferCTAs(p, best.transfer, best.xferConsumers) > sms
 	}
 	return best
 }
 
-// transferCTAs is the transfer pass's grid: a B and an M CTA for each
-// transfer segment, value head and tile.
-func transferCTAs(p Problem, sp splitPlan) int {
-	return 2 * sp.transfer * p.Hv * (HeadDim / kernsrc.HopperTileWidth(sp.xferConsumers))
+// transferCTAs is the transfer pass's grid: a B and an M CTA for each of
+// the transfer segments, value heads and tiles (xferConsumers 64-wide
+// consumer groups a tile).
+func transferCTAs(p Problem, transfer, xferConsumers int) int {
+	return 2 * transfer * p.Hv * (2 / xferConsumers)
 }
 
 // segmentTables lays out the segments of a split plan for the device:
