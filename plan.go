@@ -200,7 +200,7 @@ func planHopper(p Problem, consumers int) (Plan, error) {
 		Variant:     v,
 		TileWidth:   bv,
 		Grid:        [3]uint32{uint32(p.Hv * HeadDim / bv), uint32(p.N), 1},
-		Block:       [3]uint32{uint32(kernsrc.HopperThreads(consumers)), 1, 1},
+		Block:       [3]uint32{uint32(kernsrc.HopperThreads(coreDtype(p), consumers, false)), 1, 1},
 		SharedBytes: kernsrc.HopperSharedBytes(consumers),
 	}, nil
 }

@@ -185,7 +185,7 @@ func TestPlanCoreTileWidth(t *testing.T) {
 		if pl.SharedBytes != kernsrc.HopperSharedBytes(nc) || pl.SharedBytes > 227<<10 {
 			t.Errorf("shared bytes %d", pl.SharedBytes)
 		}
-		if pl.Block[0] != uint32(kernsrc.HopperThreads(nc)) {
+		if pl.Block[0] != uint32(kernsrc.HopperThreads(coreDtype(p), nc, false)) {
 			t.Errorf("block %v", pl.Block)
 		}
 	}

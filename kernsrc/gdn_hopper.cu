@@ -128,11 +128,21 @@ constexpr int kBV = 64 * kNC;
 #define GDN_AUX 2
 #endif
 constexpr int kAux = GDN_AUX;
-constexpr int kThreads = 128 * (kAux + kNC);
 constexpr bool kConvert = GDN_FP16 == 0;  // bf16 v (kWide: converted to fp16 in place by the aux)
 constexpr bool kQKFP16 = GDN_QK_FP16 != 0;  // else q and k are bf16, converted to fp16 in place
 static_assert(kQKFP16 || kConvert, "fp16 v with bf16 q and k is not a variant");
 constexpr bool kXfer = GDN_TRANSFER != 0;
+// A converter warpgroup (GDN_CONV 1: the core forward at BV 128 with bf16
+// q and k) converts each chunk's K and Q to fp16 in place once the aux
+// group's Q K^T has read them, beside the aux group's gating of P: the
+// conversion leaves the aux group's chain, the bound of a BV 128 chunk
+// (docs/PERF.md v23-v24), without entering the consumers'.
+#ifndef GDN_CONV
+#define GDN_CONV 0
+#endif
+constexpr int kConv = GDN_CONV;
+static_assert(kConv == 0 || (kConv == 1 && kNC == 2 && !kQKFP16 && !kXfer), "converter warpgroup: BV 128, bf16 q/k");
+constexpr int kThreads = 128 * (kAux + kNC + kConv);
 // The transfer matrix's early exit (run_consumer). GDN_TRANSFER_NO_EXIT is
 // for tests only: the walk to the end that the exit must equal.
 #ifdef GDN_TRANSFER_NO_EXIT
@@ -172,9 +182,12 @@ GDN_DEVICE float2 unpack2(uint32_t x) { return unpack2_of<GDN_FP16 != 0>(x); }
 // the pool can serve it: asking for more than the decreases free hangs.
 constexpr int kLaunchRegs = (65536 / kThreads) / 8 * 8 > 255 ? 255 : (65536 / kThreads) / 8 * 8;
 constexpr int kConsumerRegs = kNC == 1 ? 208 : 192;
-constexpr int kAuxRegs = ((kLaunchRegs * kThreads - kConsumerRegs * 128 * kNC) / (128 * kAux)) / 8 * 8;
+constexpr int kConvRegs = 24;  // the least setmaxnreg allows: the converter holds two pieces at a time
+constexpr int kAuxRegs =
+    ((kLaunchRegs * kThreads - kConsumerRegs * 128 * kNC - kConvRegs * 128 * kConv) / (128 * kAux)) / 8 * 8;
 constexpr bool kSetRegs = kLaunchRegs < kConsumerRegs;
-static_assert(!kSetRegs || kAuxRegs * 128 * kAux + kConsumerRegs * 128 * kNC <= kLaunchRegs * kThreads,
+static_assert(!kSetRegs || kAuxRegs * 128 * kAux + kConsumerRegs * 128 * kNC + kConvRegs * 128 * kConv <=
+                               kLaunchRegs * kThreads,
               "register pool of the CTA");
 static_assert(!kSetRegs || kAuxRegs >= 64, "aux register budget");
 
@@ -212,6 +225,7 @@ static_assert(kThreads == GDN_THREADS, "kernsrc.HopperThreads disagrees with the
 // empty (consumers done).
 struct Bars {
   uint64_t full[kStages], ready[kStages], empty[kStages];
+  uint64_t qk_read[kStages];  // the aux group is done reading K and Q as loaded (kConv)
 };
 static_assert(sizeof(Bars) <= kOffStop - kOffBars, "the stop word follows the mbarriers");
 
@@ -420,6 +434,7 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
     // and Q, and V where the consumer reads it from the stage (kWide; else
     // the consumers read it into registers as loaded and convert there).
     if (!kXfer) wgmma_wait<0>();
+    if (kConv) mbar_arrive(&bars.qk_read[s]);
     named_sync(bar, 128);
     // Unrolled, so that a tile's loads overlap the tile before's conversion.
 #pragma unroll
@@ -432,6 +447,7 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
       // No Q in the transfer pass; fp16 tiles stay as loaded, except fp16
       // Q in the kWide chain, rewritten as it is (without that copy ptxas
       // serialised the fp16 BV 64 kernel's wgmma, docs/PERF.md v12).
+      if (kConv && x < 4) continue;  // the converter's
       if (isq ? kXfer || (f16 && !kWide) : f16) continue;
       unsigned char* tile = st + kOffBQ + x * kTile;
       uint4 y[4];
@@ -465,6 +481,27 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
     }
     store_acc_fp16(st + kOffP, P, 8, 0, warp, lane);
 
+    fence_async_smem();
+    mbar_arrive(&bars.ready[s]);
+  }
+}
+
+// ---- The converter warpgroup (kConv): each chunk's K and Q tiles from bf16
+// to fp16 in place, once the aux group has read them (qk_read), then its
+// half of the stage's ready. Each thread takes every 128th of the 2048
+// 16-byte pieces, two at a time (24 registers).
+GDN_DEVICE void run_converter(unsigned char* smem, Bars& bars, const Work& w) {
+  const int t = threadIdx.x & 127;
+  for (int c = 0; c < w.nch; ++c) {
+    const int s = c % kStages, use = c / kStages;
+    uint4* st = reinterpret_cast<uint4*>(smem + s * kStageBytes + kOffBQ);
+    mbar_wait(&bars.qk_read[s], use & 1);
+#pragma unroll 1
+    for (int u = 0; u < 16; u += 2) {
+      const uint4 a = st[t + 128 * u], b = st[t + 128 * (u + 1)];
+      st[t + 128 * u] = to_fp16x8<false>(a);
+      st[t + 128 * (u + 1)] = to_fp16x8<false>(b);
+    }
     fence_async_smem();
     mbar_arrive(&bars.ready[s]);
   }
@@ -862,7 +899,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_hopper_fwd(const _
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(&bars.full[s], 1);             // the TMA issuer, plus bytes
-      mbar_init(&bars.ready[s], 128);          // the aux group
+      mbar_init(&bars.ready[s], 128 * (1 + kConv));  // the aux group (and the converter)
+      mbar_init(&bars.qk_read[s], 128);              // the aux group
       mbar_init(&bars.empty[s], 128 * kNC);    // the consumer groups
     }
     mbar_fence_init();
@@ -882,8 +920,11 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_hopper_fwd(const _
   if (wg < kAux) {
     if (kSetRegs) regs_dealloc<kAuxRegs>();
     run_aux(smem, bars, p, w, wg);
-  } else {
+  } else if (wg < kAux + kNC) {
     if (kSetRegs) regs_alloc<kConsumerRegs>();
     run_consumer(smem, bars, p, w, wg - kAux);
+  } else if (kConv) {
+    regs_dealloc<kConvRegs>();
+    run_converter(smem, bars, w);
   }
 }

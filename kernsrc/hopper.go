@@ -43,9 +43,24 @@ func HopperAux(consumers int) int {
 	return 1
 }
 
-// HopperThreads is the block size: the aux warpgroups (loads, gates, the
-// state-free products) and the consumer warpgroups.
-func HopperThreads(consumers int) int { return 128 * (HopperAux(consumers) + consumers) }
+// HopperConverters is the number of converter warpgroups (GDN_CONV): one in
+// the core forward at BV 128 with bf16 q and k, where the conversion of K
+// and Q to fp16 would otherwise lengthen the aux group's chain, the bound
+// of that chunk (docs/PERF.md v24); none elsewhere (fp16 q and k need no
+// conversion; at BV 64 and in the transfer pass the aux groups keep it).
+func HopperConverters(dt CoreDtype, consumers int, transfer bool) int {
+	if consumers == 2 && dt == CoreBF16 && !transfer {
+		return 1
+	}
+	return 0
+}
+
+// HopperThreads is the block size of a variant: the aux warpgroups (loads,
+// gates, the state-free products), the consumer warpgroups and the
+// converter, if any.
+func HopperThreads(dt CoreDtype, consumers int, transfer bool) int {
+	return 128 * (HopperAux(consumers) + consumers + HopperConverters(dt, consumers, transfer))
+}
 
 // HopperTileWidth is the value-tile width of a CTA with that many consumers.
 func HopperTileWidth(consumers int) int { return 64 * consumers }
@@ -175,7 +190,8 @@ func hopperVariant(dt CoreDtype, consumers int, transfer bool) (Variant, error) 
 			fmt.Sprintf("GDN_NC=%d", consumers),
 			fmt.Sprintf("GDN_SMEM_BYTES=%d", HopperSharedBytes(consumers)),
 			fmt.Sprintf("GDN_AUX=%d", HopperAux(consumers)),
-			fmt.Sprintf("GDN_THREADS=%d", HopperThreads(consumers)),
+			fmt.Sprintf("GDN_CONV=%d", HopperConverters(dt, consumers, transfer)),
+			fmt.Sprintf("GDN_THREADS=%d", HopperThreads(dt, consumers, transfer)),
 			fmt.Sprintf("GDN_PARAMS_BYTES=%d", HopperParamsBytes),
 			fmt.Sprintf("GDN_OFF_PTRS=%d", HopperOffPtrs),
 			fmt.Sprintf("GDN_OFF_SCALARS=%d", HopperOffScalars),

@@ -101,8 +101,12 @@ func TestHopperSharedBytesAndThreads(t *testing.T) {
 		if b := HopperSharedBytes(nc); b > 227<<10 || b%1024 != 0 {
 			t.Errorf("%d consumers: %d bytes of shared memory", nc, b)
 		}
-		if th := HopperThreads(nc); th%128 != 0 || th > 1024 || th < 128*(nc+1) {
-			t.Errorf("%d consumers: %d threads", nc, th)
+		for _, dt := range coreDtypes {
+			for _, xfer := range []bool{false, true} {
+				if th := HopperThreads(dt, nc, xfer); th%128 != 0 || th > 1024 || th < 128*(nc+1) {
+					t.Errorf("%d consumers, %s, transfer %v: %d threads", nc, dt, xfer, th)
+				}
+			}
 		}
 	}
 }
