@@ -900,7 +900,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_hopper_fwd(const _
     for (int s = 0; s < kStages; ++s) {
       mbar_init(&bars.full[s], 1);             // the TMA issuer, plus bytes
       mbar_init(&bars.ready[s], 128 * (1 + kConv));  // the aux group (and the converter)
-      mbar_init(&bars.qk_read[s], 128);              // the aux group
+      if (kConv) mbar_init(&bars.qk_read[s], 128);   // the aux group
       mbar_init(&bars.empty[s], 128 * kNC);    // the consumer groups
     }
     mbar_fence_init();
@@ -920,7 +920,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_hopper_fwd(const _
   if (wg < kAux) {
     if (kSetRegs) regs_dealloc<kAuxRegs>();
     run_aux(smem, bars, p, w, wg);
-  } else if (wg < kAux + kNC) {
+  } else if (!kConv || wg < kAux + kNC) {  // (without a converter, the plain else: ptxas kept the
+                                           // transfer pass's loop off its uniform datapath otherwise)
     if (kSetRegs) regs_alloc<kConsumerRegs>();
     run_consumer(smem, bars, p, w, wg - kAux);
   } else if (kConv) {
