@@ -15,7 +15,9 @@ import (
 //
 // The model checks what the parity waits are meant to guarantee: an aux
 // group prepares only its own chunk's landed tiles, the consumers take only
-// their chunk's prepared stage, a load overwrites a stage only after every
+// their chunk's prepared stage (and, with a converter warpgroup, its
+// converted K and Q, rewritten only after the aux group's Q K^T read them),
+// a load overwrites a stage only after every
 // consumer is done with it, nothing waits forever, and (with the transfer
 // matrix's early exit: the consumers stop after a chunk, the aux groups at
 // the stop) no load is left in flight when every role has ended.
@@ -51,8 +53,10 @@ func (b *mbarrier) passes(parity int) bool { return b.completed&1 != parity }
 type ringModel struct {
 	stages              int
 	full, ready, empty  []mbarrier
-	data, loading, prep []int // chunk landed (-1: none or being overwritten), in flight, prepared
-	done                []int // per chunk: consumer groups done with it
+	qkRead              []mbarrier // the aux group has read K and Q as loaded (converter only)
+	data, loading, prep []int      // chunk landed (-1: none or being overwritten), in flight, prepared
+	read, conv          []int      // chunk whose K and Q the aux group has read, the converter converted
+	done                []int      // per chunk: consumer groups done with it
 	consumers           int
 	inFlight            []int // stages with a load in flight, in issue order
 	stop                int   // the early exit's stop chunk (run_aux), nch without one
@@ -107,19 +111,30 @@ func (m *ringModel) land(s int) {
 // only so that a test can check that the model catches a stop too close.
 var stopAhead = 3
 
+// converterWaitsOnFull makes the model's converter wait for a chunk's
+// tiles to land rather than for the aux group's read of them: a variable
+// only so that a test can check that the model catches that mistake.
+var converterWaitsOnFull = false
+
 // runRing runs the protocol for nch chunks under one random schedule and
 // returns the first violation ("" for none). fixed: the aux groups' wait on
 // ready for chunk c - stages before their wait on full (run_aux). exitAt >=
 // 0: the consumers stop after that chunk (the transfer matrix's early exit,
-// run_consumer's stop_after), exitAt + 1 < nch.
-func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool, exitAt int) string {
+// run_consumer's stop_after), exitAt + 1 < nch. converter: a converter
+// warpgroup (run_converter; one aux group, no early exit).
+func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool, exitAt int, converter bool) string {
 	const stages = 3
 	m := &ringModel{stages: stages, consumers: consumers, stop: nch,
 		full: make([]mbarrier, stages), ready: make([]mbarrier, stages), empty: make([]mbarrier, stages),
-		data: make([]int, stages), loading: make([]int, stages), prep: make([]int, stages), done: make([]int, nch)}
+		qkRead: make([]mbarrier, stages), data: make([]int, stages), loading: make([]int, stages),
+		prep: make([]int, stages), read: make([]int, stages), conv: make([]int, stages), done: make([]int, nch)}
+	readyCount := 1
+	if converter {
+		readyCount = 2 // the aux group and the converter
+	}
 	for s := range stages {
-		m.full[s].count, m.ready[s].count, m.empty[s].count = 1, 1, consumers
-		m.data[s], m.loading[s], m.prep[s] = -1, -1, -1
+		m.full[s].count, m.ready[s].count, m.empty[s].count, m.qkRead[s].count = 1, readyCount, consumers, 1
+		m.data[s], m.loading[s], m.prep[s], m.read[s], m.conv[s] = -1, -1, -1, -1, -1
 	}
 	var roles [][]op
 	for a := range aux {
@@ -140,9 +155,36 @@ func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool, exitAt int) stri
 					if m.data[s] != c {
 						m.fail("aux %d prepares chunk %d from stage %d holding chunk %d (-1: not landed)", a, c, s, m.data[s])
 					}
+					if converter { // Q K^T done: the converter may rewrite K and Q
+						m.read[s] = c
+						m.arriveOn(&m.qkRead[s], "qk_read", s)
+					}
+				}},
+				op{do: func(m *ringModel) {
+					if m.data[s] != c {
+						m.fail("aux %d finishes chunk %d in stage %d holding chunk %d", a, c, s, m.data[s])
+					}
 					m.prep[s] = c
 					m.arriveOn(&m.ready[s], "ready", s)
 				}})
+		}
+		roles = append(roles, prog)
+	}
+	if converter {
+		var prog []op
+		for c := range nch {
+			s, use := c%stages, c/stages
+			wait := func() bool { return m.qkRead[s].passes(use & 1) }
+			if converterWaitsOnFull {
+				wait = func() bool { return m.full[s].passes(use & 1) }
+			}
+			prog = append(prog, op{wait: wait}, op{do: func(m *ringModel) {
+				if m.data[s] != c || m.read[s] != c {
+					m.fail("the converter rewrites chunk %d's K and Q in stage %d holding chunk %d, read by the aux group for %d", c, s, m.data[s], m.read[s])
+				}
+				m.conv[s] = c
+				m.arriveOn(&m.ready[s], "ready", s)
+			}})
 		}
 		roles = append(roles, prog)
 	}
@@ -161,8 +203,8 @@ func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool, exitAt int) stri
 			}
 			prog = append(prog,
 				op{do: func(m *ringModel) {
-					if m.prep[s] != c || m.data[s] != c {
-						m.fail("consumer %d takes chunk %d from stage %d prepared for %d, holding %d", g, c, s, m.prep[s], m.data[s])
+					if m.prep[s] != c || m.data[s] != c || (converter && m.conv[s] != c) {
+						m.fail("consumer %d takes chunk %d from stage %d prepared for %d, converted for %d, holding %d", g, c, s, m.prep[s], m.conv[s], m.data[s])
 					}
 					m.done[c]++
 					m.arriveOn(&m.empty[s], "empty", s)
@@ -250,14 +292,14 @@ func TestStageRingProtocol(t *testing.T) {
 	}{{1, 2, true}, {2, 1, true}, {1, 2, false}, {1, 1, true}, {2, 2, true}} {
 		for n := range trials {
 			nch := 1 + r.IntN(12)
-			if v := runRing(r, nch, c.aux, c.consumers, c.fixed, -1); v != "" {
+			if v := runRing(r, nch, c.aux, c.consumers, c.fixed, -1, false); v != "" {
 				t.Fatalf("%d aux, %d consumers, fixed %v, %d chunks, schedule %d: %s", c.aux, c.consumers, c.fixed, nch, n, v)
 			}
 		}
 	}
 	found := ""
 	for n := 0; n < trials && found == ""; n++ {
-		found = runRing(r, 4+r.IntN(9), 2, 1, false, -1)
+		found = runRing(r, 4+r.IntN(9), 2, 1, false, -1, false)
 	}
 	if found == "" {
 		t.Fatalf("%d schedules of the unfixed protocol with two aux groups found no violation", trials)
@@ -277,7 +319,7 @@ func TestStageRingEarlyExit(t *testing.T) {
 		for n := range trials {
 			nch := 2 + r.IntN(12)
 			exitAt := r.IntN(nch - 1)
-			if v := runRing(r, nch, c.aux, c.consumers, true, exitAt); v != "" {
+			if v := runRing(r, nch, c.aux, c.consumers, true, exitAt, false); v != "" {
 				t.Fatalf("%d aux, %d consumers, %d chunks, exit after %d, schedule %d: %s", c.aux, c.consumers, nch, exitAt, n, v)
 			}
 		}
@@ -287,10 +329,36 @@ func TestStageRingEarlyExit(t *testing.T) {
 	found := ""
 	for n := 0; n < trials && found == ""; n++ {
 		nch := 4 + r.IntN(9)
-		found = runRing(r, nch, 1+r.IntN(2), 1+r.IntN(2), true, r.IntN(nch-3))
+		found = runRing(r, nch, 1+r.IntN(2), 1+r.IntN(2), true, r.IntN(nch-3), false)
 	}
 	if found == "" {
 		t.Fatalf("%d schedules with the stop at c + 2 found no violation", trials)
 	}
 	t.Logf("a stop at c + 2: %s", found)
+}
+
+// The converter warpgroup of the BV 128 core forward (run_converter: one
+// aux group, two consumer groups): under random schedules it rewrites a
+// chunk's K and Q only after the aux group's Q K^T has read them, and the
+// consumers take a chunk only once both have marked it ready; a converter
+// that waited for the tiles to land instead must be caught.
+func TestStageRingConverter(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	const trials = 20000
+	for n := range trials {
+		nch := 1 + r.IntN(12)
+		if v := runRing(r, nch, 1, 2, true, -1, true); v != "" {
+			t.Fatalf("%d chunks, schedule %d: %s", nch, n, v)
+		}
+	}
+	converterWaitsOnFull = true
+	defer func() { converterWaitsOnFull = false }()
+	found := ""
+	for n := 0; n < trials && found == ""; n++ {
+		found = runRing(r, 2+r.IntN(11), 1, 2, true, -1, true)
+	}
+	if found == "" {
+		t.Fatalf("%d schedules of a converter waiting on full found no violation", trials)
+	}
+	t.Logf("a converter waiting on full: %s", found)
 }
