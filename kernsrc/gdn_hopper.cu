@@ -23,6 +23,9 @@
 //     gated P, and fp16 operands in place (bf16 inputs are converted: fp16
 //     keeps 3 more mantissa bits for every derived operand); then marks the
 //     stage ready.
+//   converter (warpgroup 1 + NC, kConv: BV 128 with bf16 q and k only)
+//     converts K and Q in the aux group's place, once its Q K^T has read
+//     them, and marks the stage ready beside it.
 //   consumers (warpgroups 1..NC) run the chain above, write o through a
 //     swizzled staging tile by TMA store (rows past a sequence's end by
 //     plain stores) and release the stage; the first consumer's first
@@ -136,7 +139,10 @@ constexpr bool kXfer = GDN_TRANSFER != 0;
 // q and k) converts each chunk's K and Q to fp16 in place once the aux
 // group's Q K^T has read them, beside the aux group's gating of P: the
 // conversion leaves the aux group's chain, the bound of a BV 128 chunk
-// (docs/PERF.md v23-v24), without entering the consumers'.
+// (docs/PERF.md v23-v24), without entering the consumers' (converting
+// there, each group its half at the start of a chunk or the next chunk's
+// while its last products ran, measured no faster: the consumers' chain
+// became the bound).
 #ifndef GDN_CONV
 #define GDN_CONV 0
 #endif
@@ -176,7 +182,8 @@ GDN_DEVICE float2 unpack2_of(uint32_t x) {
 GDN_DEVICE float2 unpack2(uint32_t x) { return unpack2_of<GDN_FP16 != 0>(x); }
 
 // Register budgets (setmaxnreg). The consumers hold S^T, [U | O'] and half
-// of S^T's fp16 copy; the aux groups give up what they can. The CTA's pool
+// of S^T's fp16 copy; the aux groups give up what they can, the converter
+// nearly all. The CTA's pool
 // is what the launch gave it (the __launch_bounds__ budget: 65536 / threads,
 // rounded down to a multiple of 8, per thread), and an increase waits until
 // the pool can serve it: asking for more than the decreases free hangs.
@@ -221,8 +228,8 @@ static_assert(kSmemBytes == GDN_SMEM_BYTES, "kernsrc.HopperSharedBytes disagrees
 static_assert(kThreads == GDN_THREADS, "kernsrc.HopperThreads disagrees with the warpgroups");
 #endif
 
-// mbarriers, at kOffBars: per stage full (TMA bytes), ready (aux done),
-// empty (consumers done).
+// mbarriers, at kOffBars: per stage full (TMA bytes), ready (aux and
+// converter done), empty (consumers done), qk_read (the converter's go).
 struct Bars {
   uint64_t full[kStages], ready[kStages], empty[kStages];
   uint64_t qk_read[kStages];  // the aux group is done reading K and Q as loaded (kConv)
@@ -431,8 +438,9 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
 
     // The operands the consumers take from the stage as fp16, converted in
     // place from bf16 once every warp's part of Q K^T has read Q and K: K
-    // and Q, and V where the consumer reads it from the stage (kWide; else
-    // the consumers read it into registers as loaded and convert there).
+    // and Q (by the converter where there is one: it waits for qk_read),
+    // and V where the consumer reads it from the stage (kWide; else the
+    // consumers read it into registers as loaded and convert there).
     if (!kXfer) wgmma_wait<0>();
     if (kConv) mbar_arrive(&bars.qk_read[s]);
     named_sync(bar, 128);

@@ -223,7 +223,9 @@ for step in "${@:-tests}"; do
 					{ echo "== $name, run ${runs[$name]}: first failure"; head -c 200000 "$out/gchunt.tmp"; } >>"$out/gchunt.log"
 				fi
 			fi
-			((SECONDS < end)) || break
+			# Whole rounds only: every binary gets as many runs as the others
+			# (and at least one), however slow a run was.
+			((SECONDS < end || i % ${#bins[@]} != 0)) || break
 		done
 		rm -f "$out/gchunt.tmp"
 		bad=0
