@@ -297,14 +297,23 @@ func TestStageRingProtocol(t *testing.T) {
 			}
 		}
 	}
-	found := ""
-	for n := 0; n < trials && found == ""; n++ {
-		found = runRing(r, 4+r.IntN(9), 2, 1, false, -1, false)
+	mustFind(t, trials, "the unfixed protocol with two aux groups", func() string {
+		return runRing(r, 4+r.IntN(9), 2, 1, false, -1, false)
+	})
+}
+
+// mustFind runs a broken protocol under up to trials random schedules
+// (run: one schedule, its violation or "") and fails the test unless one
+// of them shows the violation the model is there to catch.
+func mustFind(t *testing.T, trials int, what string, run func() string) {
+	t.Helper()
+	for range trials {
+		if v := run(); v != "" {
+			t.Logf("%s: %s", what, v)
+			return
+		}
 	}
-	if found == "" {
-		t.Fatalf("%d schedules of the unfixed protocol with two aux groups found no violation", trials)
-	}
-	t.Logf("the unfixed protocol: %s", found)
+	t.Fatalf("%d schedules of %s found no violation", trials, what)
 }
 
 // The transfer matrix's early exit (run_consumer's stop_after, run_aux's
@@ -326,15 +335,10 @@ func TestStageRingEarlyExit(t *testing.T) {
 	}
 	stopAhead = 2
 	defer func() { stopAhead = 3 }()
-	found := ""
-	for n := 0; n < trials && found == ""; n++ {
+	mustFind(t, trials, "a stop at c + 2", func() string {
 		nch := 4 + r.IntN(9)
-		found = runRing(r, nch, 1+r.IntN(2), 1+r.IntN(2), true, r.IntN(nch-3), false)
-	}
-	if found == "" {
-		t.Fatalf("%d schedules with the stop at c + 2 found no violation", trials)
-	}
-	t.Logf("a stop at c + 2: %s", found)
+		return runRing(r, nch, 1+r.IntN(2), 1+r.IntN(2), true, r.IntN(nch-3), false)
+	})
 }
 
 // The converter warpgroup of the BV 128 core forward (run_converter: one
@@ -353,12 +357,7 @@ func TestStageRingConverter(t *testing.T) {
 	}
 	converterWaitsOnFull = true
 	defer func() { converterWaitsOnFull = false }()
-	found := ""
-	for n := 0; n < trials && found == ""; n++ {
-		found = runRing(r, 2+r.IntN(11), 1, 2, true, -1, true)
-	}
-	if found == "" {
-		t.Fatalf("%d schedules of a converter waiting on full found no violation", trials)
-	}
-	t.Logf("a converter waiting on full: %s", found)
+	mustFind(t, trials, "a converter waiting on full", func() string {
+		return runRing(r, 2+r.IntN(11), 1, 2, true, -1, true)
+	})
 }
