@@ -928,11 +928,12 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_hopper_fwd(const _
   if (wg < kAux) {
     if (kSetRegs) regs_dealloc<kAuxRegs>();
     run_aux(smem, bars, p, w, wg);
-  } else if (!kConv || wg < kAux + kNC) {  // (without a converter, the plain else: ptxas kept the
-                                           // transfer pass's loop off its uniform datapath otherwise)
+  } else if (!kConv || wg < kAux + kNC) {
+    // (Without a converter this is the plain else: a test of wg here took
+    // the transfer pass's chunk loop off ptxas's uniform datapath.)
     if (kSetRegs) regs_alloc<kConsumerRegs>();
     run_consumer(smem, bars, p, w, wg - kAux);
-  } else if (kConv) {
+  } else {
     regs_dealloc<kConvRegs>();
     run_converter(smem, bars, w);
   }
