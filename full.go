@@ -331,8 +331,9 @@ func (rt *Runtime) newFullCall(a *FullArgs, key fullKey, p Problem) (*fullCall, 
 	tableBytes := align(4 * len(chunks))
 	gBytes := align(tokens * p.Hv * 4)
 	aBytes := align(tokens * p.Hv * ChunkLen * 2)
+	normInCore := rt.normInCore(a, p)
 	qkBytes := 0
-	if a.L2Norm {
+	if a.L2Norm && !normInCore {
 		qkBytes = align(tokens * p.Hq * HeadDim * 2)
 	}
 	e := &fullCall{key: key, seqs: slices.Clone(p.Seqs), dev: rt.calls.dev, memBytes: tableBytes, slabs: rt.calls.slabs}
@@ -366,7 +367,7 @@ func (rt *Runtime) newFullCall(a *FullArgs, key fullKey, p Problem) (*fullCall, 
 	gcum := e.slab.mem
 	A := gcum.Offset(gBytes)
 	q, k := a.Q, a.K
-	if a.L2Norm {
+	if a.L2Norm && !normInCore {
 		qn := A.Offset(aBytes)
 		kn := qn.Offset(qkBytes)
 		// The preparation writes the normalised copies in fp16 (entries of at
@@ -375,7 +376,8 @@ func (rt *Runtime) newFullCall(a *FullArgs, key fullKey, p Problem) (*fullCall, 
 		k = Tensor{Ptr: uintptr(kn), Bytes: qkBytes, Dtype: FP16, Shape: a.K.Shape}
 	}
 	e.core = a.coreTemplate(q, k, uintptr(gcum), uintptr(A))
-	e.core.qkFP16 = a.L2Norm
+	e.core.qkFP16 = a.L2Norm && !normInCore
+	e.core.qkNorm = normInCore
 	// e.core is validated again at every call of this entry: it must not
 	// share the caller's slices, which the caller may change once this call
 	// has returned (the entry's key holds the dimensions they had).
@@ -391,8 +393,12 @@ func (rt *Runtime) newFullCall(a *FullArgs, key fullKey, p Problem) (*fullCall, 
 	if a.L2Norm {
 		flags |= kernsrc.PrepFlagL2Norm
 	}
-	// One launch: the chunk kernel reads q and k as given and, with L2Norm,
-	// writes their normalised copies q and k (the core forward's) itself.
+	if normInCore {
+		flags |= kernsrc.PrepFlagNormInCore
+	}
+	// One launch: the chunk kernel reads q and k as given and, with L2Norm
+	// (unless the core normalises them), writes their normalised copies q
+	// and k (the core forward's) itself.
 	params, err := driver.NewKernelParams(new(driver.Args).
 		Ptr(driver.DevicePtr(a.Q.Ptr)).Ptr(driver.DevicePtr(a.K.Ptr)).Ptr(driver.DevicePtr(q.Ptr)).Ptr(driver.DevicePtr(k.Ptr)).
 		Ptr(driver.DevicePtr(a.Beta.Ptr)).Ptr(driver.DevicePtr(a.G.Ptr)).Ptr(driver.DevicePtr(a.ALog.Ptr)).
@@ -406,6 +412,25 @@ func (rt *Runtime) newFullCall(a *FullArgs, key fullKey, p Problem) (*fullCall, 
 		block: [3]uint32{kernsrc.PrepThreads, 1, 1}, shared: kernsrc.PrepChunkSharedBytes(heads), params: params}
 	e.grave = rt.calls.grave
 	return e, nil
+}
+
+// normInCore says whether the full forward of a (p from ValidateFull)
+// leaves its L2 norm to the core kernel (kernsrc.CoreBF16L2Norm): with
+// L2Norm on bf16 inputs, wherever the core forward of the normalised
+// copies would run unsplit at BV 128, the only plan that variant has (the
+// few-head shapes that split keep the copies). Its converter warpgroup then
+// normalises each chunk's rows of q and k as the preparation would have, to
+// the bit, and the preparation neither reads q nor writes the copies: on
+// q35_4kx8 that is 402 of the full forward's 1,665 MB (docs/PERF.md v25).
+// Options.L2NormInPrep turns it off.
+func (rt *Runtime) normInCore(a *FullArgs, p Problem) bool {
+	if !a.L2Norm || p.Dtype != BF16 || rt.normInPrep {
+		return false
+	}
+	copies := p
+	copies.QKDtype = FP16
+	pl, err := PlanFor(copies, rt.calls.plans.sms, rt.calls.plans.variant, rt.calls.segChunks)
+	return err == nil && pl.SegmentChunks == 0 && pl.TileWidth == 128
 }
 
 // prepMinBlocksPerSM is the fewest prep blocks per SM that prepHeads

@@ -121,6 +121,14 @@ func checkFull(t *testing.T, in ref.Inputs, fo ref.FullOptions, gotO, gotHt []fl
 // outputs and holds o and ht to ref.Full.
 func runFullCase(t *testing.T, r *gdn.Runtime, c fullCase, seed uint64) (o, ht ref.Errors) {
 	t.Helper()
+	in, fo, res := runFullRaw(t, r, c, seed)
+	return checkFull(t, in, fo, res.O, res.Ht)
+}
+
+// runFullRaw runs a case as runFullCase does and returns its inputs and
+// the device's outputs.
+func runFullRaw(t *testing.T, r *gdn.Runtime, c fullCase, seed uint64) (ref.Inputs, ref.FullOptions, *gdn.HostCoreResult) {
+	t.Helper()
 	in, fo, h := fullCaseInputs(t, c, seed)
 	up, err := r.UploadFull(h)
 	if err != nil {
@@ -148,7 +156,7 @@ func runFullCase(t *testing.T, r *gdn.Runtime, c fullCase, seed uint64) (o, ht r
 			t.Fatal(err)
 		}
 	}
-	return checkFull(t, in, fo, res.O, res.Ht)
+	return in, fo, res
 }
 
 // The full forward from raw gates against ref.Full: log-gates given or
@@ -249,7 +257,14 @@ func TestFullFP16QKBothTiles(t *testing.T) {
 				}
 				defer up.Free()
 				pl, err := r.PlanOfFull(up.Args)
-				if want := "gdn_hopper_bf16_fp16qk_" + tile; err != nil || pl.Variant.Name != want {
+				// At BV 128 the core normalises q and k itself where it runs
+				// unsplit (TestFullNormInCoreBitIdentical); split, it takes
+				// the copies.
+				want := "gdn_hopper_bf16_fp16qk_" + tile
+				if tile == "bv128" && pl.SegmentChunks == 0 {
+					want = "gdn_hopper_bf16_l2norm_bv128"
+				}
+				if err != nil || pl.Variant.Name != want {
 					t.Errorf("PlanOfFull: %v (%v), want %s", pl.Variant.Name, err, want)
 				}
 			})
@@ -269,6 +284,71 @@ func TestFullFP16QKBothTiles(t *testing.T) {
 		if err != nil || strings.Contains(pl.Variant.Name, "_fp16qk_") != l2 {
 			t.Errorf("L2Norm %v: the planner's variant %s (%v)", l2, pl.Variant.Name, err)
 		}
+	}
+}
+
+// The full forward's L2 norm done by the core kernel (its converter
+// warpgroup, kernsrc.CoreBF16L2Norm: the default for bf16 inputs on an
+// unsplit BV 128 plan) gives o and ht equal to the bit to those of the
+// preparation's normalised copies (Options.L2NormInPrep), and each runtime
+// plans the variant it should, on every bf16 L2Norm case (unnormalised
+// rows, G = 4 and 8, packed sequences with empty and one-token ones).
+func TestFullNormInCoreBitIdentical(t *testing.T) {
+	opts := gdn.Options{Variant: "gdn_hopper_bf16_bv128", SegmentChunks: -1}
+	inCore := splitRuntime(t, opts)
+	opts.L2NormInPrep = true
+	inPrep := splitRuntime(t, opts)
+	ran := 0
+	for i, c := range fullCases() {
+		if !c.l2norm || recipeDtype(c.opts) != gdn.BF16 {
+			continue
+		}
+		ran++
+		t.Run(c.name, func(t *testing.T) {
+			seed := uint64(500 + i)
+			in, fo, a := runFullRaw(t, inCore, c, seed)
+			_, _, b := runFullRaw(t, inPrep, c, seed)
+			o, ht := checkFull(t, in, fo, a.O, a.Ht)
+			t.Logf("METRIC full in-core norm o %v ht %v", o, ht)
+			for _, x := range []struct {
+				name string
+				a, b []float32
+			}{{"o", a.O, b.O}, {"ht", a.Ht, b.Ht}} {
+				if len(x.a) != len(x.b) {
+					t.Fatalf("%s: %d and %d elements", x.name, len(x.a), len(x.b))
+				}
+				diff := 0
+				for j := range x.a {
+					if math.Float32bits(x.a[j]) != math.Float32bits(x.b[j]) {
+						if diff == 0 {
+							t.Errorf("%s[%d]: %v in the core, %v from the copies", x.name, j, x.a[j], x.b[j])
+						}
+						diff++
+					}
+				}
+				if diff > 0 {
+					t.Errorf("%s: %d of %d elements differ", x.name, diff, len(x.a))
+				}
+			}
+			_, _, h := fullCaseInputs(t, c, seed)
+			for _, w := range []struct {
+				r       *gdn.Runtime
+				variant string
+			}{{inCore, "gdn_hopper_bf16_l2norm_bv128"}, {inPrep, "gdn_hopper_bf16_fp16qk_bv128"}} {
+				up, err := w.r.UploadFull(h)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pl, err := w.r.PlanOfFull(up.Args)
+				up.Free()
+				if err != nil || pl.Variant.Name != w.variant {
+					t.Errorf("PlanOfFull: %v (%v), want %s", pl.Variant.Name, err, w.variant)
+				}
+			}
+		})
+	}
+	if ran != 4 {
+		t.Errorf("%d bf16 L2Norm cases, want 4", ran)
 	}
 }
 

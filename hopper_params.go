@@ -22,6 +22,7 @@ type hopperCall struct {
 	q, k, v, g, beta, a, h0, ht, cuSeqlens, o       uintptr // 0 where absent
 	b, t, hq, hv, n                                 int
 	dtype, qkDtype, betaDtype, aDtype, seqlensDtype Dtype
+	qkNorm                                          bool   // Problem.QKNorm: another kernel variant
 	scale                                           uint32 // bits of the (validated, finite) scale: equal keys, equal bytes
 
 	// Not in the block, but in the plan that callCache keeps with it: the
@@ -51,7 +52,7 @@ func newHopperCall(a *CoreArgs, p Problem) hopperCall {
 	k := hopperCall{
 		q: a.Q.Ptr, k: a.K.Ptr, v: a.V.Ptr, g: a.G.Ptr, beta: a.Beta.Ptr, a: a.A.Ptr, o: a.O.Ptr,
 		b: p.B, t: p.T, hq: p.Hq, hv: p.Hv, n: p.N,
-		dtype: p.Dtype, qkDtype: p.QKDtype, betaDtype: p.BetaDtype, aDtype: p.ADtype, seqlensDtype: p.SeqlensDtype,
+		dtype: p.Dtype, qkDtype: p.QKDtype, betaDtype: p.BetaDtype, aDtype: p.ADtype, seqlensDtype: p.SeqlensDtype, qkNorm: p.QKNorm,
 		scale: math.Float32bits(p.Scale),
 	}
 	if p.HasH0 {

@@ -67,7 +67,11 @@ func PlanFor(p Problem, sms int, variant string, segmentChunks int) (Plan, error
 	if variant != "" {
 		pl, err = PlanCoreVariant(p, variant)
 	} else {
-		pl, err = planHopper(p, chooseConsumers(p, sms))
+		nc := chooseConsumers(p, sms)
+		if p.QKNorm {
+			nc = 2 // its only tile (the full forward's normInCore checks the copies' plan has it)
+		}
+		pl, err = planHopper(p, nc)
 	}
 	if err != nil {
 		return Plan{}, err
@@ -176,6 +180,9 @@ func PlanCoreVariant(p Problem, name string) (Plan, error) {
 
 // coreDtype is the dtype pair of p's core variants.
 func coreDtype(p Problem) kernsrc.CoreDtype {
+	if p.QKNorm {
+		return kernsrc.CoreBF16L2Norm
+	}
 	if p.Dtype == BF16 && p.QKDtype == FP16 {
 		return kernsrc.CoreBF16FP16QK
 	}

@@ -79,3 +79,57 @@ func TestPlanCoreVariantFP16QK(t *testing.T) {
 		}
 	}
 }
+
+// The full forward normalises q and k in the core kernel exactly where the
+// core forward of its normalised copies would run unsplit at BV 128 on bf16
+// inputs, unless Options.L2NormInPrep; a QKNorm problem always plans that
+// one variant, unsplit, and never shares a plan-cache entry with its copies.
+func TestNormInCore(t *testing.T) {
+	rt := &Runtime{calls: newCallCache(newPlanCache(132, ""), nil, nil)}
+	full := func(b, t, hq, hv int, dt Dtype) Problem {
+		return Problem{B: b, T: t, Hq: hq, Hv: hv, N: b, Dtype: dt, QKDtype: dt, ADtype: FP16, BetaDtype: FP32}
+	}
+	for _, c := range []struct {
+		name   string
+		p      Problem
+		l2     bool
+		inPrep bool
+		want   bool
+	}{
+		{"q35_4kx8", full(8, 4096, 16, 32, BF16), true, false, true},
+		{"sym32_8kx4", full(4, 8192, 32, 32, BF16), true, false, true},
+		{"in prep", full(8, 4096, 16, 32, BF16), true, true, false},
+		{"no L2Norm", full(8, 4096, 16, 32, BF16), false, false, false},
+		{"fp16", full(8, 4096, 16, 32, FP16), true, false, false},
+		{"tp8_32k splits", full(1, 32768, 2, 8, BF16), true, false, false},
+		{"few CTAs: BV 64", full(1, 640, 2, 4, BF16), true, false, false},
+	} {
+		rt.normInPrep = c.inPrep
+		if got := rt.normInCore(&FullArgs{L2Norm: c.l2}, c.p); got != c.want {
+			t.Errorf("%s: normInCore %v, want %v", c.name, got, c.want)
+		}
+	}
+	rt.normInPrep = false
+
+	q := full(1, 640, 2, 4, BF16) // would take BV 64 with copies
+	q.QKNorm = true
+	pl, err := PlanFor(q, 132, "", 0)
+	if err != nil || pl.Variant.Name != "gdn_hopper_bf16_l2norm_bv128" || pl.SegmentChunks != 0 {
+		t.Errorf("QKNorm plan %v (%v), want gdn_hopper_bf16_l2norm_bv128 unsplit", pl, err)
+	}
+	long := full(1, 32768, 2, 8, BF16) // would split with copies
+	long.QKNorm = true
+	if pl, err := PlanFor(long, 132, "", 0); err != nil || pl.SegmentChunks != 0 {
+		t.Errorf("QKNorm plan of a long sequence %v (%v): split", pl, err)
+	}
+	c := newPlanCache(132, "")
+	copies := full(8, 4096, 16, 32, BF16)
+	copies.QKDtype = FP16
+	normed := full(8, 4096, 16, 32, BF16)
+	normed.QKNorm = true
+	a, _ := c.plan(copies)
+	b, _ := c.plan(normed)
+	if a.Variant.Name != "gdn_hopper_bf16_fp16qk_bv128" || b.Variant.Name != "gdn_hopper_bf16_l2norm_bv128" {
+		t.Errorf("plan cache: copies %s, in-core norm %s", a.Variant.Name, b.Variant.Name)
+	}
+}

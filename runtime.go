@@ -50,6 +50,14 @@ type Options struct {
 	// shape. Results are exact either way; a negative count is an
 	// *ArgError.
 	PrepHeads int
+	// L2NormInPrep keeps the full forward's L2 norm in its preparation
+	// kernel, which writes normalised fp16 copies of q and k for the core,
+	// everywhere. By default the core kernel normalises q and k itself
+	// wherever it runs unsplit at BV 128 on bf16 inputs
+	// (kernsrc.CoreBF16L2Norm), and the preparation then neither reads q
+	// nor writes the copies. The results are the same to the bit; this is
+	// for tests and benchmarks that compare the two.
+	L2NormInPrep bool
 	// SMs, when positive, runs the Runtime on a slice of at least that many
 	// of the device's SMs, through a CUDA green context (driver.OpenGreen);
 	// 0 is the whole device. The driver rounds the count up to its
@@ -75,17 +83,18 @@ type DeviceInfo = driver.DeviceInfo
 // (NVRTC, for the GPU found), kept on disk and in memory; calls are safe from
 // many goroutines at once.
 type Runtime struct {
-	ctx       *driver.Context
-	info      DeviceInfo
-	target    jit.Target
-	compiler  *jit.Compiler
-	modules   *jit.MemCache // compiled-module key -> *loadedKernel (singleflight on first use)
-	calls     *callCache    // Forward's prepared calls (plans, parameter blocks, graphs)
-	prepHeads int           // Options.PrepHeads
-	graphs    *graphCache   // nil with Options.NoGraphs
-	staging   hostStaging   // ForwardHost's buffers, kept between calls
-	spares    resultPool    // ForwardHost's next results, prepared between calls
-	full      *fullCache    // ForwardFull's prepared calls (scratch, prep launches)
+	ctx        *driver.Context
+	info       DeviceInfo
+	target     jit.Target
+	compiler   *jit.Compiler
+	modules    *jit.MemCache // compiled-module key -> *loadedKernel (singleflight on first use)
+	calls      *callCache    // Forward's prepared calls (plans, parameter blocks, graphs)
+	prepHeads  int           // Options.PrepHeads
+	normInPrep bool          // Options.L2NormInPrep
+	graphs     *graphCache   // nil with Options.NoGraphs
+	staging    hostStaging   // ForwardHost's buffers, kept between calls
+	spares     resultPool    // ForwardHost's next results, prepared between calls
+	full       *fullCache    // ForwardFull's prepared calls (scratch, prep launches)
 
 	// kernels maps a variant name to its *loadedKernel once loaded: the hot
 	// path looks a kernel up by name, without hashing sources for its key.
@@ -176,6 +185,7 @@ func newRuntime(ctx *driver.Context, opts Options) (*Runtime, error) {
 	}
 	rt.calls.dev, rt.calls.segChunks, rt.calls.xferTile = contextScratch{ctx}, opts.SegmentChunks, opts.TransferTile
 	rt.prepHeads = opts.PrepHeads
+	rt.normInPrep = opts.L2NormInPrep
 	rt.full = newFullCache()
 	rt.calls.grave = &scratchGraveyard{dev: rt.calls.dev}
 	rt.calls.slabs = &scratchSlabs{dev: rt.calls.dev, grave: rt.calls.grave}

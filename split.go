@@ -174,7 +174,9 @@ func splitTime(p Problem, sms, consumers, xferConsumers, ls int) (t float64, tra
 // splits. consumers > 0 fixes the tile of both passes (a forced variant:
 // its transfer pass is that tile's too).
 func planSplit(p Problem, sms, force, consumers int) splitPlan {
-	if force < 0 || p.N == 0 {
+	// QKNorm has no transfer pass (the full forward takes it only where
+	// the plan of its normalised copies does not split: normInCore).
+	if force < 0 || p.N == 0 || p.QKNorm {
 		return splitPlan{}
 	}
 	tilesFor := []int{1, 2}

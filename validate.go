@@ -56,6 +56,10 @@ type CoreArgs struct {
 	// whatever v's dtype (the preparation writes them so; the core then runs
 	// kernsrc.CoreBF16FP16QK on bf16 v). Never set by callers.
 	qkFP16 bool
+	// qkNorm: q and k are the full forward's raw bf16 inputs, which the
+	// core kernel L2-normalises itself (kernsrc.CoreBF16L2Norm: the copies
+	// qkFP16 would read, to the bit). Never set by callers.
+	qkNorm bool
 }
 
 // Problem is the validated size of a call.
@@ -65,6 +69,7 @@ type Problem struct {
 	Seqs         []int // cu_seqlens (N+1 offsets into the B*T tokens); nil without varlen
 	Dtype        Dtype // of v and o, and of q and k but for QKDtype
 	QKDtype      Dtype // of q and k: Dtype (or unset), or FP16 for the full forward's normalised copies (CoreArgs.qkFP16)
+	QKNorm       bool  // the core kernel L2-normalises q and k (the full forward's L2Norm, bf16, CoreArgs.qkNorm)
 	BetaDtype    Dtype
 	ADtype       Dtype // FP16 only for the full forward's prepared A2 (CoreArgs.aPrepared)
 	SeqlensDtype Dtype // of CuSeqlensDevice; DtypeInvalid without varlen
@@ -116,6 +121,12 @@ func ValidateCore(a *CoreArgs) (Problem, error) {
 	p.Dtype, p.QKDtype = a.Q.Dtype, a.Q.Dtype
 	if a.qkFP16 {
 		p.Dtype, p.QKDtype = a.V.Dtype, FP16
+	}
+	if a.qkNorm {
+		if a.qkFP16 || p.Dtype != BF16 {
+			return p, argErrorf("q", "dtype %v: the core normalises bf16 q and k only", p.Dtype)
+		}
+		p.QKNorm = true
 	}
 	if p.Dtype != BF16 && p.Dtype != FP16 {
 		return p, argErrorf("q", "dtype %v, want bf16 or fp16", p.Dtype)

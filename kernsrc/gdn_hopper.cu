@@ -149,6 +149,18 @@ constexpr bool kXfer = GDN_TRANSFER != 0;
 constexpr int kConv = GDN_CONV;
 static_assert(kConv == 0 || (kConv == 1 && kNC == 2 && !kQKFP16 && !kXfer), "converter warpgroup: BV 128, bf16 q/k");
 constexpr int kThreads = 128 * (kAux + kNC + kConv);
+// GDN_QK_NORM 1: the full forward's L2Norm done here rather than by its
+// preparation (which then neither reads q nor writes normalised copies):
+// the converter normalises each row of K and Q as it converts them, before
+// the aux group's Q K^T (then an fp16 product of the normalised rows), with
+// the preparation's arithmetic to the bit (l2_normalise, gdn_prep.cu), so
+// that the tiles are the copies it would have written. Only with a
+// converter (BV 128, bf16 q and k), and A prepared (the full forward's).
+#ifndef GDN_QK_NORM
+#define GDN_QK_NORM 0
+#endif
+constexpr bool kNorm = GDN_QK_NORM != 0;
+static_assert(!kNorm || kConv == 1, "the L2 norm is the converter's");
 // The transfer matrix's early exit (run_consumer). GDN_TRANSFER_NO_EXIT is
 // for tests only: the walk to the end that the exit must equal.
 #ifdef GDN_TRANSFER_NO_EXIT
@@ -189,7 +201,9 @@ GDN_DEVICE float2 unpack2(uint32_t x) { return unpack2_of<GDN_FP16 != 0>(x); }
 // the pool can serve it: asking for more than the decreases free hangs.
 constexpr int kLaunchRegs = (65536 / kThreads) / 8 * 8 > 255 ? 255 : (65536 / kThreads) / 8 * 8;
 constexpr int kConsumerRegs = kNC == 1 ? 208 : 192;
-constexpr int kConvRegs = 24;  // the least setmaxnreg allows: the converter holds two pieces at a time
+// The least setmaxnreg allows: the converter holds two pieces at a time
+// (with kNorm, two rows' worth, each a pair of pieces, and their sums).
+constexpr int kConvRegs = kNorm ? 40 : 24;
 constexpr int kAuxRegs =
     ((kLaunchRegs * kThreads - kConsumerRegs * 128 * kNC - kConvRegs * 128 * kConv) / (128 * kAux)) / 8 * 8;
 constexpr bool kSetRegs = kLaunchRegs < kConsumerRegs;
@@ -232,7 +246,8 @@ static_assert(kThreads == GDN_THREADS, "kernsrc.HopperThreads disagrees with the
 // converter done), empty (consumers done), qk_read (the converter's go).
 struct Bars {
   uint64_t full[kStages], ready[kStages], empty[kStages];
-  uint64_t qk_read[kStages];  // the aux group is done reading K and Q as loaded (kConv)
+  uint64_t qk_read[kStages];  // the aux group is done reading K and Q as loaded (kConv, not kNorm)
+  uint64_t normed[kStages];   // kNorm: the converter has normalised K and Q (the aux group's go)
 };
 static_assert(sizeof(Bars) <= kOffStop - kOffBars, "the stop word follows the mbarriers");
 
@@ -390,6 +405,7 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
     static_assert(kAux == 1 || (kAux == 2 && kStages % 2 == 1), "chunk c - kStages belongs to the other aux group");
     if (kAux > 1 && c >= kStages) mbar_wait(&bars.ready[s], (use - 1) & 1);
     mbar_wait(&bars.full[s], use & 1);
+    if (kNorm) mbar_wait(&bars.normed[s], use & 1);
     // A transfer matrix that ended early (run_consumer): the chunks from
     // the stop on were never loaded; their phase of full was completed by
     // hand so that this group would see the stop.
@@ -408,7 +424,7 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
         const int half = ks >> 2, off = (ks & 3) * 32;
         const uint64_t da = sd.at(kOffBQ + (2 * half + 1) * kTile + off, 16, 1024);
         const uint64_t db = sd.at(kOffBQ + 2 * half * kTile + off, 16, 1024);
-        if (!kQKFP16)
+        if (!kQKFP16 && !kNorm)
           wgmma_ss_n64_bf16<0, 0>(P, da, db, ks > 0);
         else
           wgmma_ss_n64<0, 0>(P, da, db, ks > 0);
@@ -428,7 +444,7 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
     // at the end of the tensor), and are cleared. A row keeps its 128 bytes
     // under the swizzle, so the rows from len on are the tile's bytes from
     // 128 len on.
-    if (p.sc.flags & kAPrepared) {
+    if (kNorm || (p.sc.flags & kAPrepared)) {
       for (int q = 8 * len + t; q < 512; q += 128) *reinterpret_cast<uint4*>(st + kOffA2 + 16 * q) = make_uint4(0, 0, 0, 0);
     } else if (a32) {
       build_a2<true>(st, vec, len, warp, lane);
@@ -442,7 +458,7 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
     // and V where the consumer reads it from the stage (kWide; else the
     // consumers read it into registers as loaded and convert there).
     if (!kXfer) wgmma_wait<0>();
-    if (kConv) mbar_arrive(&bars.qk_read[s]);
+    if (kConv && !kNorm) mbar_arrive(&bars.qk_read[s]);
     named_sync(bar, 128);
     // Unrolled, so that a tile's loads overlap the tile before's conversion.
 #pragma unroll
@@ -494,12 +510,75 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
   }
 }
 
+// The sum of squares of eight bf16 values, in the order l2_normalise
+// (gdn_prep.cu) takes them.
+GDN_DEVICE float sum_squares8(uint4 x) {
+  const uint32_t* v = reinterpret_cast<const uint32_t*>(&x);
+  float ss = 0.f;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float2 y = unpack2_of<false>(v[j]);
+    ss = fmaf(y.x, y.x, ss);
+    ss = fmaf(y.y, y.y, ss);
+  }
+  return ss;
+}
+
+// Eight bf16 values times s, as fp16.
+GDN_DEVICE uint4 scale_to_fp16x8(uint4 x, float s) {
+  uint32_t* v = reinterpret_cast<uint32_t*>(&x);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float2 y = unpack2_of<false>(v[j]);
+    v[j] = pack_fp16x2(y.x * s, y.y * s);
+  }
+  return x;
+}
+
+// ---- The converter warpgroup under kNorm: each chunk's K and Q rows
+// L2-normalised and converted to fp16 in place as soon as they land, then
+// the aux group's go (normed). The 16-byte pieces t + 128 u (u < 16) of
+// thread t lie in rows t / 8 + 16 (u % 4) of tile u / 4 (K, Q, K, Q: d
+// halves 0, 0, 1, 1), at position t % 8 of the row's eight (swizzled: the
+// piece holds the row's values 8 ((t % 8) ^ (row % 8)) ..). So a thread
+// has the same piece of both d halves of eight rows (K's u = 0..3, Q's
+// 4..7), and the eight lanes t ^ 1, 2, 4 the rest of them: the sums
+// pair the two halves first and then lanes 4, 2, 1 apart, which is
+// l2_normalise's order of additions, so every row's inverse norm, and with
+// it every fp16 value, is the preparation's to the bit.
+GDN_DEVICE void run_normaliser(unsigned char* smem, Bars& bars, const Work& w) {
+  const int t = threadIdx.x & 127;
+  for (int c = 0; c < w.nch; ++c) {
+    const int s = c % kStages, use = c / kStages;
+    uint4* st = reinterpret_cast<uint4*>(smem + s * kStageBytes + kOffBQ);
+    mbar_wait(&bars.full[s], use & 1);
+    // Row group r: pieces r and r + 8 (the two d halves of the same rows).
+#pragma unroll 1
+    for (int r = 0; r < 8; ++r) {
+      const uint4 a = st[t + 128 * r], b = st[t + 128 * (r + 8)];
+      float ss = sum_squares8(a) + sum_squares8(b);
+      ss += __shfl_xor_sync(0xffffffffu, ss, 4);
+      ss += __shfl_xor_sync(0xffffffffu, ss, 2);
+      ss += __shfl_xor_sync(0xffffffffu, ss, 1);
+      const float inv = rsqrtf(ss + 1e-6f);
+      st[t + 128 * r] = scale_to_fp16x8(a, inv);
+      st[t + 128 * (r + 8)] = scale_to_fp16x8(b, inv);
+    }
+    fence_async_smem();
+    mbar_arrive(&bars.normed[s]);
+  }
+}
+
 // ---- The converter warpgroup (kConv): each chunk's K and Q tiles from bf16
 // to fp16 in place, once the aux group has read them (qk_read), then its
 // half of the stage's ready. Each thread takes every 128th of the 2048
 // 16-byte pieces, two at a time (24 registers).
 GDN_DEVICE void run_converter(unsigned char* smem, Bars& bars, const Work& w) {
   const int t = threadIdx.x & 127;
+  if (kNorm) {
+    run_normaliser(smem, bars, w);
+    return;
+  }
   for (int c = 0; c < w.nch; ++c) {
     const int s = c % kStages, use = c / kStages;
     uint4* st = reinterpret_cast<uint4*>(smem + s * kStageBytes + kOffBQ);
@@ -907,8 +986,11 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_hopper_fwd(const _
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(&bars.full[s], 1);             // the TMA issuer, plus bytes
-      mbar_init(&bars.ready[s], 128 * (1 + kConv));  // the aux group (and the converter)
-      if (kConv) mbar_init(&bars.qk_read[s], 128);   // the aux group
+      // The aux group (and the converter, which under kNorm hands its
+      // tiles to the aux group instead).
+      mbar_init(&bars.ready[s], 128 * (1 + (kConv && !kNorm)));
+      if (kConv && !kNorm) mbar_init(&bars.qk_read[s], 128);  // the aux group
+      if (kNorm) mbar_init(&bars.normed[s], 128);             // the converter
       mbar_init(&bars.empty[s], 128 * kNC);    // the consumer groups
     }
     mbar_fence_init();

@@ -30,11 +30,15 @@ enum : int32_t {
   kGateInKernel = 1,  // g holds the raw a: g = -exp(A_log) softplus(a + dt_bias)
   kBetaFP32 = 2,      // beta is fp32 (else the dtype of q)
   kL2Norm = 4,        // q and k are L2-normalised here (written to qn and kn in fp16)
+  // With kL2Norm: the core kernel normalises q and k itself (GDN_QK_NORM),
+  // so no copies are written and q is not read; k is still normalised here
+  // for K K^T.
+  kNormInCore = 8,
 };
 
 #ifdef GDN_PREP_FLAG_GATE
 static_assert(GDN_PREP_FLAG_GATE == kGateInKernel && GDN_PREP_FLAG_BETA_FP32 == kBetaFP32 &&
-                  GDN_PREP_FLAG_L2NORM == kL2Norm,
+                  GDN_PREP_FLAG_L2NORM == kL2Norm && GDN_PREP_FLAG_NORM_IN_CORE == kNormInCore,
               "kernsrc.Prep*");
 #endif
 
@@ -196,7 +200,7 @@ extern "C" __global__ void __launch_bounds__(128, 8) gdn_prep_chunk(
   // before the first use. The CTA of the key head's first value head
   // writes them, and q's rows likewise (loaded beside k's), to kn and qn
   // for the core forward.
-  const bool l2 = flags & kL2Norm, writer = l2 && h0 % (Hv / Hq) == 0;
+  const bool l2 = flags & kL2Norm, writer = l2 && !(flags & kNormInCore) && h0 % (Hv / Hq) == 0;
 #pragma unroll 1
   for (int half = 0; half < 2; ++half) {
     uint4 xk[4], xq[4];

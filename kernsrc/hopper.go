@@ -19,10 +19,16 @@ const (
 	// most 1; about half the error on unnormalised inputs, docs/PERF.md
 	// v19). A core variant only: the preparation is built per input dtype.
 	CoreBF16FP16QK CoreDtype = "bf16_fp16qk"
+	// CoreBF16L2Norm: q, k, v and o bf16, q and k L2-normalised by the core
+	// kernel itself (GDN_QK_NORM, its converter warpgroup) to the bit as the
+	// preparation's fp16 copies would be: the full forward's L2Norm on an
+	// unsplit BV 128 plan, whose preparation then neither reads q nor writes
+	// the copies. BV 128 core forward only (HopperConverters).
+	CoreBF16L2Norm CoreDtype = "bf16_l2norm"
 )
 
 // coreDtypes are the dtype pairs a core variant is built for.
-var coreDtypes = []CoreDtype{CoreBF16, CoreFP16, CoreBF16FP16QK}
+var coreDtypes = []CoreDtype{CoreBF16, CoreFP16, CoreBF16FP16QK, CoreBF16L2Norm}
 
 // HopperKernel is the entry point of the sm_90a core forward (gdn_hopper.cu).
 const HopperKernel = "gdn_hopper_fwd"
@@ -49,7 +55,7 @@ func HopperAux(consumers int) int {
 // of that chunk (docs/PERF.md v24); none elsewhere (fp16 q and k need no
 // conversion; at BV 64 and in the transfer pass the aux groups keep it).
 func HopperConverters(dt CoreDtype, consumers int, transfer bool) int {
-	if consumers == 2 && dt == CoreBF16 && !transfer {
+	if consumers == 2 && (dt == CoreBF16 || dt == CoreBF16L2Norm) && !transfer {
 		return 1
 	}
 	return 0
@@ -167,8 +173,15 @@ func fp16Define(dt CoreDtype, family string) (int, error) {
 
 func hopperVariant(dt CoreDtype, consumers int, transfer bool) (Variant, error) {
 	// GDN_FP16 (v and o) and GDN_QK_FP16 (q and k).
-	fp16, qkFP16 := 0, 1
-	if dt != CoreBF16FP16QK {
+	fp16, qkFP16, norm := 0, 1, 0
+	switch dt {
+	case CoreBF16FP16QK:
+	case CoreBF16L2Norm:
+		if consumers != 2 || transfer {
+			return Variant{}, fmt.Errorf("kernsrc: hopper %s: a BV 128 core forward only (its converter normalises)", dt)
+		}
+		qkFP16, norm = 0, 1
+	default:
 		var err error
 		if fp16, err = fp16Define(dt, "hopper"); err != nil {
 			return Variant{}, err
@@ -202,7 +215,8 @@ func hopperVariant(dt CoreDtype, consumers int, transfer bool) (Variant, error) 
 			fmt.Sprintf("GDN_FLAG_TRANSFER=%d", HopperFlagTransfer),
 			fmt.Sprintf("GDN_FLAG_A_PREPARED=%d", HopperFlagAPrepared),
 			fmt.Sprintf("GDN_FLAG_M_FIRST=%d", HopperFlagMFirst),
-			fmt.Sprintf("GDN_TRANSFER=%d", xfer)},
+			fmt.Sprintf("GDN_TRANSFER=%d", xfer),
+			fmt.Sprintf("GDN_QK_NORM=%d", norm)},
 	}, nil
 }
 
@@ -213,8 +227,9 @@ func HopperVariants() []Variant {
 	for _, transfer := range []bool{false, true} {
 		for _, dt := range coreDtypes {
 			for _, nc := range HopperConsumers {
-				v, _ := hopperVariant(dt, nc, transfer)
-				out = append(out, v)
+				if v, err := hopperVariant(dt, nc, transfer); err == nil {
+					out = append(out, v)
+				}
 			}
 		}
 	}

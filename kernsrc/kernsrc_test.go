@@ -36,8 +36,38 @@ func TestCatalogueNamesAndSources(t *testing.T) {
 			}
 		}
 	}
-	if len(HopperVariants()) != 12 || transfer != 6 {
-		t.Errorf("%d Hopper variants (%d transfer), want 12: bf16/fp16/bf16_fp16qk x 1/2 consumers x core/transfer", len(HopperVariants()), transfer)
+	if len(HopperVariants()) != 13 || transfer != 6 {
+		t.Errorf("%d Hopper variants (%d transfer), want 13: bf16/fp16/bf16_fp16qk x 1/2 consumers x core/transfer, and bf16_l2norm's core at BV 128", len(HopperVariants()), transfer)
+	}
+}
+
+// The in-core L2 norm is a BV 128 core forward on bf16 q and k with a
+// converter (GDN_QK_NORM=1 beside GDN_CONV=1); nothing else has it.
+func TestHopperL2NormVariant(t *testing.T) {
+	v, err := HopperVariant(CoreBF16L2Norm, 2)
+	if err != nil || v.Name != "gdn_hopper_bf16_l2norm_bv128" {
+		t.Fatalf("HopperVariant(bf16_l2norm, 2) = %s, %v", v.Name, err)
+	}
+	d := " " + strings.Join(v.Defines, " ") + " "
+	for _, want := range []string{"GDN_QK_NORM=1", "GDN_CONV=1", "GDN_QK_FP16=0", "GDN_FP16=0", "GDN_THREADS=512"} {
+		if !strings.Contains(d, " "+want+" ") {
+			t.Errorf("defines %v lack %s", v.Defines, want)
+		}
+	}
+	if _, err := HopperVariant(CoreBF16L2Norm, 1); err == nil {
+		t.Error("a BV 64 in-core L2 norm: it has no converter")
+	}
+	if _, err := HopperTransferVariant(CoreBF16L2Norm, 2); err == nil {
+		t.Error("an in-core L2 norm transfer pass")
+	}
+	norms := 0
+	for _, v := range HopperVariants() {
+		if strings.Contains(strings.Join(v.Defines, " "), "GDN_QK_NORM=1") {
+			norms++
+		}
+	}
+	if norms != 1 {
+		t.Errorf("%d variants with GDN_QK_NORM=1, want 1", norms)
 	}
 }
 

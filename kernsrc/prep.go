@@ -40,6 +40,10 @@ const (
 	PrepFlagGateInKernel = 1 // g holds the gate's raw input a
 	PrepFlagBetaFP32     = 2 // beta is fp32 (else the dtype of q)
 	PrepFlagL2Norm       = 4 // q and k are L2-normalised (into the qn and kn scratch, in fp16)
+	// With PrepFlagL2Norm: the core kernel normalises q and k itself
+	// (CoreBF16L2Norm), so the kernel neither reads q nor writes the copies;
+	// k is still normalised for its own K K^T.
+	PrepFlagNormInCore = 8
 )
 
 // PrepVariant returns the variant of the prep kernel (PrepChunkKernel) for
@@ -67,7 +71,8 @@ func PrepVariant(kernel string, dt CoreDtype, heads int) (Variant, error) {
 		fmt.Sprintf("GDN_PREP_CHUNK_SMEM=%d", PrepChunkSharedBytes(heads)),
 		fmt.Sprintf("GDN_PREP_FLAG_GATE=%d", PrepFlagGateInKernel),
 		fmt.Sprintf("GDN_PREP_FLAG_BETA_FP32=%d", PrepFlagBetaFP32),
-		fmt.Sprintf("GDN_PREP_FLAG_L2NORM=%d", PrepFlagL2Norm)}}, nil
+		fmt.Sprintf("GDN_PREP_FLAG_L2NORM=%d", PrepFlagL2Norm),
+		fmt.Sprintf("GDN_PREP_FLAG_NORM_IN_CORE=%d", PrepFlagNormInCore)}}, nil
 }
 
 // PrepVariants lists every prep variant.
