@@ -202,8 +202,9 @@ GDN_DEVICE float2 unpack2(uint32_t x) { return unpack2_of<GDN_FP16 != 0>(x); }
 constexpr int kLaunchRegs = (65536 / kThreads) / 8 * 8 > 255 ? 255 : (65536 / kThreads) / 8 * 8;
 constexpr int kConsumerRegs = kNC == 1 ? 208 : 192;
 // The least setmaxnreg allows: the converter holds two pieces at a time
-// (with kNorm, two rows' worth, each a pair of pieces, and their sums).
-constexpr int kConvRegs = kNorm ? 40 : 24;
+// (with kNorm, 48: two row groups at once, each a pair of pieces unpacked
+// to floats, so that the second's loads overlap the first's sums).
+constexpr int kConvRegs = kNorm ? 48 : 24;
 constexpr int kAuxRegs =
     ((kLaunchRegs * kThreads - kConsumerRegs * 128 * kNC - kConvRegs * 128 * kConv) / (128 * kAux)) / 8 * 8;
 constexpr bool kSetRegs = kLaunchRegs < kConsumerRegs;
@@ -553,7 +554,7 @@ GDN_DEVICE void run_normaliser(unsigned char* smem, Bars& bars, const Work& w) {
     uint4* st = reinterpret_cast<uint4*>(smem + s * kStageBytes + kOffBQ);
     mbar_wait(&bars.full[s], use & 1);
     // Row group r: pieces r and r + 8 (the two d halves of the same rows).
-#pragma unroll 1
+#pragma unroll 2
     for (int r = 0; r < 8; ++r) {
       const uint4 a = st[t + 128 * r], b = st[t + 128 * (r + 8)];
       float ss = sum_squares8(a) + sum_squares8(b);
