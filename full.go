@@ -416,15 +416,15 @@ func (rt *Runtime) newFullCall(a *FullArgs, key fullKey, p Problem) (*fullCall, 
 
 // normInCore says whether the full forward of a (p from ValidateFull)
 // leaves its L2 norm to the core kernel (kernsrc.CoreBF16L2Norm): with
-// L2Norm on bf16 inputs, wherever the core forward of the normalised
-// copies would run unsplit at BV 128, the only plan that variant has (the
-// few-head shapes that split keep the copies). Its converter warpgroup then
-// normalises each chunk's rows of q and k as the preparation would have, to
-// the bit, and the preparation neither reads q nor writes the copies: on
-// q35_4kx8 that is 402 of the full forward's 1,665 MB (docs/PERF.md v25).
+// L2Norm on bf16 inputs and G = Hv / Hq of at most normInCoreMaxG, wherever
+// the core forward of the normalised copies would run unsplit at BV 128,
+// the only plan that variant has (the few-head shapes that split keep the
+// copies). Its converter warpgroup then normalises each chunk's rows of q
+// and k as the preparation would have, to the bit, and the preparation
+// neither reads q nor writes the copies (nor is their scratch allocated).
 // Options.L2NormInPrep turns it off.
 func (rt *Runtime) normInCore(a *FullArgs, p Problem) bool {
-	if !a.L2Norm || p.Dtype != BF16 || rt.normInPrep {
+	if !a.L2Norm || p.Dtype != BF16 || rt.normInPrep || p.Hq == 0 || p.Hv/p.Hq > normInCoreMaxG {
 		return false
 	}
 	copies := p
@@ -432,6 +432,15 @@ func (rt *Runtime) normInCore(a *FullArgs, p Problem) bool {
 	pl, err := PlanFor(copies, rt.calls.plans.sms, rt.calls.plans.variant, rt.calls.segChunks)
 	return err == nil && pl.SegmentChunks == 0 && pl.TileWidth == 128
 }
+
+// normInCoreMaxG is the largest G for which the core kernel normalises q
+// and k (normInCore). The preparation's copies are written once per key
+// head, by one CTA in G, while every one of the G value heads' core CTAs
+// normalises its own tiles: measured (docs/PERF.md v25, the full forward,
+// two calls), sym32_8kx4 (G = 1) 1.18x and 1.24x, q35_4kx8 and q35_1kx8
+// (G = 2) 0.97x-1.03x, q397_4kx8 (G = 4) 0.98x and 0.99x. At G = 2 it
+// costs no time and saves the copies' scratch.
+const normInCoreMaxG = 2
 
 // prepMinBlocksPerSM is the fewest prep blocks per SM that prepHeads
 // accepts for blocks of several heads. Measured (docs/PERF.md v16): four

@@ -98,6 +98,7 @@ func TestNormInCore(t *testing.T) {
 	}{
 		{"q35_4kx8", full(8, 4096, 16, 32, BF16), true, false, true},
 		{"sym32_8kx4", full(4, 8192, 32, 32, BF16), true, false, true},
+		{"q397_4kx8: G = 4", full(8, 4096, 16, 64, BF16), true, false, false},
 		{"in prep", full(8, 4096, 16, 32, BF16), true, true, false},
 		{"no L2Norm", full(8, 4096, 16, 32, BF16), false, false, false},
 		{"fp16", full(8, 4096, 16, 32, FP16), true, false, false},
