@@ -17,3 +17,7 @@ func MinorFaults() int64 { return minorFaults() }
 // prepared full calls use now, and how many it has allocated (for the GPU
 // test of calls with new boundaries each time).
 func FullSlabCounts(rt *Runtime) (live, allocs int) { return rt.calls.slabs.counts(slabFull) }
+
+// NormInCoreMaxG is the largest G = Hv / Hq whose full forward normalises
+// q and k in the core kernel (for the GPU tests' expected plans).
+const NormInCoreMaxG = normInCoreMaxG

@@ -44,6 +44,10 @@ func fullCases() []fullCase {
 		{"l2norm_raw", ref.Shape{B: 1, T: 640, Hq: 2, Hv: 4}, ref.RecipeOptions{WithH0: true}, true, false, true},
 		{"l2norm_G4_varlen", ref.Shape{B: 1, T: 900, Hq: 2, Hv: 8, CuSeqlens: []int{0, 1, 1, 130, 500, 900}},
 			ref.RecipeOptions{WithH0: true}, true, false, false},
+		// G = 2: the core kernel's own L2 norm (TestFullNormInCoreBitIdentical)
+		// on short, empty and one-token sequences.
+		{"l2norm_G2_varlen", ref.Shape{B: 1, T: 700, Hq: 2, Hv: 4, CuSeqlens: []int{0, 0, 1, 64, 65, 300, 700}},
+			ref.RecipeOptions{WithH0: true}, true, false, false},
 	}
 }
 
@@ -261,7 +265,7 @@ func TestFullFP16QKBothTiles(t *testing.T) {
 				// unsplit (TestFullNormInCoreBitIdentical); split, it takes
 				// the copies.
 				want := "gdn_hopper_bf16_fp16qk_" + tile
-				if tile == "bv128" && pl.SegmentChunks == 0 {
+				if tile == "bv128" && pl.SegmentChunks == 0 && c.shape.Hv/c.shape.Hq <= gdn.NormInCoreMaxG {
 					want = "gdn_hopper_bf16_l2norm_bv128"
 				}
 				if err != nil || pl.Variant.Name != want {
@@ -289,21 +293,27 @@ func TestFullFP16QKBothTiles(t *testing.T) {
 
 // The full forward's L2 norm done by the core kernel (its converter
 // warpgroup, kernsrc.CoreBF16L2Norm: the default for bf16 inputs on an
-// unsplit BV 128 plan) gives o and ht equal to the bit to those of the
-// preparation's normalised copies (Options.L2NormInPrep), and each runtime
-// plans the variant it should, on every bf16 L2Norm case (unnormalised
-// rows, G = 4 and 8, packed sequences with empty and one-token ones).
+// unsplit BV 128 plan with G at most NormInCoreMaxG) gives o and ht equal
+// to the bit to those of the preparation's normalised copies
+// (Options.L2NormInPrep), and each runtime plans the variant it should, on
+// every bf16 L2Norm case (unnormalised rows, packed sequences with empty
+// and one-token ones; G = 4 and 8 take the copies either way).
 func TestFullNormInCoreBitIdentical(t *testing.T) {
 	opts := gdn.Options{Variant: "gdn_hopper_bf16_bv128", SegmentChunks: -1}
 	inCore := splitRuntime(t, opts)
 	opts.L2NormInPrep = true
 	inPrep := splitRuntime(t, opts)
-	ran := 0
+	ran, inCoreRan := 0, 0
 	for i, c := range fullCases() {
 		if !c.l2norm || recipeDtype(c.opts) != gdn.BF16 {
 			continue
 		}
 		ran++
+		inCoreVariant := "gdn_hopper_bf16_fp16qk_bv128"
+		if c.shape.Hv/c.shape.Hq <= gdn.NormInCoreMaxG {
+			inCoreVariant = "gdn_hopper_bf16_l2norm_bv128"
+			inCoreRan++
+		}
 		t.Run(c.name, func(t *testing.T) {
 			seed := uint64(500 + i)
 			in, fo, a := runFullRaw(t, inCore, c, seed)
@@ -334,7 +344,7 @@ func TestFullNormInCoreBitIdentical(t *testing.T) {
 			for _, w := range []struct {
 				r       *gdn.Runtime
 				variant string
-			}{{inCore, "gdn_hopper_bf16_l2norm_bv128"}, {inPrep, "gdn_hopper_bf16_fp16qk_bv128"}} {
+			}{{inCore, inCoreVariant}, {inPrep, "gdn_hopper_bf16_fp16qk_bv128"}} {
 				up, err := w.r.UploadFull(h)
 				if err != nil {
 					t.Fatal(err)
@@ -347,8 +357,8 @@ func TestFullNormInCoreBitIdentical(t *testing.T) {
 			}
 		})
 	}
-	if ran != 4 {
-		t.Errorf("%d bf16 L2Norm cases, want 4", ran)
+	if ran != 5 || inCoreRan != 3 {
+		t.Errorf("%d bf16 L2Norm cases, %d of them normalised in the core; want 5 and 3", ran, inCoreRan)
 	}
 }
 

@@ -25,7 +25,9 @@
 //     stage ready.
 //   converter (warpgroup 1 + NC, kConv: BV 128 with bf16 q and k only)
 //     converts K and Q in the aux group's place, once its Q K^T has read
-//     them, and marks the stage ready beside it.
+//     them, and marks the stage ready beside it; under kNorm (the full
+//     forward's L2 norm) it normalises and converts them as soon as they
+//     land instead, and the aux group's Q K^T waits for it.
 //   consumers (warpgroups 1..NC) run the chain above, write o through a
 //     swizzled staging tile by TMA store (rows past a sequence's end by
 //     plain stores) and release the stage; the first consumer's first

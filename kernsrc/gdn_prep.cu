@@ -127,7 +127,8 @@ __device__ __forceinline__ uint4 l2_normalise(uint4 x) {
 //      of the key head, for its own K K^T), and the CTA of the key head's
 //      first value head writes them, and the chunk's normalised q rows, to
 //      kn and qn for the core forward (a memory-bound pass folded into a
-//      compute-bound kernel rather than two passes of their own);
+//      compute-bound kernel rather than two passes of their own), unless
+//      the core normalises them itself (kNormInCore);
 //   1. the log-gate of each token (from the raw input when asked) and its
 //      chunk-local cumulative sum, by a warp scan, written to gcum;
 //   2. K K^T of the chunk's k rows on the tensor cores (m16n8k16, exact

@@ -149,6 +149,9 @@ for step in "${@:-tests}"; do
 			# The full forward's prep kernel, on packed sequences with empty
 			# and one-token ones, fp16, in-kernel gate and L2 norm.
 			timeout 200 "$san" --tool "$tool" --error-exitcode 9 .bin/gdn.test -test.run '^TestFullMatchesReference$/^seg0_prep[04]$/^(plain|l2norm_gate_varlen_fp16|l2norm_G4_varlen)$' -test.count=1 -test.v >>"$out/san.log" 2>&1 || fail "sanitizer $tool (full)"
+			# The core kernel's own L2 norm (gdn_hopper_bf16_l2norm_bv128)
+			# beside the copies it must equal, G = 2, 4 and 8, varlen.
+			timeout 200 "$san" --tool "$tool" --error-exitcode 9 .bin/gdn.test -test.run '^TestFullNormInCoreBitIdentical$' -test.count=1 -test.v >>"$out/san.log" 2>&1 || fail "sanitizer $tool (in-core norm)"
 			grep -E "ERROR SUMMARY|^(--- FAIL|FAIL|ok|PASS)" "$out/san.log" | tail -2 >&2
 		done
 		;;
