@@ -437,7 +437,7 @@ func (rt *Runtime) normInCore(a *FullArgs, p Problem) bool {
 // and k (normInCore). The preparation's copies are written once per key
 // head, by one CTA in G, while every one of the G value heads' core CTAs
 // normalises its own tiles: measured (docs/PERF.md v25, the full forward,
-// two calls), sym32_8kx4 (G = 1) 1.18x and 1.24x, q35_4kx8 and q35_1kx8
+// three calls), sym32_8kx4 (G = 1) 1.18x-1.24x, q35_4kx8 and q35_1kx8
 // (G = 2) 0.97x-1.03x, q397_4kx8 (G = 4) 0.98x and 0.99x. At G = 2 it
 // costs no time and saves the copies' scratch.
 const normInCoreMaxG = 2
