@@ -16,7 +16,8 @@ import (
 // The model checks what the parity waits are meant to guarantee: an aux
 // group prepares only its own chunk's landed tiles, the consumers take only
 // their chunk's prepared stage (and, with a converter warpgroup, its
-// converted K and Q, rewritten only after the aux group's Q K^T read them),
+// converted K and Q, rewritten only after the aux group's Q K^T read them,
+// or under GDN_QK_NORM normalised before Q K^T reads them),
 // a load overwrites a stage only after every
 // consumer is done with it, nothing waits forever, and (with the transfer
 // matrix's early exit: the consumers stop after a chunk, the aux groups at
@@ -53,7 +54,8 @@ func (b *mbarrier) passes(parity int) bool { return b.completed&1 != parity }
 type ringModel struct {
 	stages              int
 	full, ready, empty  []mbarrier
-	qkRead              []mbarrier // the aux group has read K and Q as loaded (converter only)
+	qkRead              []mbarrier // the aux group has read K and Q as loaded (converterAfterRead)
+	normed              []mbarrier // the converter has normalised K and Q (normaliserFirst)
 	data, loading, prep []int      // chunk landed (-1: none or being overwritten), in flight, prepared
 	read, conv          []int      // chunk whose K and Q the aux group has read, the converter converted
 	done                []int      // per chunk: consumer groups done with it
@@ -116,24 +118,43 @@ var stopAhead = 3
 // only so that a test can check that the model catches that mistake.
 var converterWaitsOnFull = false
 
+// auxSkipsNormed makes the model's aux group start Q K^T without waiting
+// for the normaliser (normaliserFirst): for the test that it is caught.
+var auxSkipsNormed = false
+
+// convMode is the converter warpgroup a run has, if any.
+type convMode int
+
+const (
+	noConverter convMode = iota
+	// converterAfterRead: run_converter, K and Q converted once the aux
+	// group's Q K^T has read them (qk_read), ready from both.
+	converterAfterRead
+	// normaliserFirst: run_normaliser (GDN_QK_NORM), K and Q normalised as
+	// soon as they land, the aux group's Q K^T after it (normed), ready
+	// from the aux group alone.
+	normaliserFirst
+)
+
 // runRing runs the protocol for nch chunks under one random schedule and
 // returns the first violation ("" for none). fixed: the aux groups' wait on
 // ready for chunk c - stages before their wait on full (run_aux). exitAt >=
 // 0: the consumers stop after that chunk (the transfer matrix's early exit,
-// run_consumer's stop_after), exitAt + 1 < nch. converter: a converter
-// warpgroup (run_converter; one aux group, no early exit).
-func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool, exitAt int, converter bool) string {
+// run_consumer's stop_after), exitAt + 1 < nch. conv: the converter
+// warpgroup, if any (one aux group, no early exit).
+func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool, exitAt int, conv convMode) string {
+	converter, norm := conv == converterAfterRead, conv == normaliserFirst
 	const stages = 3
 	m := &ringModel{stages: stages, consumers: consumers, stop: nch,
 		full: make([]mbarrier, stages), ready: make([]mbarrier, stages), empty: make([]mbarrier, stages),
-		qkRead: make([]mbarrier, stages), data: make([]int, stages), loading: make([]int, stages),
+		qkRead: make([]mbarrier, stages), normed: make([]mbarrier, stages), data: make([]int, stages), loading: make([]int, stages),
 		prep: make([]int, stages), read: make([]int, stages), conv: make([]int, stages), done: make([]int, nch)}
 	readyCount := 1
 	if converter {
 		readyCount = 2 // the aux group and the converter
 	}
 	for s := range stages {
-		m.full[s].count, m.ready[s].count, m.empty[s].count, m.qkRead[s].count = 1, readyCount, consumers, 1
+		m.full[s].count, m.ready[s].count, m.empty[s].count, m.qkRead[s].count, m.normed[s].count = 1, readyCount, consumers, 1, 1
 		m.data[s], m.loading[s], m.prep[s], m.read[s], m.conv[s] = -1, -1, -1, -1, -1
 	}
 	var roles [][]op
@@ -150,10 +171,17 @@ func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool, exitAt int, conv
 				prog = append(prog, op{wait: func() bool { return m.ready[s].passes((use - 1) & 1) }})
 			}
 			prog = append(prog,
-				op{wait: func() bool { return m.full[s].passes(use & 1) }, exit: func() bool { return c >= m.stop }},
+				op{wait: func() bool { return m.full[s].passes(use & 1) }, exit: func() bool { return c >= m.stop }})
+			if norm && !auxSkipsNormed {
+				prog = append(prog, op{wait: func() bool { return m.normed[s].passes(use & 1) }})
+			}
+			prog = append(prog,
 				op{do: func(m *ringModel) {
 					if m.data[s] != c {
 						m.fail("aux %d prepares chunk %d from stage %d holding chunk %d (-1: not landed)", a, c, s, m.data[s])
+					}
+					if norm && m.conv[s] != c { // Q K^T of the normalised rows
+						m.fail("aux %d reads chunk %d's K and Q in stage %d normalised for chunk %d", a, c, s, m.conv[s])
 					}
 					if converter { // Q K^T done: the converter may rewrite K and Q
 						m.read[s] = c
@@ -188,6 +216,20 @@ func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool, exitAt int, conv
 		}
 		roles = append(roles, prog)
 	}
+	if norm {
+		var prog []op
+		for c := range nch {
+			s, use := c%stages, c/stages
+			prog = append(prog, op{wait: func() bool { return m.full[s].passes(use & 1) }}, op{do: func(m *ringModel) {
+				if m.data[s] != c {
+					m.fail("the normaliser rewrites chunk %d's K and Q in stage %d holding chunk %d", c, s, m.data[s])
+				}
+				m.conv[s] = c
+				m.arriveOn(&m.normed[s], "normed", s)
+			}})
+		}
+		roles = append(roles, prog)
+	}
 	for g := range consumers {
 		var prog []op
 		for c := range nch {
@@ -203,7 +245,7 @@ func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool, exitAt int, conv
 			}
 			prog = append(prog,
 				op{do: func(m *ringModel) {
-					if m.prep[s] != c || m.data[s] != c || (converter && m.conv[s] != c) {
+					if m.prep[s] != c || m.data[s] != c || (conv != noConverter && m.conv[s] != c) {
 						m.fail("consumer %d takes chunk %d from stage %d prepared for %d, converted for %d, holding %d", g, c, s, m.prep[s], m.conv[s], m.data[s])
 					}
 					m.done[c]++
@@ -292,13 +334,13 @@ func TestStageRingProtocol(t *testing.T) {
 	}{{1, 2, true}, {2, 1, true}, {1, 2, false}, {1, 1, true}, {2, 2, true}} {
 		for n := range trials {
 			nch := 1 + r.IntN(12)
-			if v := runRing(r, nch, c.aux, c.consumers, c.fixed, -1, false); v != "" {
+			if v := runRing(r, nch, c.aux, c.consumers, c.fixed, -1, noConverter); v != "" {
 				t.Fatalf("%d aux, %d consumers, fixed %v, %d chunks, schedule %d: %s", c.aux, c.consumers, c.fixed, nch, n, v)
 			}
 		}
 	}
 	mustFind(t, trials, "the unfixed protocol with two aux groups", func() string {
-		return runRing(r, 4+r.IntN(9), 2, 1, false, -1, false)
+		return runRing(r, 4+r.IntN(9), 2, 1, false, -1, noConverter)
 	})
 }
 
@@ -328,7 +370,7 @@ func TestStageRingEarlyExit(t *testing.T) {
 		for n := range trials {
 			nch := 2 + r.IntN(12)
 			exitAt := r.IntN(nch - 1)
-			if v := runRing(r, nch, c.aux, c.consumers, true, exitAt, false); v != "" {
+			if v := runRing(r, nch, c.aux, c.consumers, true, exitAt, noConverter); v != "" {
 				t.Fatalf("%d aux, %d consumers, %d chunks, exit after %d, schedule %d: %s", c.aux, c.consumers, nch, exitAt, n, v)
 			}
 		}
@@ -337,7 +379,7 @@ func TestStageRingEarlyExit(t *testing.T) {
 	defer func() { stopAhead = 3 }()
 	mustFind(t, trials, "a stop at c + 2", func() string {
 		nch := 4 + r.IntN(9)
-		return runRing(r, nch, 1+r.IntN(2), 1+r.IntN(2), true, r.IntN(nch-3), false)
+		return runRing(r, nch, 1+r.IntN(2), 1+r.IntN(2), true, r.IntN(nch-3), noConverter)
 	})
 }
 
@@ -351,13 +393,34 @@ func TestStageRingConverter(t *testing.T) {
 	const trials = 20000
 	for n := range trials {
 		nch := 1 + r.IntN(12)
-		if v := runRing(r, nch, 1, 2, true, -1, true); v != "" {
+		if v := runRing(r, nch, 1, 2, true, -1, converterAfterRead); v != "" {
 			t.Fatalf("%d chunks, schedule %d: %s", nch, n, v)
 		}
 	}
 	converterWaitsOnFull = true
 	defer func() { converterWaitsOnFull = false }()
 	mustFind(t, trials, "a converter waiting on full", func() string {
-		return runRing(r, 2+r.IntN(11), 1, 2, true, -1, true)
+		return runRing(r, 2+r.IntN(11), 1, 2, true, -1, converterAfterRead)
+	})
+}
+
+// The converter under GDN_QK_NORM (run_normaliser: one aux group, two
+// consumer groups): it normalises a chunk's K and Q once they land, the aux
+// group's Q K^T reads them only after that (normed), and the consumers
+// take a chunk only once the aux group marks it ready; an aux group that
+// skipped its wait on normed must be caught.
+func TestStageRingNormaliser(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	const trials = 20000
+	for n := range trials {
+		nch := 1 + r.IntN(12)
+		if v := runRing(r, nch, 1, 2, true, -1, normaliserFirst); v != "" {
+			t.Fatalf("%d chunks, schedule %d: %s", nch, n, v)
+		}
+	}
+	auxSkipsNormed = true
+	defer func() { auxSkipsNormed = false }()
+	mustFind(t, trials, "an aux group not waiting for the normaliser", func() string {
+		return runRing(r, 1+r.IntN(12), 1, 2, true, -1, normaliserFirst)
 	})
 }
