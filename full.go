@@ -424,13 +424,88 @@ func (rt *Runtime) newFullCall(a *FullArgs, key fullKey, p Problem) (*fullCall, 
 // neither reads q nor writes the copies (nor is their scratch allocated).
 // Options.L2NormInPrep turns it off.
 func (rt *Runtime) normInCore(a *FullArgs, p Problem) bool {
-	if !a.L2Norm || p.Dtype != BF16 || rt.normInPrep || p.Hq == 0 || p.Hv/p.Hq > normInCoreMaxG {
+	return a.L2Norm && !rt.normInPrep && normInCoreFor(p, rt.calls.plans.sms, rt.calls.plans.variant, rt.calls.segChunks)
+}
+
+// normInCoreFor is normInCore's rule for the full forward of p with L2Norm
+// on sms SMs, with Options.Variant and Options.SegmentChunks.
+func normInCoreFor(p Problem, sms int, variant string, segmentChunks int) bool {
+	if p.Dtype != BF16 || p.Hq == 0 || p.Hv/p.Hq > normInCoreMaxG {
 		return false
 	}
 	copies := p
 	copies.QKDtype = FP16
-	pl, err := PlanFor(copies, rt.calls.plans.sms, rt.calls.plans.variant, rt.calls.segChunks)
+	pl, err := PlanFor(copies, sms, variant, segmentChunks)
 	return err == nil && pl.SegmentChunks == 0 && pl.TileWidth == 128
+}
+
+// KernelsFor lists the kernel variants a Runtime with default Options on
+// sms SMs runs p (a Problem of the core forward's dtypes: Dtype and
+// Hq, Hv, B, T or Seqs) with: the core forward's kernel and, where the plan
+// splits, its transfer pass and the scan; with full, also those of
+// ForwardFull on the same shape, with and without L2Norm (its preparation,
+// and its core on the normalised copies or normalising q and k itself).
+// `gdn warmup --shapes` compiles them ahead of the first call.
+func KernelsFor(p Problem, sms int, full bool) ([]kernsrc.Variant, error) {
+	p.QKDtype, p.QKNorm = p.Dtype, false
+	if p.N == 0 {
+		p.N = p.B
+		if p.Seqs != nil {
+			p.N = len(p.Seqs) - 1
+		}
+	}
+	var out []kernsrc.Variant
+	add := func(v kernsrc.Variant) {
+		for _, w := range out {
+			if w.Name == v.Name {
+				return
+			}
+		}
+		out = append(out, v)
+	}
+	core := func(p Problem) error {
+		pl, err := PlanFor(p, sms, "", 0)
+		if err != nil {
+			return err
+		}
+		add(pl.Variant)
+		if pl.SegmentChunks > 0 {
+			xfer := pl.TileWidth
+			if pl.TransferTileWidth > 0 {
+				xfer = pl.TransferTileWidth
+			}
+			v, err := kernsrc.HopperTransferVariant(coreDtype(p), xfer/64)
+			if err != nil {
+				return err
+			}
+			add(v)
+			add(kernsrc.ScanVariant())
+		}
+		return nil
+	}
+	if err := core(p); err != nil || !full {
+		return out, err
+	}
+	_, chunks := chainChunks(p)
+	prep, err := kernsrc.PrepVariant(kernsrc.PrepChunkKernel, inputDtype(p.Dtype), prepHeads(p, chunks, sms, 0))
+	if err != nil {
+		return nil, err
+	}
+	add(prep)
+	f := p
+	f.ADtype = FP16
+	if err := core(f); err != nil { // without L2Norm: the input's dtypes
+		return nil, err
+	}
+	if normInCoreFor(f, sms, "", 0) {
+		f.QKNorm = true
+	} else {
+		f.QKDtype = FP16
+	}
+	if err := core(f); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // normInCoreMaxG is the largest G for which the core kernel normalises q

@@ -134,3 +134,45 @@ func TestNormInCore(t *testing.T) {
 		t.Errorf("plan cache: copies %s, in-core norm %s", a.Variant.Name, b.Variant.Name)
 	}
 }
+
+// KernelsFor names what a default Runtime runs: the full forward's core
+// normalises q and k itself at G = 2 and takes the copies at G = 4, and a
+// split plan brings its transfer pass and the scan.
+func TestKernelsFor(t *testing.T) {
+	has := func(p Problem, full bool, name string) bool {
+		vs, err := KernelsFor(p, 132, full)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range vs {
+			if v.Name == name {
+				return true
+			}
+		}
+		return false
+	}
+	q35 := Problem{B: 8, T: 4096, Hq: 16, Hv: 32, Dtype: BF16}
+	q397 := Problem{B: 8, T: 4096, Hq: 16, Hv: 64, Dtype: BF16}
+	tp8 := Problem{B: 1, T: 32768, Hq: 2, Hv: 8, Dtype: BF16}
+	for _, c := range []struct {
+		p    Problem
+		full bool
+		name string
+		want bool
+	}{
+		{q35, false, "gdn_hopper_bf16_bv128", true},
+		{q35, false, "gdn_prep_chunk_bf16", false},
+		{q35, true, "gdn_prep_chunk_bf16", true},
+		{q397, true, "gdn_prep_chunk_bf16_h4", true},
+		{q35, true, "gdn_hopper_bf16_l2norm_bv128", true},
+		{q35, true, "gdn_hopper_bf16_fp16qk_bv128", false},
+		{q397, true, "gdn_hopper_bf16_fp16qk_bv128", true},
+		{q397, true, "gdn_hopper_bf16_l2norm_bv128", false},
+		{tp8, false, "gdn_scan_states", true},
+		{tp8, true, "gdn_hopper_bf16_l2norm_bv128", false},
+	} {
+		if got := has(c.p, c.full, c.name); got != c.want {
+			t.Errorf("Hq %d Hv %d full %v: %s listed %v, want %v", c.p.Hq, c.p.Hv, c.full, c.name, got, c.want)
+		}
+	}
+}

@@ -110,7 +110,7 @@ func FuzzParseShape(f *testing.F) {
 				t.Fatalf("%q: cu_seqlens %v for N=%d T=%d B=%d", s, p.Seqs, p.N, p.T, p.B)
 			}
 		}
-		if _, err := variantsForShapes([]gdn.Problem{p}, []gdn.Dtype{gdn.BF16, gdn.FP16}, 132); err != nil {
+		if _, err := variantsForShapes([]gdn.Problem{p}, []gdn.Dtype{gdn.BF16, gdn.FP16}, 132, true); err != nil {
 			t.Fatalf("%q accepted but not planned: %v", s, err)
 		}
 	})

@@ -152,20 +152,24 @@ func readShapes(list, file string) ([]gdn.Problem, error) {
 }
 
 // variantsForShapes returns, without repeats, the variants the runtime would
-// pick for each shape and dtype on a device with sms multiprocessors.
-func variantsForShapes(shapes []gdn.Problem, dtypes []gdn.Dtype, sms int) ([]kernsrc.Variant, error) {
+// run each shape and dtype with on a device with sms multiprocessors
+// (gdn.KernelsFor: a split plan's transfer pass and scan too; with full,
+// the full forward's kernels as well).
+func variantsForShapes(shapes []gdn.Problem, dtypes []gdn.Dtype, sms int, full bool) ([]kernsrc.Variant, error) {
 	var out []kernsrc.Variant
 	seen := map[string]bool{}
 	for _, p := range shapes {
 		for _, dt := range dtypes {
 			p.Dtype = dt
-			plan, err := gdn.PlanCore(p, sms)
+			vs, err := gdn.KernelsFor(p, sms, full)
 			if err != nil {
 				return nil, err
 			}
-			if !seen[plan.Variant.Name] {
-				seen[plan.Variant.Name] = true
-				out = append(out, plan.Variant)
+			for _, v := range vs {
+				if !seen[v.Name] {
+					seen[v.Name] = true
+					out = append(out, v)
+				}
 			}
 		}
 	}

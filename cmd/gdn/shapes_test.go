@@ -48,7 +48,7 @@ func TestVariantsForShapes(t *testing.T) {
 	if err != nil || len(shapes) != 3 {
 		t.Fatalf("readShapes: %d shapes, %v", len(shapes), err)
 	}
-	vs, err := variantsForShapes(shapes, []gdn.Dtype{gdn.BF16, gdn.FP16}, 132)
+	vs, err := variantsForShapes(shapes, []gdn.Dtype{gdn.BF16, gdn.FP16}, 132, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,10 +56,29 @@ func TestVariantsForShapes(t *testing.T) {
 	for _, v := range vs {
 		names = append(names, v.Name)
 	}
-	// Few heads take 64-wide tiles (more CTAs); 8 x 32 chains fill the GPU at 128.
-	want := "gdn_hopper_bf16_bv64,gdn_hopper_fp16_bv64,gdn_hopper_bf16_bv128,gdn_hopper_fp16_bv128"
+	// Few heads take 64-wide tiles (more CTAs) and split (a 128-wide
+	// transfer pass, the scan); 8 x 32 chains fill the GPU at 128.
+	want := "gdn_hopper_bf16_bv64,gdn_hopper_bf16_bv128_transfer,gdn_scan_states," +
+		"gdn_hopper_fp16_bv64,gdn_hopper_fp16_bv128_transfer,gdn_hopper_bf16_bv128,gdn_hopper_fp16_bv128"
 	if got := strings.Join(names, ","); got != want {
 		t.Errorf("variants %s, want %s", got, want)
+	}
+	// With the full forward: its preparation (four heads a block where the
+	// grid is large), its core on the fp16 copies of q and k where it
+	// splits, and normalising them itself on the 16/32-head bf16 shape.
+	vs, err = variantsForShapes(shapes, []gdn.Dtype{gdn.BF16, gdn.FP16}, 132, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, v := range vs {
+		got[v.Name] = true
+	}
+	for _, name := range append(names, "gdn_prep_chunk_bf16", "gdn_prep_chunk_fp16", "gdn_prep_chunk_bf16_h4",
+		"gdn_hopper_bf16_fp16qk_bv64", "gdn_hopper_bf16_fp16qk_bv128_transfer", "gdn_hopper_bf16_l2norm_bv128") {
+		if !got[name] {
+			t.Errorf("--full: %s missing from %d variants", name, len(vs))
+		}
 	}
 	if _, err := readShapes("", filepath.Join(dir, "missing")); err == nil {
 		t.Error("missing shapes file accepted")
@@ -68,9 +87,20 @@ func TestVariantsForShapes(t *testing.T) {
 
 func TestWarmupShapes(t *testing.T) {
 	needNVRTC(t)
+	// tp8_2k runs split at BV 64: its output pass, a 128-wide transfer pass
+	// and the scan, and nothing else.
 	code, out, errOut := runGDN(t, "warmup", "--arch", "sm_90a", "--cache-dir", t.TempDir(), "--shapes", "tp8_2k")
-	if code != 0 || !strings.Contains(out, "gdn_hopper_bf16_bv64") || strings.Contains(out, "gdn_hopper_bf16_bv128") {
+	if code != 0 || !strings.Contains(out, "gdn_hopper_bf16_bv64 ") || !strings.Contains(out, "gdn_hopper_bf16_bv128_transfer") ||
+		!strings.Contains(out, "gdn_scan_states") || strings.Contains(out, "gdn_hopper_bf16_bv128 ") || strings.Contains(out, "gdn_prep") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	// --full adds the full forward's preparation and its core on fp16 copies.
+	code, out, errOut = runGDN(t, "warmup", "--arch", "sm_90a", "--cache-dir", t.TempDir(), "--shapes", "tp8_2k", "--full")
+	if code != 0 || !strings.Contains(out, "gdn_prep_chunk_bf16") || !strings.Contains(out, "gdn_hopper_bf16_fp16qk_bv64") {
+		t.Fatalf("--full: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if code, _, _ := runGDN(t, "warmup", "--arch", "sm_90a", "--full"); code == 0 {
+		t.Error("--full without --shapes accepted")
 	}
 	if code, _, _ := runGDN(t, "warmup", "--arch", "sm_90a", "--shapes", "tp8_2k", "--variants", "test_axpy"); code == 0 {
 		t.Error("--shapes with --variants accepted")

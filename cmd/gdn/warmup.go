@@ -42,13 +42,14 @@ func (r warmResult) failed() bool {
 }
 
 func runWarmup(args []string) error {
-	fs := newFlags("warmup", "[--arch sm_90a] [--all | --variants a,b | --shapes S [--shapes-file F] [--dtypes bf16,fp16] [--sms N]] [--cache-dir DIR] [--jobs N]\n\n"+shapeSyntax)
+	fs := newFlags("warmup", "[--arch sm_90a] [--all | --variants a,b | --shapes S [--shapes-file F] [--dtypes bf16,fp16] [--sms N] [--full]] [--cache-dir DIR] [--jobs N]\n\n"+shapeSyntax)
 	arch := fs.String("arch", "", "target architecture: sm_90a, the only one the kernels are written for (sm_90 is read as sm_90a; default: GPU 0's, which must be a Hopper GPU)")
 	list := fs.String("variants", "", "comma-separated variant names (default: every variant)")
 	shapes := fs.String("shapes", "", "compile the variants these shapes need (see below), separated by ';'")
 	shapesFile := fs.String("shapes-file", "", "a file of shapes, one per line")
 	dtypes := fs.String("dtypes", "bf16", "with --shapes: the input dtypes, comma-separated (bf16, fp16)")
 	sms := fs.Int("sms", 132, "with --shapes: the multiprocessors of the GPU the kernels are for (a MIG slice has fewer)")
+	full := fs.Bool("full", false, "with --shapes: also the full forward's kernels (ForwardFull, with and without L2Norm)")
 	all := fs.Bool("all", false, "compile every catalogue variant (what happens when neither --variants nor --shapes is given)")
 	cacheDir := fs.String("cache-dir", "", "disk cache folder (default: $"+jit.CacheDirEnv+", else the user cache folder's gdn/kernels)")
 	jobs := fs.Int("jobs", min(runtime.NumCPU(), 4), "variants compiled at once")
@@ -58,6 +59,9 @@ func runWarmup(args []string) error {
 	var variants []kernsrc.Variant
 	if *all && (*list != "" || *shapes != "" || *shapesFile != "") {
 		return errors.New("--all compiles every variant: give it alone, or --variants or --shapes instead")
+	}
+	if *full && *shapes == "" && *shapesFile == "" {
+		return errors.New("--full goes with --shapes or --shapes-file")
 	}
 	if *shapes != "" || *shapesFile != "" {
 		if *list != "" {
@@ -74,7 +78,7 @@ func runWarmup(args []string) error {
 		if err != nil {
 			return err
 		}
-		if variants, err = variantsForShapes(problems, dts, *sms); err != nil {
+		if variants, err = variantsForShapes(problems, dts, *sms, *full); err != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "warmup: %d shapes x %d dtypes on %d SMs need %d variants\n", len(problems), len(dts), *sms, len(variants))
