@@ -389,19 +389,7 @@ func TestStageRingEarlyExit(t *testing.T) {
 // consumers take a chunk only once both have marked it ready; a converter
 // that waited for the tiles to land instead must be caught.
 func TestStageRingConverter(t *testing.T) {
-	r := rand.New(rand.NewPCG(5, 6))
-	const trials = 20000
-	for n := range trials {
-		nch := 1 + r.IntN(12)
-		if v := runRing(r, nch, 1, 2, true, -1, converterAfterRead); v != "" {
-			t.Fatalf("%d chunks, schedule %d: %s", nch, n, v)
-		}
-	}
-	converterWaitsOnFull = true
-	defer func() { converterWaitsOnFull = false }()
-	mustFind(t, trials, "a converter waiting on full", func() string {
-		return runRing(r, 2+r.IntN(11), 1, 2, true, -1, converterAfterRead)
-	})
+	ringWithConverter(t, rand.New(rand.NewPCG(5, 6)), converterAfterRead, &converterWaitsOnFull, "a converter waiting on full")
 }
 
 // The converter under GDN_QK_NORM (run_normaliser: one aux group, two
@@ -410,17 +398,24 @@ func TestStageRingConverter(t *testing.T) {
 // take a chunk only once the aux group marks it ready; an aux group that
 // skipped its wait on normed must be caught.
 func TestStageRingNormaliser(t *testing.T) {
-	r := rand.New(rand.NewPCG(7, 8))
+	ringWithConverter(t, rand.New(rand.NewPCG(7, 8)), normaliserFirst, &auxSkipsNormed, "an aux group not waiting for the normaliser")
+}
+
+// ringWithConverter runs conv's protocol (one aux group, two consumer
+// groups) under random schedules, then with *broken set, which some
+// schedule must show as a violation (what names it).
+func ringWithConverter(t *testing.T, r *rand.Rand, conv convMode, broken *bool, what string) {
+	t.Helper()
 	const trials = 20000
 	for n := range trials {
 		nch := 1 + r.IntN(12)
-		if v := runRing(r, nch, 1, 2, true, -1, normaliserFirst); v != "" {
+		if v := runRing(r, nch, 1, 2, true, -1, conv); v != "" {
 			t.Fatalf("%d chunks, schedule %d: %s", nch, n, v)
 		}
 	}
-	auxSkipsNormed = true
-	defer func() { auxSkipsNormed = false }()
-	mustFind(t, trials, "an aux group not waiting for the normaliser", func() string {
-		return runRing(r, 1+r.IntN(12), 1, 2, true, -1, normaliserFirst)
+	*broken = true
+	defer func() { *broken = false }()
+	mustFind(t, trials, what, func() string {
+		return runRing(r, 2+r.IntN(11), 1, 2, true, -1, conv)
 	})
 }
