@@ -27,6 +27,10 @@ func TestParseBenchArgsFull(t *testing.T) {
 	if err != nil || !o.full || o.l2norm || !strings.Contains(o.forwardText(), "given normalised") {
 		t.Errorf("--full --no-l2norm: %+v, %v", o, err)
 	}
+	o, err = parseBenchArgs([]string{"--full", "--l2norm-in-prep"})
+	if err != nil || !o.l2norm || !o.l2normInPrep || !strings.Contains(o.forwardText(), "preparation's copies") {
+		t.Errorf("--full --l2norm-in-prep: %+v, %v", o, err)
+	}
 	if o, err = parseBenchArgs(nil); err != nil || o.full || o.l2norm || !strings.Contains(o.forwardText(), "core forward") {
 		t.Errorf("default: %+v, %v", o, err)
 	}
@@ -38,6 +42,8 @@ func TestParseBenchArgsFull(t *testing.T) {
 		want string
 	}{
 		{[]string{"--no-l2norm"}, "--no-l2norm applies to the full forward: add --full"},
+		{[]string{"--l2norm-in-prep"}, "--l2norm-in-prep applies to the full forward's L2 norm"},
+		{[]string{"--full", "--no-l2norm", "--l2norm-in-prep"}, "--l2norm-in-prep applies to the full forward's L2 norm"},
 		{[]string{"--from", "run.csv", "--plot", "a.svg", "--full"}, "--full does not apply"},
 		{[]string{"--transfer-tile", "96"}, "--transfer-tile 96: want 64 or 128"},
 	} {
