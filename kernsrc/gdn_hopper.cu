@@ -246,7 +246,8 @@ static_assert(kThreads == GDN_THREADS, "kernsrc.HopperThreads disagrees with the
 #endif
 
 // mbarriers, at kOffBars: per stage full (TMA bytes), ready (aux and
-// converter done), empty (consumers done), qk_read (the converter's go).
+// converter done), empty (consumers done), qk_read (the converter's go),
+// normed (under kNorm, the aux group's).
 struct Bars {
   uint64_t full[kStages], ready[kStages], empty[kStages];
   uint64_t qk_read[kStages];  // the aux group is done reading K and Q as loaded (kConv, not kNorm)
