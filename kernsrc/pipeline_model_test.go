@@ -198,34 +198,27 @@ func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool, exitAt int, conv
 		}
 		roles = append(roles, prog)
 	}
-	if converter {
+	if conv != noConverter {
+		// run_converter: after the aux group's Q K^T has read K and Q, then
+		// its half of ready; run_normaliser: as soon as they land, then the
+		// aux group's go (normed).
 		var prog []op
 		for c := range nch {
 			s, use := c%stages, c/stages
 			wait := func() bool { return m.qkRead[s].passes(use & 1) }
-			if converterWaitsOnFull {
+			if norm || converterWaitsOnFull {
 				wait = func() bool { return m.full[s].passes(use & 1) }
 			}
 			prog = append(prog, op{wait: wait}, op{do: func(m *ringModel) {
-				if m.data[s] != c || m.read[s] != c {
+				if m.data[s] != c || (converter && m.read[s] != c) {
 					m.fail("the converter rewrites chunk %d's K and Q in stage %d holding chunk %d, read by the aux group for %d", c, s, m.data[s], m.read[s])
 				}
 				m.conv[s] = c
-				m.arriveOn(&m.ready[s], "ready", s)
-			}})
-		}
-		roles = append(roles, prog)
-	}
-	if norm {
-		var prog []op
-		for c := range nch {
-			s, use := c%stages, c/stages
-			prog = append(prog, op{wait: func() bool { return m.full[s].passes(use & 1) }}, op{do: func(m *ringModel) {
-				if m.data[s] != c {
-					m.fail("the normaliser rewrites chunk %d's K and Q in stage %d holding chunk %d", c, s, m.data[s])
+				if norm {
+					m.arriveOn(&m.normed[s], "normed", s)
+				} else {
+					m.arriveOn(&m.ready[s], "ready", s)
 				}
-				m.conv[s] = c
-				m.arriveOn(&m.normed[s], "normed", s)
 			}})
 		}
 		roles = append(roles, prog)
