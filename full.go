@@ -492,11 +492,10 @@ func KernelsFor(p Problem, sms int, full bool) ([]kernsrc.Variant, error) {
 		return nil, err
 	}
 	add(prep)
+	// Without L2Norm the full forward's core takes the input's dtypes: the
+	// core forward's plan, already listed. With it:
 	f := p
 	f.ADtype = FP16
-	if err := core(f); err != nil { // without L2Norm: the input's dtypes
-		return nil, err
-	}
 	if normInCoreFor(f, sms, "", 0) {
 		f.QKNorm = true
 	} else {

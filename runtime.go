@@ -53,9 +53,9 @@ type Options struct {
 	// L2NormInPrep keeps the full forward's L2 norm in its preparation
 	// kernel, which writes normalised fp16 copies of q and k for the core,
 	// everywhere. By default the core kernel normalises q and k itself
-	// wherever it runs unsplit at BV 128 on bf16 inputs
-	// (kernsrc.CoreBF16L2Norm), and the preparation then neither reads q
-	// nor writes the copies. The results are the same to the bit; this is
+	// wherever it runs unsplit at BV 128 on bf16 inputs with G = Hv / Hq of
+	// at most 2 (kernsrc.CoreBF16L2Norm), and the preparation then neither
+	// reads q nor writes the copies. The results are the same to the bit; this is
 	// for tests and benchmarks that compare the two.
 	L2NormInPrep bool
 	// SMs, when positive, runs the Runtime on a slice of at least that many
