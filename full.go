@@ -331,6 +331,9 @@ func (rt *Runtime) newFullCall(a *FullArgs, key fullKey, p Problem) (*fullCall, 
 	tableBytes := align(4 * len(chunks))
 	gBytes := align(tokens * p.Hv * 4)
 	aBytes := align(tokens * p.Hv * ChunkLen * 2)
+	if rt.fusedPrep(a, p) {
+		return rt.newFusedCall(a, key, p), nil
+	}
 	normInCore := rt.normInCore(a, p)
 	qkBytes := 0
 	if a.L2Norm && !normInCore {
@@ -414,6 +417,21 @@ func (rt *Runtime) newFullCall(a *FullArgs, key fullKey, p Problem) (*fullCall, 
 	return e, nil
 }
 
+// newFusedCall is the full call of a whose preparation the core kernel
+// does (kernsrc.CoreBF16Fused): no scratch, no kernel before the core's; the
+// core reads the raw gates (and, with GateInKernel, A_log and dt_bias).
+func (rt *Runtime) newFusedCall(a *FullArgs, key fullKey, p Problem) *fullCall {
+	e := &fullCall{key: key, seqs: slices.Clone(p.Seqs), dev: rt.calls.dev, slabs: rt.calls.slabs}
+	e.core = a.coreTemplate(a.Q, a.K, 0, 0)
+	e.core.qkNorm, e.core.fused = true, true
+	if a.GateInKernel {
+		e.core.gateInKernel, e.core.aLog, e.core.dtBias = true, a.ALog, a.DtBias
+	}
+	e.core.ownSlices()
+	e.grave = rt.calls.grave
+	return e
+}
+
 // normInCore says whether the full forward of a (p from ValidateFull)
 // leaves its L2 norm to the core kernel (kernsrc.CoreBF16L2Norm): with
 // L2Norm on bf16 inputs and G = Hv / Hq of at most normInCoreMaxG, wherever
@@ -430,7 +448,24 @@ func (rt *Runtime) normInCore(a *FullArgs, p Problem) bool {
 // normInCoreFor is normInCore's rule for the full forward of p with L2Norm
 // on sms SMs, with Options.Variant and Options.SegmentChunks.
 func normInCoreFor(p Problem, sms int, variant string, segmentChunks int) bool {
-	if p.Dtype != BF16 || p.Hq == 0 || p.Hv/p.Hq > normInCoreMaxG {
+	return p.Hq != 0 && p.Hv/p.Hq <= normInCoreMaxG && coreTakesNorm(p, sms, variant, segmentChunks)
+}
+
+// fusedPrep says whether the core kernel does the full forward's whole
+// preparation for a (kernsrc.CoreBF16Fused): with L2Norm on bf16 inputs
+// wherever the core forward would run unsplit at BV 128, whatever G.
+// Options.L2NormInPrep and Options.PrepKernel turn it off.
+func (rt *Runtime) fusedPrep(a *FullArgs, p Problem) bool {
+	return a.L2Norm && !rt.normInPrep && !rt.prepKernel &&
+		coreTakesNorm(p, rt.calls.plans.sms, rt.calls.plans.variant, rt.calls.segChunks)
+}
+
+// coreTakesNorm says whether the core kernel can normalise q and k for the
+// full forward of p with L2Norm: bf16 inputs, and the plan the normalised
+// copies would get is unsplit at BV 128 (the only plan of the variants that
+// normalise).
+func coreTakesNorm(p Problem, sms int, variant string, segmentChunks int) bool {
+	if p.Dtype != BF16 || p.Hq == 0 {
 		return false
 	}
 	copies := p

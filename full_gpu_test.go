@@ -48,6 +48,11 @@ func fullCases() []fullCase {
 		// on short, empty and one-token sequences.
 		{"l2norm_G2_varlen", ref.Shape{B: 1, T: 700, Hq: 2, Hv: 4, CuSeqlens: []int{0, 0, 1, 64, 65, 300, 700}},
 			ref.RecipeOptions{WithH0: true}, true, false, false},
+		// The preparation inside the core kernel (kernsrc.CoreBF16Fused):
+		// the gate from its raw input, strong decay with beta = 1.
+		{"l2norm_gate_G2_varlen", ref.Shape{B: 1, T: 800, Hq: 2, Hv: 4, CuSeqlens: []int{0, 1, 1, 70, 333, 800}},
+			ref.RecipeOptions{WithH0: true}, true, true, false},
+		{"l2norm_strong_beta1", ref.Shape{B: 2, T: 300, Hq: 2, Hv: 4}, ref.RecipeOptions{WithH0: true, StrongDecay: true, BetaValue: &one}, true, false, false},
 	}
 }
 
@@ -299,7 +304,7 @@ func TestFullFP16QKBothTiles(t *testing.T) {
 // every bf16 L2Norm case (unnormalised rows, packed sequences with empty
 // and one-token ones; G = 4 and 8 take the copies either way).
 func TestFullNormInCoreBitIdentical(t *testing.T) {
-	opts := gdn.Options{Variant: "gdn_hopper_bf16_bv128", SegmentChunks: -1}
+	opts := gdn.Options{Variant: "gdn_hopper_bf16_bv128", SegmentChunks: -1, PrepKernel: true}
 	inCore := splitRuntime(t, opts)
 	opts.L2NormInPrep = true
 	inPrep := splitRuntime(t, opts)
@@ -357,8 +362,8 @@ func TestFullNormInCoreBitIdentical(t *testing.T) {
 			}
 		})
 	}
-	if ran != 5 || inCoreRan != 3 {
-		t.Errorf("%d bf16 L2Norm cases, %d of them normalised in the core; want 5 and 3", ran, inCoreRan)
+	if ran != 7 || inCoreRan != 5 {
+		t.Errorf("%d bf16 L2Norm cases, %d of them normalised in the core; want 7 and 5", ran, inCoreRan)
 	}
 }
 

@@ -135,6 +135,9 @@ func slabSize(bytes int) int {
 
 // pin marks sl as used by a call captured into a caller's graph.
 func (s *scratchSlabs) pin(sl *scratchSlab) {
+	if sl == nil { // a call without scratch (the fused preparation)
+		return
+	}
 	s.mu.Lock()
 	sl.pinned = true
 	s.mu.Unlock()

@@ -22,7 +22,9 @@ type hopperCall struct {
 	q, k, v, g, beta, a, h0, ht, cuSeqlens, o       uintptr // 0 where absent
 	b, t, hq, hv, n                                 int
 	dtype, qkDtype, betaDtype, aDtype, seqlensDtype Dtype
-	qkNorm                                          bool   // Problem.QKNorm: another kernel variant
+	qkNorm, fused                                   bool   // Problem.QKNorm, Problem.Fused: other kernel variants
+	gate                                            bool   // CoreArgs.gateInKernel (fused)
+	aLog, dtBias                                    uintptr
 	scale                                           uint32 // bits of the (validated, finite) scale: equal keys, equal bytes
 
 	// Not in the block, but in the plan that callCache keeps with it: the
@@ -52,11 +54,14 @@ func newHopperCall(a *CoreArgs, p Problem) hopperCall {
 	k := hopperCall{
 		q: a.Q.Ptr, k: a.K.Ptr, v: a.V.Ptr, g: a.G.Ptr, beta: a.Beta.Ptr, a: a.A.Ptr, o: a.O.Ptr,
 		b: p.B, t: p.T, hq: p.Hq, hv: p.Hv, n: p.N,
-		dtype: p.Dtype, qkDtype: p.QKDtype, betaDtype: p.BetaDtype, aDtype: p.ADtype, seqlensDtype: p.SeqlensDtype, qkNorm: p.QKNorm,
+		dtype: p.Dtype, qkDtype: p.QKDtype, betaDtype: p.BetaDtype, aDtype: p.ADtype, seqlensDtype: p.SeqlensDtype, qkNorm: p.QKNorm, fused: p.Fused,
 		scale: math.Float32bits(p.Scale),
 	}
 	if p.HasH0 {
 		k.h0 = a.H0.Ptr
+	}
+	if p.Fused && a.gateInKernel {
+		k.gate, k.aLog, k.dtBias = true, a.aLog.Ptr, a.dtBias.Ptr
 	}
 	if p.HasHt {
 		k.ht = a.Ht.Ptr
@@ -145,6 +150,10 @@ func (k hopperCall) hopperParams(encode tiledEncoder) (kernsrc.HopperParams, err
 	}
 	if k.seqlensDtype == Int64 {
 		hp.Flags |= kernsrc.HopperFlagSeqlensInt64
+	}
+	if k.gate {
+		hp.Flags |= kernsrc.HopperFlagGateInKernel
+		hp.ALog, hp.DtBias = k.aLog, k.dtBias
 	}
 	return hp, nil
 }

@@ -180,6 +180,9 @@ func PlanCoreVariant(p Problem, name string) (Plan, error) {
 
 // coreDtype is the dtype pair of p's core variants.
 func coreDtype(p Problem) kernsrc.CoreDtype {
+	if p.Fused {
+		return kernsrc.CoreBF16Fused
+	}
 	if p.QKNorm {
 		return kernsrc.CoreBF16L2Norm
 	}
@@ -208,6 +211,6 @@ func planHopper(p Problem, consumers int) (Plan, error) {
 		TileWidth:   bv,
 		Grid:        [3]uint32{uint32(p.Hv * HeadDim / bv), uint32(p.N), 1},
 		Block:       [3]uint32{uint32(kernsrc.HopperThreads(coreDtype(p), consumers, false)), 1, 1},
-		SharedBytes: kernsrc.HopperSharedBytes(consumers),
+		SharedBytes: kernsrc.HopperSharedBytes(coreDtype(p), consumers),
 	}, nil
 }

@@ -8,7 +8,7 @@ import "sync"
 // rather than being served stale plans).
 type planKey struct {
 	dtype, qkDtype Dtype
-	qkNorm         bool
+	qkNorm, fused  bool
 	n, hq, hv      int
 	longest, total int // chainChunks: the cost model weighs the chains
 }
@@ -39,7 +39,7 @@ func newPlanCache(sms int, variant string) *planCache {
 // the cache: callers must not modify them.
 func (c *planCache) plan(p Problem) (Plan, error) {
 	longest, total := chainChunks(p)
-	key := planKey{dtype: p.Dtype, qkDtype: p.QKDtype, qkNorm: p.QKNorm, n: p.N, hq: p.Hq, hv: p.Hv, longest: longest, total: total}
+	key := planKey{dtype: p.Dtype, qkDtype: p.QKDtype, qkNorm: p.QKNorm, fused: p.Fused, n: p.N, hq: p.Hq, hv: p.Hv, longest: longest, total: total}
 	c.mu.Lock()
 	pl, ok := c.plans[key]
 	c.mu.Unlock()

@@ -58,6 +58,14 @@ type Options struct {
 	// reads q nor writes the copies. The results are the same to the bit; this is
 	// for tests and benchmarks that compare the two.
 	L2NormInPrep bool
+	// PrepKernel runs the full forward's preparation (the chunk sums of
+	// the gates, A2) as a kernel of its own everywhere. By default, where
+	// the core kernel normalises q and k itself (see L2NormInPrep), it does
+	// the whole preparation too (kernsrc.CoreBF16Fused), and no kernel runs
+	// before it. The results differ in the last bits (A2's inverse is
+	// computed by another order of operations); this is for tests and
+	// benchmarks that compare the two.
+	PrepKernel bool
 	// SMs, when positive, runs the Runtime on a slice of at least that many
 	// of the device's SMs, through a CUDA green context (driver.OpenGreen);
 	// 0 is the whole device. The driver rounds the count up to its
@@ -91,6 +99,7 @@ type Runtime struct {
 	calls      *callCache    // Forward's prepared calls (plans, parameter blocks, graphs)
 	prepHeads  int           // Options.PrepHeads
 	normInPrep bool          // Options.L2NormInPrep
+	prepKernel bool          // Options.PrepKernel
 	graphs     *graphCache   // nil with Options.NoGraphs
 	staging    hostStaging   // ForwardHost's buffers, kept between calls
 	spares     resultPool    // ForwardHost's next results, prepared between calls
@@ -154,7 +163,7 @@ func newRuntime(ctx *driver.Context, opts Options) (*Runtime, error) {
 	// The core kernel keeps a ring of chunk slots in shared memory: a GPU
 	// that cannot give a block that much (anything before Hopper) cannot run
 	// it, and should hear so now rather than from a failed launch.
-	need := kernsrc.HopperSharedBytes(2)
+	need := kernsrc.HopperSharedBytes(kernsrc.CoreBF16Fused, 2)
 	if info.MaxSharedPerBlockOptin < need {
 		return nil, fmt.Errorf("gdn: device %d (%s, compute capability %d.%d) offers %d bytes of shared memory per block; the core kernel needs %d (an H100/H200-class GPU)",
 			opts.Device, info.Name, info.Major, info.Minor, info.MaxSharedPerBlockOptin, need)
@@ -186,6 +195,7 @@ func newRuntime(ctx *driver.Context, opts Options) (*Runtime, error) {
 	rt.calls.dev, rt.calls.segChunks, rt.calls.xferTile = contextScratch{ctx}, opts.SegmentChunks, opts.TransferTile
 	rt.prepHeads = opts.PrepHeads
 	rt.normInPrep = opts.L2NormInPrep
+	rt.prepKernel = opts.PrepKernel
 	rt.full = newFullCache()
 	rt.calls.grave = &scratchGraveyard{dev: rt.calls.dev}
 	rt.calls.slabs = &scratchSlabs{dev: rt.calls.dev, grave: rt.calls.grave}

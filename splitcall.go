@@ -210,7 +210,7 @@ func newSplitCall(dev scratchDevice, grave *scratchGraveyard, slabs *scratchSlab
 	if sc.xferVariant, err = kernsrc.HopperTransferVariant(coreDtype(p), sp.xferConsumers); err != nil {
 		return nil, err
 	}
-	sc.xferBlock, sc.xferSmem = uint32(kernsrc.HopperThreads(coreDtype(p), sp.xferConsumers, true)), kernsrc.HopperSharedBytes(sp.xferConsumers)
+	sc.xferBlock, sc.xferSmem = uint32(kernsrc.HopperThreads(coreDtype(p), sp.xferConsumers, true)), kernsrc.HopperSharedBytes(coreDtype(p), sp.xferConsumers)
 	err = dev.RelaxedCapture(func() error {
 		var err error
 		sc.memBytes = tableBytes

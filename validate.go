@@ -60,6 +60,13 @@ type CoreArgs struct {
 	// core kernel L2-normalises itself (kernsrc.CoreBF16L2Norm: the copies
 	// qkFP16 would read, to the bit). Never set by callers.
 	qkNorm bool
+	// fused: the full forward's whole preparation in the core kernel
+	// (kernsrc.CoreBF16Fused, with qkNorm): G is the raw log-gate (or, with
+	// gateInKernel, the gate's raw input, with aLog and dtBias), summed in
+	// each chunk by the kernel, and A is a stand-in it never reads. Never set
+	// by callers.
+	fused, gateInKernel bool
+	aLog, dtBias        Tensor
 }
 
 // Problem is the validated size of a call.
@@ -70,6 +77,7 @@ type Problem struct {
 	Dtype        Dtype // of v and o, and of q and k but for QKDtype
 	QKDtype      Dtype // of q and k: Dtype (or unset), or FP16 for the full forward's normalised copies (CoreArgs.qkFP16)
 	QKNorm       bool  // the core kernel L2-normalises q and k (the full forward's L2Norm, bf16, CoreArgs.qkNorm)
+	Fused        bool  // with QKNorm: the core kernel does the full forward's preparation too (CoreArgs.fused)
 	BetaDtype    Dtype
 	ADtype       Dtype // FP16 only for the full forward's prepared A2 (CoreArgs.aPrepared)
 	SeqlensDtype Dtype // of CuSeqlensDevice; DtypeInvalid without varlen
@@ -127,6 +135,12 @@ func ValidateCore(a *CoreArgs) (Problem, error) {
 			return p, argErrorf("q", "dtype %v: the core normalises bf16 q and k only", p.Dtype)
 		}
 		p.QKNorm = true
+	}
+	if a.fused {
+		if !a.qkNorm {
+			return p, argErrorf("q", "the fused preparation needs the core's own L2 norm")
+		}
+		p.Fused = true
 	}
 	if p.Dtype != BF16 && p.Dtype != FP16 {
 		return p, argErrorf("q", "dtype %v, want bf16 or fp16", p.Dtype)
@@ -226,7 +240,7 @@ func ValidateCore(a *CoreArgs) (Problem, error) {
 // copies, for a CoreArgs that is kept beyond the call that passed it.
 func (a *CoreArgs) ownSlices() {
 	a.CuSeqlens = slices.Clone(a.CuSeqlens)
-	for _, t := range [...]*Tensor{&a.Q, &a.K, &a.V, &a.G, &a.Beta, &a.A, &a.H0, &a.O, &a.Ht, &a.CuSeqlensDevice} {
+	for _, t := range [...]*Tensor{&a.Q, &a.K, &a.V, &a.G, &a.Beta, &a.A, &a.H0, &a.O, &a.Ht, &a.CuSeqlensDevice, &a.aLog, &a.dtBias} {
 		t.Shape = slices.Clone(t.Shape)
 	}
 }

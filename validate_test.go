@@ -182,7 +182,7 @@ func TestPlanCoreTileWidth(t *testing.T) {
 			t.Errorf("variant %s for %v", pl.Variant.Name, c.dt)
 		}
 		nc := c.bv / 64
-		if pl.SharedBytes != kernsrc.HopperSharedBytes(nc) || pl.SharedBytes > 227<<10 {
+		if pl.SharedBytes != kernsrc.HopperSharedBytes(coreDtype(p), nc) || pl.SharedBytes > 227<<10 {
 			t.Errorf("shared bytes %d", pl.SharedBytes)
 		}
 		if pl.Block[0] != uint32(kernsrc.HopperThreads(coreDtype(p), nc, false)) {

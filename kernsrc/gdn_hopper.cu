@@ -60,7 +60,7 @@
 
 // GdnHopperParams is the kernel's only parameter, packed byte for byte by
 // kernsrc.HopperParams.Pack (kernsrc/hopper.go, the one Go file that mirrors
-// this contract): five tensor maps, six pointers, six 32-bit fields. The
+// this contract): five tensor maps, eight pointers, seven 32-bit fields. The
 // defines below come from that file; the static_asserts hold the two sides
 // together (sizes fix the offsets: every member is naturally aligned).
 struct HopperPtrs {
@@ -70,6 +70,8 @@ struct HopperPtrs {
   float* ht;               // [N, Hv, 128, 128] or null
   const void* cu_seqlens;  // [N+1] int32 or int64 (flag), or null
   uint16_t* o;             // [tokens, Hv, 128], for rows TMA must not write
+  const float* a_log;      // [Hv], kGateInKernel only
+  const float* dt_bias;    // [Hv], kGateInKernel only
 };
 struct HopperScalars {
   float scale;
@@ -109,17 +111,20 @@ enum : int32_t {
   // The transfer pass takes every segment's M CTA before any B CTA
   // (gdn_hopper_fwd).
   kMFirst = 64,
+  // GDN_FUSED: g holds the raw input a of the gate, g = -exp(a_log)
+  // softplus(a + dt_bias) (FLA's use_gate_in_kernel), not the log-gate.
+  kGateInKernel = 128,
 };
 
 static_assert(sizeof(TmaDesc) == 128 && alignof(TmaDesc) == 64, "tensor map");
-static_assert(sizeof(HopperPtrs) == 48 && sizeof(HopperScalars) == 28, "pointer and scalar blocks");
+static_assert(sizeof(HopperPtrs) == 64 && sizeof(HopperScalars) == 28, "pointer and scalar blocks");
 #ifdef GDN_PARAMS_BYTES
 static_assert(sizeof(GdnHopperParams) == GDN_PARAMS_BYTES, "kernsrc.HopperParamsBytes");
 static_assert(GDN_OFF_PTRS == 5 * sizeof(TmaDesc) && GDN_OFF_SCALARS == GDN_OFF_PTRS + sizeof(HopperPtrs),
               "kernsrc.HopperOff*");
 static_assert(GDN_FLAG_BETA_FP32 == kBetaFP32 && GDN_FLAG_A_FP32 == kAFP32 && GDN_FLAG_SEQLENS_INT64 == kSeqlensInt64 &&
                   GDN_FLAG_SEG_PAIRS == kSegPairs && GDN_FLAG_TRANSFER == kTransfer && GDN_FLAG_A_PREPARED == kAPrepared &&
-                  GDN_FLAG_M_FIRST == kMFirst,
+                  GDN_FLAG_M_FIRST == kMFirst && GDN_FLAG_GATE_IN_KERNEL == kGateInKernel,
               "kernsrc.HopperFlag*");
 #endif
 
@@ -163,6 +168,16 @@ constexpr int kThreads = 128 * (kAux + kNC + kConv);
 #endif
 constexpr bool kNorm = GDN_QK_NORM != 0;
 static_assert(!kNorm || kConv == 1, "the L2 norm is the converter's");
+// GDN_FUSED 1: the full forward's whole preparation done here, so that it
+// needs no kernel before this one: the aux group takes the raw log-gates
+// (or the gate's raw input, kGateInKernel) and sums them in the chunk, and
+// builds A2 itself from the converter's normalised K: K K^T, L, the
+// inverse by 16 x 16 blocks (run_aux_fused). No A is loaded.
+#ifndef GDN_FUSED
+#define GDN_FUSED 0
+#endif
+constexpr bool kFused = GDN_FUSED != 0;
+static_assert(!kFused || (kNorm && kAux == 1), "the fused preparation reads the normaliser's K");
 // The transfer matrix's early exit (run_consumer). GDN_TRANSFER_NO_EXIT is
 // for tests only: the walk to the end that the exit must equal.
 #ifdef GDN_TRANSFER_NO_EXIT
@@ -238,7 +253,22 @@ constexpr int kStageBytes = kOffVec + 2048;
 constexpr int kOffOut = kStages * kStageBytes;     // kNC staging tiles [64 i][64 v]
 constexpr int kOffBars = kOffOut + kNC * kTile;    // mbarriers
 constexpr int kOffStop = kOffBars + 512;          // int: the transfer matrix's early exit (below)
-constexpr int kSmemBytes = kOffBars + 1024 + 1024;  // + alignment slack of the dynamic base
+// kFused: the aux group's scratch for the inverse (run_aux_fused), one for
+// all stages (the aux group takes the chunks one at a time): the diagonal
+// blocks of L in fp32, transposed, rows of kLdStride floats (conflict-free
+// stores from the accumulator layout, 16-byte rows for broadcast loads);
+// the unscaled inverse's blocks that enter products as left factors, fp16:
+// X[23] (32 x 32, rows of 80 bytes) and D_1 (16 x 16, rows of 48 bytes),
+// row strides whose eight ldmatrix rows fall in distinct banks.
+constexpr int kOffInv = kOffBars + 1024;
+constexpr int kLdStride = 20;
+constexpr int kInvLd = 0;                             // fp32 [4 warps][16 m][kLdStride]: L[16w + i][16w + m] at [w][m][i]
+constexpr int kInvXu = kInvLd + 4 * 16 * kLdStride * 4;  // fp16 [32][40]: X[23]
+constexpr int kXuRow = 80;
+constexpr int kInvD1 = kInvXu + 32 * kXuRow;          // fp16 [16][24]: D_1
+constexpr int kD1Row = 48;
+constexpr int kInvBytes = (kInvD1 + 16 * kD1Row + 1023) / 1024 * 1024;  // (whole kilobytes)
+constexpr int kSmemBytes = kOffInv + (kFused ? kInvBytes : 0) + 1024;  // + alignment slack of the dynamic base
 
 #ifdef GDN_SMEM_BYTES
 static_assert(kSmemBytes == GDN_SMEM_BYTES, "kernsrc.HopperSharedBytes disagrees with the layout");
@@ -281,10 +311,12 @@ GDN_DEVICE float read_beta(const GdnHopperParams& p, int64_t idx) {
 // TMA loads of chunk c's q, k, value tiles and A into a stage; one thread.
 GDN_DEVICE void issue_loads(unsigned char* st, uint64_t* full, const GdnHopperParams& p, const Work& w, int c) {
   const bool a32 = p.sc.flags & kAFP32;
-  mbar_arrive_expect_tx(full, ((kXfer ? 2 : 4) + (w.zero_v ? 0 : kNC) + (a32 ? 2 : 1)) * kTile);
+  mbar_arrive_expect_tx(full, ((kXfer ? 2 : 4) + (w.zero_v ? 0 : kNC) + (kFused ? 0 : a32 ? 2 : 1)) * kTile);
   const int t = w.t0 + 64 * c;
-  tma_load_4d(st + kOffA2, &p.tm_a, full, 0, w.h, t, w.b);
-  if (a32) tma_load_4d(st + kOffA2 + kTile, &p.tm_a, full, 32, w.h, t, w.b);
+  if (!kFused) {  // (kFused builds A2 itself)
+    tma_load_4d(st + kOffA2, &p.tm_a, full, 0, w.h, t, w.b);
+    if (a32) tma_load_4d(st + kOffA2 + kTile, &p.tm_a, full, 32, w.h, t, w.b);
+  }
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     tma_load_4d(st + kOffBQ + 2 * h * kTile, &p.tm_k, full, 64 * h, w.hk, t, w.b);
@@ -348,6 +380,33 @@ GDN_DEVICE void build_a2(unsigned char* st, const Vec& vec, int len, int warp, i
     }
     __syncwarp();
     stmatrix_x4(smem_addr(st + kOffA2) + swz128(srow, 16 * (2 * ks + (m >> 1))), a2[0], a2[1], a2[2], a2[3]);
+  }
+}
+
+// A chunk's m64n64 accumulator (rows i, columns j: Q K^T or K K^T) gated
+// and masked in place: X[i][j] e^{g_i - g_j} where j <= i < len (DIAG, P)
+// or j < i < len (L, whose rows then also take beta_i), else 0 (a select:
+// rows past the chunk may hold anything, and 0 * NaN would poison).
+template <bool DIAG>
+GDN_DEVICE void gate_lower(float* X, const Vec& vec, int len, int warp, int lane) {
+  const int gq = lane >> 2, tq = lane & 3;
+  const int i0 = 16 * warp + gq;
+  const float gi[2] = {vec.g[i0], vec.g[i0 + 8]};
+  float bi[2] = {1.f, 1.f};
+  if (!DIAG) bi[0] = vec.beta[i0], bi[1] = vec.beta[i0 + 8];
+#pragma unroll
+  for (int jb = 0; jb < 8; ++jb) {
+    const float2 gj = *reinterpret_cast<const float2*>(&vec.g[8 * jb + 2 * tq]);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = i0 + 8 * (e >> 1), j = 8 * jb + 2 * tq + (e & 1);
+      const float d = gi[e >> 1] - ((e & 1) ? gj.y : gj.x);
+      const bool in = (DIAG ? j <= i : j < i) && i < len;
+      if (DIAG)
+        X[4 * jb + e] = in ? X[4 * jb + e] * exp2_ftz(d * 1.4426950408889634f) : 0.f;
+      else
+        X[4 * jb + e] = in ? bi[e >> 1] * X[4 * jb + e] * exp2_ftz(d * 1.4426950408889634f) : 0.f;
+    }
   }
 }
 
@@ -491,23 +550,319 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
       mbar_arrive(&bars.ready[s]);
       continue;
     }
-    // P gated and masked: P[i][j] e^{g_i - g_j} for j <= i < len.
     reg_fence(P, 32);
+    gate_lower<true>(P, vec, len, warp, lane);
+    store_acc_fp16(st + kOffP, P, 8, 0, warp, lane);
+
+    fence_async_smem();
+    mbar_arrive(&bars.ready[s]);
+  }
+}
+
+
+GDN_DEVICE uint16_t fp16_bits(float x) { return (uint16_t)(pack_fp16x2(x, 0.f) & 0xffffu); }
+
+// The pair (lo, hi) of fp16 values at (row, col) of a row-major 16-bit
+// buffer; col even.
+GDN_DEVICE void store_pair(unsigned char* p, uint32_t v) { *reinterpret_cast<uint32_t*>(p) = v; }
+
+// -R of an m16n16 product (two m16n8 accumulators, n-tiles 0 and 1) stored
+// as fp16 pairs, rows gq and gq + 8, columns 2 tq and 8 + 2 tq, at(row, col)
+// giving the address of a pair.
+template <typename At>
+GDN_DEVICE void store_neg16(const float r0[4], const float r1[4], int lane, At at) {
+  const int gq = lane >> 2, tq = lane & 3;
+  store_pair(at(gq, 2 * tq), pack_fp16x2(-r0[0], -r0[1]));
+  store_pair(at(gq + 8, 2 * tq), pack_fp16x2(-r0[2], -r0[3]));
+  store_pair(at(gq, 8 + 2 * tq), pack_fp16x2(-r1[0], -r1[1]));
+  store_pair(at(gq + 8, 8 + 2 * tq), pack_fp16x2(-r1[2], -r1[3]));
+}
+
+// Two m16n8 accumulators (n-tiles 0, 1 of 16 columns) as the A operand of
+// an m16n8k16 product (k = those 16 columns).
+GDN_DEVICE void acc16_to_a(uint32_t a[4], const float y0[4], const float y1[4]) {
+  a[0] = pack_fp16x2(y0[0], y0[1]);
+  a[1] = pack_fp16x2(y0[2], y0[3]);
+  a[2] = pack_fp16x2(y1[0], y1[1]);
+  a[3] = pack_fp16x2(y1[2], y1[3]);
+}
+
+// softplus as FLA's gate takes it (gdn_prep.cu's, to the bit): log(1 + e^x),
+// x itself above 20.
+GDN_DEVICE float gate_softplus(float x) { return x > 20.f ? x : log1pf(__expf(x)); }
+
+// The raw gate inputs of chunk c for the fused preparation, thread tid <
+// 64 (0 past the chunk): token tid's gate (gv) and beta (bv, when asked),
+// and for threads 32..63 also token tid - 32's gate (gw), so that the second
+// warp can form the first one's total itself.
+GDN_DEVICE void load_raw_gates(const GdnHopperParams& p, const Work& w, int tid, int c, float& gv, float& gw,
+                               float* bv) {
+  gv = gw = 0.f;
+  if (bv) *bv = 0.f;
+  int t = tid;
+  asm volatile("" : "+r"(t));  // (no 64-bit bos + t kept live across the chunk loop)
+  if (c < w.nch && t < 64) {
+    const int len = chunk_len(w, c);
+    const int64_t tok = w.bos + 64 * c + t;
+    if (t < len) {
+      gv = p.ptr.g[tok * p.sc.Hv + w.h];
+      if (bv) *bv = read_beta(p, tok * p.sc.Hv + w.h);
+    }
+    if (t >= 32 && t - 32 < len) gw = p.ptr.g[(tok - 32) * p.sc.Hv + w.h];
+  }
+}
+
+// The gate's parameters under kGateInKernel: g = ga softplus(a + gb), ga =
+// -e^{A_log} (gdn_prep_chunk's product, to the bit).
+struct GateParams {
+  bool on;
+  float ga, gb;
+};
+GDN_DEVICE GateParams gate_params(const GdnHopperParams& p, const Work& w) {
+  GateParams g{(p.sc.flags & kGateInKernel) != 0, 0.f, 0.f};
+  if (g.on) g.ga = -__expf(p.ptr.a_log[w.h]), g.gb = p.ptr.dt_bias[w.h];
+  return g;
+}
+
+// Token t's chunk-local cumulative log-gate (threads t < 64, whole warps),
+// from load_raw_gates' x (its own) and y (the first warp's token t - 32):
+// gdn_prep_chunk's scan to the bit (an inclusive warp scan; the second warp
+// adds the first's last sum).
+GDN_DEVICE float chunk_cumsum(float x, float y, int t, int len, const GateParams& gp) {
+  const int lane = t & 31;
+  if (gp.on) {
+    if (t < len) x = gp.ga * gate_softplus(x + gp.gb);
+    if (t >= 32 && t - 32 < len) y = gp.ga * gate_softplus(y + gp.gb);
+  }
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const float u = __shfl_up_sync(0xffffffffu, x, o), v = __shfl_up_sync(0xffffffffu, y, o);
+    if (lane >= o) x += u, y += v;
+  }
+  const float first = __shfl_sync(0xffffffffu, y, 31);
+  if (t >= 32) x += first;
+  return x;
+}
+
+// ---- The aux warpgroup of the fused full forward (kFused): per chunk, the
+// preparation's work (gdn_prep.cu, gdn_prep_chunk's steps 1-5) from the
+// stage's tiles, then P as run_aux builds it:
+//   1. the log-gates (from the raw input with kGateInKernel) and their
+//      chunk-local sum, by the preparation's warp scan, to the bit;
+//   2. K K^T (wgmma from the normaliser's fp16 K), L = StrictLower(diag(beta)
+//      K K^T * Gamma) in registers (gate_lower), stored over the stage's A2
+//      tile in fp16 and its diagonal blocks in fp32 to the scratch;
+//   3. each warp inverts its diagonal block by forward substitution (a
+//      column per lane, lanes 16-31 repeating lanes 0-15), fp32: D_w,
+//      written scaled (D_w diag(beta), A2's diagonal block) over L's, and
+//      unscaled where it will be a left factor (D_1, D_2, D_3: the scratch);
+//   4. P = Q K^T, gated and stored;
+//   5. the blocks below the diagonal, as products of fp16 operands with
+//      fp32 sums (mma.sync), right factors taken scaled, so that every
+//      product lands as A2's own block:
+//        A2[2h+1, 2h] = -(D_{2h+1} L[2h+1, 2h]) A2[2h, 2h]    (warp h, h = 0, 1)
+//        A2[23, 01]   = -(X[23] L[23, 01]) A2[01]             (all four warps)
+//      warp 1 also writing X[3, 2] unscaled (X[23]'s, a left factor next).
+// ref's emulateSolveA models this arithmetic (the operands of the block
+// products rounded to fp16; ref/precision_test.go).
+GDN_DEVICE void run_aux_fused(unsigned char* smem, Bars& bars, const GdnHopperParams& p, const Work& w) {
+  const int tid = threadIdx.x & 127;
+  const int bar = kBarAux;
+  unsigned char* const inv = smem + kOffInv;
+  unsigned char* const xu = inv + kInvXu;
+  unsigned char* const d1 = inv + kInvD1;
+  const int t = tid;
+
+  if (t == 0) {
+    tma_prefetch_desc(&p.tm_q);
+    tma_prefetch_desc(&p.tm_k);
+    tma_prefetch_desc(&p.tm_v);
+    tma_prefetch_desc(&p.tm_o);
+    for (int c = 0; c < min(kStages, w.nch); ++c) issue_loads(smem + c * kStageBytes, &bars.full[c], p, w, c);
+  }
+  // X[23]'s upper right block is zero, and nothing writes it later (ordered
+  // before its first read by the barriers of the first chunk).
+  if (t < 32) *reinterpret_cast<uint4*>(xu + (t >> 1) * kXuRow + 32 + 16 * (t & 1)) = make_uint4(0, 0, 0, 0);
+
+  const GateParams gp = gate_params(p, w);
+  // Two chunks ahead, as run_aux's.
+  auto load_gates = [&](int c, float& gv, float& gw, float& bv) { load_raw_gates(p, w, tid, c, gv, gw, &bv); };
+  float g_next, w_next, b_next, g_next2, w_next2, b_next2;
+  load_gates(0, g_next, w_next, b_next);
+  load_gates(1, g_next2, w_next2, b_next2);
+
+  for (int c = 0; c < w.nch; ++c) {
+    // The thread's indices anew in each chunk, hidden from the optimiser:
+    // hoisted, the addresses derived from them stay live across the loop
+    // and spill (gdn_prep_chunk does the same).
+    int t = tid;
+    asm volatile("" : "+r"(t));
+    const int warp = t >> 5, lane = t & 31, gq = lane >> 2, tq = lane & 3;
+    float* const ld = reinterpret_cast<float*>(inv + kInvLd) + warp * 16 * kLdStride;
+    const int s = c % kStages, use = c / kStages;
+    unsigned char* st = smem + s * kStageBytes;
+    unsigned char* a2 = st + kOffA2;
+    const DescBase sd(st);
+    Vec& vec = *reinterpret_cast<Vec*>(st + kOffVec);
+    const int len = chunk_len(w, c);
+    float x = g_next, y = w_next;
+    const float bv = b_next;
+    g_next = g_next2, w_next = w_next2, b_next = b_next2;
+    load_gates(c + 2, g_next2, w_next2, b_next2);
+
+    // 1. The chunk-local sum of the log-gates.
+    if (t < 64) x = chunk_cumsum(x, y, t, len, gp);
+
+    mbar_wait(&bars.full[s], use & 1);
+    mbar_wait(&bars.normed[s], use & 1);
+
+    // 2. K K^T, both operands the stage's K rows (k-steps of 16 along d).
+    float KK[32];
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < 8; ++ks) {
+      const uint64_t dk = sd.at(kOffBQ + (ks >> 2) * 2 * kTile + (ks & 3) * 32, 16, 1024);
+      wgmma_ss_n64<0, 0>(KK, dk, dk, ks > 0);
+    }
+    wgmma_commit();
+    if (t < 64) vec.g[t] = x, vec.beta[t] = bv;
+    named_sync(bar, 128);
+    const float g_last = vec.g[len - 1];
+    if (t < 64) {
+      vec.eg[t] = t < len ? __expf(x) : 0.f;
+      vec.f[t] = t < len ? __expf(g_last - x) : 0.f;
+    }
+    if (t == 0) vec.gamma = __expf(g_last);
+    wgmma_wait<0>();
+    reg_fence(KK, 32);
+    gate_lower<false>(KK, vec, len, warp, lane);
+    store_acc_fp16(a2, KK, 8, 0, warp, lane);
+    // The warp's diagonal block (its accumulator's column blocks 2w, 2w + 1),
+    // transposed: ld[m][i] = L[16w + i][16w + m].
+#pragma unroll
+    for (int jb = 0; jb < 8; ++jb) {
+      if ((jb >> 1) != warp) continue;
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        ld[(8 * (jb & 1) + 2 * tq + (e & 1)) * kLdStride + gq + 8 * (e >> 1)] = KK[4 * jb + e];
+    }
+    __syncwarp();
+
     {
-      const int i0 = 16 * warp + gq;
-      const float gi[2] = {vec.g[i0], vec.g[i0 + 8]};
+      // x_i = e_col - sum_{m < i} L_im x_m, by columns of L (right-looking:
+      // each step's updates are independent), rows 16w..16w+15.
+      const int col = lane & 15, d0 = 16 * warp;
+      float xs[16];
 #pragma unroll
-      for (int jb = 0; jb < 8; ++jb) {
-        const float2 gj = *reinterpret_cast<const float2*>(&vec.g[8 * jb + 2 * tq]);
+      for (int i = 0; i < 16; ++i) xs[i] = i == col ? 1.f : 0.f;
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int i = i0 + 8 * (e >> 1), j = 8 * jb + 2 * tq + (e & 1);
-          const float d = gi[e >> 1] - ((e & 1) ? gj.y : gj.x);
-          P[4 * jb + e] = (j <= i && i < len) ? P[4 * jb + e] * exp2_ftz(d * 1.4426950408889634f) : 0.f;
-        }
+      for (int m = 0; m < 15; ++m) {
+        float lm[16];
+#pragma unroll
+        for (int q = m / 4; q < 4; ++q) *reinterpret_cast<float4*>(&lm[4 * q]) = *reinterpret_cast<const float4*>(ld + m * kLdStride + 4 * q);
+#pragma unroll
+        for (int i = m + 1; i < 16; ++i) xs[i] = fmaf(-lm[i], xs[m], xs[i]);
+      }
+      if (lane < 16) {
+        const float bc = vec.beta[d0 + col];
+#pragma unroll
+        for (int i = 0; i < 16; ++i)
+          *reinterpret_cast<uint16_t*>(a2 + swz128(d0 + i, 2 * (d0 + col))) = fp16_bits(xs[i] * bc);
+      } else if (warp > 0) {
+        unsigned char* u = warp == 1 ? d1 + 2 * col : xu + 16 * (warp - 2) * (kXuRow + 2) + 2 * col;
+        const int row = warp == 1 ? kD1Row : kXuRow;
+#pragma unroll
+        for (int i = 0; i < 16; ++i) *reinterpret_cast<uint16_t*>(u + i * row) = fp16_bits(xs[i]);
       }
     }
+
+    // 4. P = Q K^T, then gated and masked (issued before the inverse, its
+    // accumulator spilled the aux group's 80 registers).
+    float P[32];
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < 8; ++ks) {
+      const int half = ks >> 2, off = (ks & 3) * 32;
+      wgmma_ss_n64<0, 0>(P, sd.at(kOffBQ + (2 * half + 1) * kTile + off, 16, 1024),
+                         sd.at(kOffBQ + 2 * half * kTile + off, 16, 1024), ks > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    reg_fence(P, 32);
+    gate_lower<true>(P, vec, len, warp, lane);
     store_acc_fp16(st + kOffP, P, 8, 0, warp, lane);
+    named_sync(bar, 128);  // every diagonal block written
+
+    // Per-lane ldmatrix row addresses of a 16 x 16 block: A (x4, rows r,
+    // columns 8 (lane / 16)) and B taken as its rows k (x4.trans: the same
+    // addresses; n-tile 0 in b[0], b[1], n-tile 1 in b[2], b[3]).
+    const int lr = lane & 15, lc = 8 * (lane >> 4);
+    auto tile_at = [&](int r0, int c0) { return reinterpret_cast<const uint16_t*>(a2 + swz128(r0 + lr, 2 * (c0 + lc))); };
+    auto xu_at = [&](int r0, int c0) { return reinterpret_cast<const uint16_t*>(xu + (r0 + lr) * kXuRow + 2 * (c0 + lc)); };
+
+    // 5a. A2[2h+1, 2h] = -(D_{2h+1} L[2h+1, 2h]) A2[2h, 2h], warp h; warp 1
+    // also X[3, 2] = -(D_3 L[3, 2]) D_2 into X[23].
+    if (warp < 2) {
+      const int d = 32 * warp;
+      uint32_t a[4], b[4], ya[4];
+      if (warp == 0)
+        ldmatrix_x4(a, reinterpret_cast<const uint16_t*>(d1 + lr * kD1Row + 2 * lc));
+      else
+        ldmatrix_x4(a, xu_at(16, 16));
+      ldmatrix_x4_trans(b, tile_at(d + 16, d));
+      float y0[4] = {0.f, 0.f, 0.f, 0.f}, y1[4] = {0.f, 0.f, 0.f, 0.f};
+      mma_16816<true>(y0, a, b[0], b[1]);
+      mma_16816<true>(y1, a, b[2], b[3]);
+      acc16_to_a(ya, y0, y1);
+      ldmatrix_x4_trans(b, tile_at(d, d));
+      float r0[4] = {0.f, 0.f, 0.f, 0.f}, r1[4] = {0.f, 0.f, 0.f, 0.f};
+      mma_16816<true>(r0, ya, b[0], b[1]);
+      mma_16816<true>(r1, ya, b[2], b[3]);
+      if (warp == 1) {
+        ldmatrix_x4_trans(b, xu_at(0, 0));
+        float u0[4] = {0.f, 0.f, 0.f, 0.f}, u1[4] = {0.f, 0.f, 0.f, 0.f};
+        mma_16816<true>(u0, ya, b[0], b[1]);
+        mma_16816<true>(u1, ya, b[2], b[3]);
+        store_neg16(u0, u1, lane, [&](int r, int cc) { return xu + (16 + r) * kXuRow + 2 * cc; });
+      }
+      store_neg16(r0, r1, lane, [&](int r, int cc) { return a2 + swz128(d + 16 + r, 2 * (d + cc)); });
+    }
+    named_sync(bar, 128);
+
+    // 5b. A2[23, 01] = -(X[23] L[23, 01]) A2[01]: warp w takes rows
+    // 32 + 16 mt and columns 16 nh of the block (mt = w / 2, nh = w % 2);
+    // X[23]'s first 16 rows end at column 15, A2[01]'s columns 16.. start
+    // at row 16.
+    {
+      const int mt = warp >> 1, nh = warp & 1;
+      float yv[4][4];
+#pragma unroll
+      for (int n = 0; n < 4; ++n) yv[n][0] = yv[n][1] = yv[n][2] = yv[n][3] = 0.f;
+#pragma unroll
+      for (int ks = 0; ks < 2; ++ks) {
+        if (ks > mt) break;
+        uint32_t a[4], b[4];
+        ldmatrix_x4(a, xu_at(16 * mt, 16 * ks));
+#pragma unroll
+        for (int np = 0; np < 2; ++np) {
+          ldmatrix_x4_trans(b, tile_at(32 + 16 * ks, 16 * np));
+          mma_16816<true>(yv[2 * np], a, b[0], b[1]);
+          mma_16816<true>(yv[2 * np + 1], a, b[2], b[3]);
+        }
+      }
+      float r0[4] = {0.f, 0.f, 0.f, 0.f}, r1[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int ks = 0; ks < 2; ++ks) {
+        if (ks < nh) continue;
+        uint32_t ya[4], b[4];
+        acc16_to_a(ya, yv[2 * ks], yv[2 * ks + 1]);
+        ldmatrix_x4_trans(b, tile_at(16 * ks, 16 * nh));
+        mma_16816<true>(r0, ya, b[0], b[1]);
+        mma_16816<true>(r1, ya, b[2], b[3]);
+      }
+      named_sync(bar, 128);  // every warp has read L[23, 01]
+      store_neg16(r0, r1, lane, [&](int r, int cc) { return a2 + swz128(32 + 16 * mt + r, 2 * (16 * nh + cc)); });
+    }
 
     fence_async_smem();
     mbar_arrive(&bars.ready[s]);
@@ -1013,7 +1368,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_hopper_fwd(const _
   const int wg = threadIdx.x >> 7;
   if (wg < kAux) {
     if (kSetRegs) regs_dealloc<kAuxRegs>();
-    run_aux(smem, bars, p, w, wg);
+    if (kFused)
+      run_aux_fused(smem, bars, p, w);
+    else
+      run_aux(smem, bars, p, w, wg);
   } else if (!kConv || wg < kAux + kNC) {
     // (Without a converter this is the plain else: a test of wg here took
     // the transfer pass's chunk loop off ptxas's uniform datapath.)

@@ -25,10 +25,16 @@ const (
 	// unsplit BV 128 plan, whose preparation then neither reads q nor writes
 	// the copies. BV 128 core forward only (HopperConverters).
 	CoreBF16L2Norm CoreDtype = "bf16_l2norm"
+	// CoreBF16Fused: CoreBF16L2Norm with the full forward's whole
+	// preparation inside (GDN_FUSED): g is the raw log-gate (or the gate's
+	// raw input, HopperFlagGateInKernel), summed in each chunk by the kernel,
+	// and A2 is built by its aux group from the normalised K; no A is read
+	// and no preparation kernel runs before it. BV 128 core forward only.
+	CoreBF16Fused CoreDtype = "bf16_fused"
 )
 
 // coreDtypes are the dtype pairs a core variant is built for.
-var coreDtypes = []CoreDtype{CoreBF16, CoreFP16, CoreBF16FP16QK, CoreBF16L2Norm}
+var coreDtypes = []CoreDtype{CoreBF16, CoreFP16, CoreBF16FP16QK, CoreBF16L2Norm, CoreBF16Fused}
 
 // HopperKernel is the entry point of the sm_90a core forward (gdn_hopper.cu).
 const HopperKernel = "gdn_hopper_fwd"
@@ -55,7 +61,7 @@ func HopperAux(consumers int) int {
 // of that chunk (docs/PERF.md v24); none elsewhere (fp16 q and k need no
 // conversion; at BV 64 and in the transfer pass the aux groups keep it).
 func HopperConverters(dt CoreDtype, consumers int, transfer bool) int {
-	if consumers == 2 && (dt == CoreBF16 || dt == CoreBF16L2Norm) && !transfer {
+	if consumers == 2 && (dt == CoreBF16 || dt == CoreBF16L2Norm || dt == CoreBF16Fused) && !transfer {
 		return 1
 	}
 	return 0
@@ -78,23 +84,35 @@ const HopperStages = 3
 // kernel static_asserts the same number, define GDN_SMEM_BYTES): the stages,
 // each of 8 KB tiles (K and Q: 4, V: one per consumer, A2: 1, P: 1; A
 // arrives in the A2 and P tiles) plus 2 KB of gate vectors; one output
-// staging tile per consumer; 1 KB of mbarriers; 1 KB of slack to align the
-// dynamic base to the 1024 bytes the swizzled tiles need.
-func HopperSharedBytes(consumers int) int {
+// staging tile per consumer; 1 KB of mbarriers; CoreBF16Fused's scratch for
+// the inverse (HopperFusedScratchBytes); 1 KB of slack to align the dynamic
+// base to the 1024 bytes the swizzled tiles need.
+func HopperSharedBytes(dt CoreDtype, consumers int) int {
 	const tile = 8192
 	stage := (4+consumers+1+1)*tile + 2048
-	return HopperStages*stage + consumers*tile + 1024 + 1024
+	n := HopperStages*stage + consumers*tile + 1024 + 1024
+	if dt == CoreBF16Fused {
+		n += HopperFusedScratchBytes
+	}
+	return n
 }
+
+// HopperFusedScratchBytes is the aux group's scratch of CoreBF16Fused: L's
+// four 16 x 16 diagonal blocks in fp32 (rows padded to 20 floats), and the
+// unscaled 32 x 32 block X[23] and 16 x 16 block D_1 of the inverse in fp16
+// (rows of 80 and 48 bytes), rounded up to whole kilobytes.
+const HopperFusedScratchBytes = (4*16*20*4 + 32*80 + 16*48 + 1023) / 1024 * 1024
 
 // The contract between Go and gdn_hopper.cu's GdnHopperParams, its only
 // kernel parameter: five 128-byte tensor maps (q, k, v, A, o), then six
-// pointers (g, beta, h0, ht, cu_seqlens, o), then seven 32-bit fields (scale,
-// T, Hq, Hv, N, flags, NHt), padded to the maps' 64-byte alignment. Every
-// constant here reaches the kernel as a define and is static_asserted there.
+// pointers (g, beta, h0, ht, cu_seqlens, o, a_log, dt_bias), then seven
+// 32-bit fields (scale, T, Hq, Hv, N, flags, NHt), padded to the maps'
+// 64-byte alignment. Every constant here reaches the kernel as a define and
+// is static_asserted there.
 const (
 	HopperParamsBytes = 768
 	HopperOffPtrs     = 5 * 128
-	HopperOffScalars  = HopperOffPtrs + 6*8
+	HopperOffScalars  = HopperOffPtrs + 8*8
 )
 
 // Flags of GdnHopperParams.flags.
@@ -121,12 +139,16 @@ const (
 	// walk the whole segment start in the first wave. In a single wave the
 	// order does not matter and the plan leaves it unset.
 	HopperFlagMFirst = 64
+	// CoreBF16Fused only: g holds the gate's raw input a, and the kernel
+	// takes g = -exp(ALog) softplus(a + DtBias) (FLA's use_gate_in_kernel).
+	HopperFlagGateInKernel = 128
 )
 
 // HopperParams are the values of GdnHopperParams; Pack lays them out.
 type HopperParams struct {
 	MapQ, MapK, MapV, MapA, MapO  [128]byte // encoded CUtensorMaps
 	G, Beta, H0, Ht, CuSeqlens, O uintptr   // device addresses (0: absent)
+	ALog, DtBias                  uintptr   // HopperFlagGateInKernel only
 	Scale                         float32
 	T, Hq, Hv, N, Flags           int32
 	NHt                           int32 // ht is written for grid rows n < NHt only
@@ -137,7 +159,7 @@ func (p *HopperParams) Pack(b *[HopperParamsBytes]byte) {
 	for i, m := range [...]*[128]byte{&p.MapQ, &p.MapK, &p.MapV, &p.MapA, &p.MapO} {
 		copy(b[128*i:], m[:])
 	}
-	for i, v := range [...]uintptr{p.G, p.Beta, p.H0, p.Ht, p.CuSeqlens, p.O} {
+	for i, v := range [...]uintptr{p.G, p.Beta, p.H0, p.Ht, p.CuSeqlens, p.O, p.ALog, p.DtBias} {
 		binary.LittleEndian.PutUint64(b[HopperOffPtrs+8*i:], uint64(v))
 	}
 	binary.LittleEndian.PutUint32(b[HopperOffScalars:], math.Float32bits(p.Scale))
@@ -173,14 +195,17 @@ func fp16Define(dt CoreDtype, family string) (int, error) {
 
 func hopperVariant(dt CoreDtype, consumers int, transfer bool) (Variant, error) {
 	// GDN_FP16 (v and o) and GDN_QK_FP16 (q and k).
-	fp16, qkFP16, norm := 0, 1, 0
+	fp16, qkFP16, norm, fused := 0, 1, 0, 0
 	switch dt {
 	case CoreBF16FP16QK:
-	case CoreBF16L2Norm:
+	case CoreBF16L2Norm, CoreBF16Fused:
 		if consumers != 2 || transfer {
 			return Variant{}, fmt.Errorf("kernsrc: hopper %s: a BV 128 core forward only (its converter normalises)", dt)
 		}
 		qkFP16, norm = 0, 1
+		if dt == CoreBF16Fused {
+			fused = 1
+		}
 	default:
 		var err error
 		if fp16, err = fp16Define(dt, "hopper"); err != nil {
@@ -201,7 +226,7 @@ func hopperVariant(dt CoreDtype, consumers int, transfer bool) (Variant, error) 
 		Kernel: HopperKernel,
 		Defines: []string{fmt.Sprintf("GDN_FP16=%d", fp16), fmt.Sprintf("GDN_QK_FP16=%d", qkFP16),
 			fmt.Sprintf("GDN_NC=%d", consumers),
-			fmt.Sprintf("GDN_SMEM_BYTES=%d", HopperSharedBytes(consumers)),
+			fmt.Sprintf("GDN_SMEM_BYTES=%d", HopperSharedBytes(dt, consumers)),
 			fmt.Sprintf("GDN_AUX=%d", HopperAux(consumers)),
 			fmt.Sprintf("GDN_CONV=%d", HopperConverters(dt, consumers, transfer)),
 			fmt.Sprintf("GDN_THREADS=%d", HopperThreads(dt, consumers, transfer)),
@@ -215,8 +240,10 @@ func hopperVariant(dt CoreDtype, consumers int, transfer bool) (Variant, error) 
 			fmt.Sprintf("GDN_FLAG_TRANSFER=%d", HopperFlagTransfer),
 			fmt.Sprintf("GDN_FLAG_A_PREPARED=%d", HopperFlagAPrepared),
 			fmt.Sprintf("GDN_FLAG_M_FIRST=%d", HopperFlagMFirst),
+			fmt.Sprintf("GDN_FLAG_GATE_IN_KERNEL=%d", HopperFlagGateInKernel),
 			fmt.Sprintf("GDN_TRANSFER=%d", xfer),
-			fmt.Sprintf("GDN_QK_NORM=%d", norm)},
+			fmt.Sprintf("GDN_QK_NORM=%d", norm),
+			fmt.Sprintf("GDN_FUSED=%d", fused)},
 	}, nil
 }
 

@@ -36,13 +36,14 @@ func TestCatalogueNamesAndSources(t *testing.T) {
 			}
 		}
 	}
-	if len(HopperVariants()) != 13 || transfer != 6 {
-		t.Errorf("%d Hopper variants (%d transfer), want 13: bf16/fp16/bf16_fp16qk x 1/2 consumers x core/transfer, and bf16_l2norm's core at BV 128", len(HopperVariants()), transfer)
+	if len(HopperVariants()) != 14 || transfer != 6 {
+		t.Errorf("%d Hopper variants (%d transfer), want 14: bf16/fp16/bf16_fp16qk x 1/2 consumers x core/transfer, and bf16_l2norm's and bf16_fused's cores at BV 128", len(HopperVariants()), transfer)
 	}
 }
 
 // The in-core L2 norm is a BV 128 core forward on bf16 q and k with a
-// converter (GDN_QK_NORM=1 beside GDN_CONV=1); nothing else has it.
+// converter (GDN_QK_NORM=1 beside GDN_CONV=1): the l2norm variant's and the
+// fused preparation's (GDN_FUSED=1, its own alone); nothing else has it.
 func TestHopperL2NormVariant(t *testing.T) {
 	v, err := HopperVariant(CoreBF16L2Norm, 2)
 	if err != nil || v.Name != "gdn_hopper_bf16_l2norm_bv128" {
@@ -60,14 +61,21 @@ func TestHopperL2NormVariant(t *testing.T) {
 	if _, err := HopperTransferVariant(CoreBF16L2Norm, 2); err == nil {
 		t.Error("an in-core L2 norm transfer pass")
 	}
-	norms := 0
+	norms, fused := 0, 0
 	for _, v := range HopperVariants() {
-		if strings.Contains(strings.Join(v.Defines, " "), "GDN_QK_NORM=1") {
+		d := " " + strings.Join(v.Defines, " ") + " "
+		if strings.Contains(d, " GDN_QK_NORM=1 ") {
 			norms++
 		}
+		if strings.Contains(d, " GDN_FUSED=1 ") {
+			fused++
+			if v.Name != "gdn_hopper_bf16_fused_bv128" || !strings.Contains(d, " GDN_QK_NORM=1 ") || !strings.Contains(d, " GDN_THREADS=512 ") {
+				t.Errorf("fused variant %s: %v", v.Name, v.Defines)
+			}
+		}
 	}
-	if norms != 1 {
-		t.Errorf("%d variants with GDN_QK_NORM=1, want 1", norms)
+	if norms != 2 || fused != 1 {
+		t.Errorf("%d variants with GDN_QK_NORM=1, %d with GDN_FUSED=1, want 2 and 1", norms, fused)
 	}
 }
 
@@ -128,10 +136,10 @@ func TestHeadersAndDigest(t *testing.T) {
 // into, and that the block is whole warpgroups within the 1024 threads.
 func TestHopperSharedBytesAndThreads(t *testing.T) {
 	for _, nc := range HopperConsumers {
-		if b := HopperSharedBytes(nc); b > 227<<10 || b%1024 != 0 {
-			t.Errorf("%d consumers: %d bytes of shared memory", nc, b)
-		}
 		for _, dt := range coreDtypes {
+			if b := HopperSharedBytes(dt, nc); b > 227<<10 || b%1024 != 0 {
+				t.Errorf("%d consumers, %s: %d bytes of shared memory", nc, dt, b)
+			}
 			for _, xfer := range []bool{false, true} {
 				if th := HopperThreads(dt, nc, xfer); th%128 != 0 || th > 1024 || th < 128*(nc+1) {
 					t.Errorf("%d consumers, %s, transfer %v: %d threads", nc, dt, xfer, th)
