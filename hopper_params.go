@@ -22,8 +22,8 @@ type hopperCall struct {
 	q, k, v, g, beta, a, h0, ht, cuSeqlens, o       uintptr // 0 where absent
 	b, t, hq, hv, n                                 int
 	dtype, qkDtype, betaDtype, aDtype, seqlensDtype Dtype
-	qkNorm, fused                                   bool   // Problem.QKNorm, Problem.Fused: other kernel variants
-	gate                                            bool   // CoreArgs.gateInKernel (fused)
+	qkNorm, fused                                   bool // Problem.QKNorm, Problem.Fused: other kernel variants
+	gate                                            bool // CoreArgs.gateInKernel (fused)
 	aLog, dtBias                                    uintptr
 	scale                                           uint32 // bits of the (validated, finite) scale: equal keys, equal bytes
 

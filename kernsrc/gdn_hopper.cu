@@ -221,7 +221,7 @@ constexpr int kConsumerRegs = kNC == 1 ? 208 : 192;
 // The least setmaxnreg allows: the converter holds two pieces at a time
 // (with kNorm, 48: two row groups at once, each a pair of pieces unpacked
 // to floats, so that the second's loads overlap the first's sums).
-constexpr int kConvRegs = kNorm ? 48 : 24;
+constexpr int kConvRegs = kFused ? 64 : kNorm ? 48 : 24;
 constexpr int kAuxRegs =
     ((kLaunchRegs * kThreads - kConsumerRegs * 128 * kNC - kConvRegs * 128 * kConv) / (128 * kAux)) / 8 * 8;
 constexpr bool kSetRegs = kLaunchRegs < kConsumerRegs;
@@ -235,6 +235,7 @@ static_assert(!kSetRegs || kAuxRegs >= 64, "aux register budget");
 // early exit).
 constexpr int kBarAux = 7;
 constexpr int kBarConsumers = 5;
+constexpr int kBarConv = 3;  // the converter group (kFused)
 
 // One stage of the ring: the chunk's operands (TMA destinations and what
 // the aux group derives), every tile 1024-byte aligned. Offsets in bytes.
@@ -388,15 +389,15 @@ GDN_DEVICE void build_a2(unsigned char* st, const Vec& vec, int len, int warp, i
 // or j < i < len (L, whose rows then also take beta_i), else 0 (a select:
 // rows past the chunk may hold anything, and 0 * NaN would poison).
 template <bool DIAG>
-GDN_DEVICE void gate_lower(float* X, const Vec& vec, int len, int warp, int lane) {
+GDN_DEVICE void gate_lower(float* X, const float* g, const float* beta, int len, int warp, int lane) {
   const int gq = lane >> 2, tq = lane & 3;
   const int i0 = 16 * warp + gq;
-  const float gi[2] = {vec.g[i0], vec.g[i0 + 8]};
+  const float gi[2] = {g[i0], g[i0 + 8]};
   float bi[2] = {1.f, 1.f};
-  if (!DIAG) bi[0] = vec.beta[i0], bi[1] = vec.beta[i0 + 8];
+  if (!DIAG) bi[0] = beta[i0], bi[1] = beta[i0 + 8];
 #pragma unroll
   for (int jb = 0; jb < 8; ++jb) {
-    const float2 gj = *reinterpret_cast<const float2*>(&vec.g[8 * jb + 2 * tq]);
+    const float2 gj = *reinterpret_cast<const float2*>(&g[8 * jb + 2 * tq]);
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int i = i0 + 8 * (e >> 1), j = 8 * jb + 2 * tq + (e & 1);
@@ -551,7 +552,7 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
       continue;
     }
     reg_fence(P, 32);
-    gate_lower<true>(P, vec, len, warp, lane);
+    gate_lower<true>(P, vec.g, vec.beta, len, warp, lane);
     store_acc_fp16(st + kOffP, P, 8, 0, warp, lane);
 
     fence_async_smem();
@@ -684,12 +685,14 @@ GDN_DEVICE void run_aux_fused(unsigned char* smem, Bars& bars, const GdnHopperPa
   // before its first read by the barriers of the first chunk).
   if (t < 32) *reinterpret_cast<uint4*>(xu + (t >> 1) * kXuRow + 32 + 16 * (t & 1)) = make_uint4(0, 0, 0, 0);
 
-  const GateParams gp = gate_params(p, w);
-  // Two chunks ahead, as run_aux's.
-  auto load_gates = [&](int c, float& gv, float& gw, float& bv) { load_raw_gates(p, w, tid, c, gv, gw, &bv); };
-  float g_next, w_next, b_next, g_next2, w_next2, b_next2;
-  load_gates(0, g_next, w_next, b_next);
-  load_gates(1, g_next2, w_next2, b_next2);
+  // beta of token t < 64 (0 past the chunk), two chunks ahead as run_aux's
+  // gates (the gates are the converter's).
+  auto load_beta = [&](int c) {
+    int t = tid;
+    asm volatile("" : "+r"(t));
+    return c < w.nch && t < chunk_len(w, c) ? read_beta(p, (w.bos + 64 * c + t) * p.sc.Hv + w.h) : 0.f;
+  };
+  float b_next = load_beta(0), b_next2 = load_beta(1);
 
   for (int c = 0; c < w.nch; ++c) {
     // The thread's indices anew in each chunk, hidden from the optimiser:
@@ -705,14 +708,11 @@ GDN_DEVICE void run_aux_fused(unsigned char* smem, Bars& bars, const GdnHopperPa
     const DescBase sd(st);
     Vec& vec = *reinterpret_cast<Vec*>(st + kOffVec);
     const int len = chunk_len(w, c);
-    float x = g_next, y = w_next;
     const float bv = b_next;
-    g_next = g_next2, w_next = w_next2, b_next = b_next2;
-    load_gates(c + 2, g_next2, w_next2, b_next2);
+    b_next = b_next2;
+    b_next2 = load_beta(c + 2);
 
-    // 1. The chunk-local sum of the log-gates.
-    if (t < 64) x = chunk_cumsum(x, y, t, len, gp);
-
+    // 1. The gates' sums are the converter's (in the stage with K).
     mbar_wait(&bars.full[s], use & 1);
     mbar_wait(&bars.normed[s], use & 1);
 
@@ -725,17 +725,11 @@ GDN_DEVICE void run_aux_fused(unsigned char* smem, Bars& bars, const GdnHopperPa
       wgmma_ss_n64<0, 0>(KK, dk, dk, ks > 0);
     }
     wgmma_commit();
-    if (t < 64) vec.g[t] = x, vec.beta[t] = bv;
+    if (t < 64) vec.beta[t] = bv;
     named_sync(bar, 128);
-    const float g_last = vec.g[len - 1];
-    if (t < 64) {
-      vec.eg[t] = t < len ? __expf(x) : 0.f;
-      vec.f[t] = t < len ? __expf(g_last - x) : 0.f;
-    }
-    if (t == 0) vec.gamma = __expf(g_last);
     wgmma_wait<0>();
     reg_fence(KK, 32);
-    gate_lower<false>(KK, vec, len, warp, lane);
+    gate_lower<false>(KK, vec.g, vec.beta, len, warp, lane);
     store_acc_fp16(a2, KK, 8, 0, warp, lane);
     // The warp's diagonal block (its accumulator's column blocks 2w, 2w + 1),
     // transposed: ld[m][i] = L[16w + i][16w + m].
@@ -776,21 +770,6 @@ GDN_DEVICE void run_aux_fused(unsigned char* smem, Bars& bars, const GdnHopperPa
       }
     }
 
-    // 4. P = Q K^T, then gated and masked (issued before the inverse, its
-    // accumulator spilled the aux group's 80 registers).
-    float P[32];
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < 8; ++ks) {
-      const int half = ks >> 2, off = (ks & 3) * 32;
-      wgmma_ss_n64<0, 0>(P, sd.at(kOffBQ + (2 * half + 1) * kTile + off, 16, 1024),
-                         sd.at(kOffBQ + 2 * half * kTile + off, 16, 1024), ks > 0);
-    }
-    wgmma_commit();
-    wgmma_wait<0>();
-    reg_fence(P, 32);
-    gate_lower<true>(P, vec, len, warp, lane);
-    store_acc_fp16(st + kOffP, P, 8, 0, warp, lane);
     named_sync(bar, 128);  // every diagonal block written
 
     // Per-lane ldmatrix row addresses of a 16 x 16 block: A (x4, rows r,
@@ -905,12 +884,43 @@ GDN_DEVICE uint4 scale_to_fp16x8(uint4 x, float s) {
 // pair the two halves first and then lanes 4, 2, 1 apart, which is
 // l2_normalise's order of additions, so every row's inverse norm, and with
 // it every fp16 value, is the preparation's to the bit.
-GDN_DEVICE void run_normaliser(unsigned char* smem, Bars& bars, const Work& w) {
-  const int t = threadIdx.x & 127;
+GDN_DEVICE void run_normaliser(unsigned char* smem, Bars& bars, const GdnHopperParams& p, const Work& w) {
+  const int tid = threadIdx.x & 127;
+  const int t = tid;
+  GateParams gp{};
+  float g_next = 0.f, w_next = 0.f, g_next2 = 0.f, w_next2 = 0.f;
+  if (kFused) {
+    gp = gate_params(p, w);
+    load_raw_gates(p, w, tid, 0, g_next, w_next, nullptr);
+    load_raw_gates(p, w, tid, 1, g_next2, w_next2, nullptr);
+  }
   for (int c = 0; c < w.nch; ++c) {
     const int s = c % kStages, use = c / kStages;
     uint4* st = reinterpret_cast<uint4*>(smem + s * kStageBytes + kOffBQ);
+    float x = 0.f;
+    if (kFused) {
+      // The fused preparation's gate vectors, before the norm (the aux
+      // group reads them once normed completes): the chunk-local sums of
+      // the log-gates, e^g, e^{g_last - g} and e^{g_last}.
+      const float y = w_next;
+      x = g_next;
+      g_next = g_next2, w_next = w_next2;
+      load_raw_gates(p, w, tid, c + 2, g_next2, w_next2, nullptr);
+      if (tid < 64) x = chunk_cumsum(x, y, tid, chunk_len(w, c), gp);
+    }
     mbar_wait(&bars.full[s], use & 1);
+    if (kFused) {
+      Vec& vec = *reinterpret_cast<Vec*>(smem + s * kStageBytes + kOffVec);
+      const int len = chunk_len(w, c);
+      if (tid < 64) vec.g[tid] = x;
+      named_sync(kBarConv, 128);
+      const float g_last = vec.g[len - 1];
+      if (tid < 64) {
+        vec.eg[tid] = tid < len ? __expf(x) : 0.f;
+        vec.f[tid] = tid < len ? __expf(g_last - x) : 0.f;
+      }
+      if (tid == 0) vec.gamma = __expf(g_last);
+    }
     // Row group r: pieces r and r + 8 (the two d halves of the same rows).
 #pragma unroll 2
     for (int r = 0; r < 8; ++r) {
@@ -925,6 +935,32 @@ GDN_DEVICE void run_normaliser(unsigned char* smem, Bars& bars, const Work& w) {
     }
     fence_async_smem();
     mbar_arrive(&bars.normed[s]);
+    if (kFused) {
+      // The fused preparation's P, beside the aux group's A2: Q K^T, gated
+      // and stored; then this group's half of ready.
+      unsigned char* stage = smem + s * kStageBytes;
+      Vec& vec = *reinterpret_cast<Vec*>(stage + kOffVec);
+      const int len = chunk_len(w, c);
+      int tt = tid;
+      asm volatile("" : "+r"(tt));
+      const int warp = tt >> 5, lane = tt & 31;
+      const DescBase sd(stage);
+      float P[32];
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < 8; ++ks) {
+        const int half = ks >> 2, off = (ks & 3) * 32;
+        wgmma_ss_n64<0, 0>(P, sd.at(kOffBQ + (2 * half + 1) * kTile + off, 16, 1024),
+                           sd.at(kOffBQ + 2 * half * kTile + off, 16, 1024), ks > 0);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      reg_fence(P, 32);
+      gate_lower<true>(P, vec.g, nullptr, len, warp, lane);
+      store_acc_fp16(stage + kOffP, P, 8, 0, warp, lane);
+      fence_async_smem();
+      mbar_arrive(&bars.ready[s]);
+    }
   }
 }
 
@@ -932,10 +968,10 @@ GDN_DEVICE void run_normaliser(unsigned char* smem, Bars& bars, const Work& w) {
 // to fp16 in place, once the aux group has read them (qk_read), then its
 // half of the stage's ready. Each thread takes every 128th of the 2048
 // 16-byte pieces, two at a time (24 registers).
-GDN_DEVICE void run_converter(unsigned char* smem, Bars& bars, const Work& w) {
+GDN_DEVICE void run_converter(unsigned char* smem, Bars& bars, const GdnHopperParams& p, const Work& w) {
   const int t = threadIdx.x & 127;
   if (kNorm) {
-    run_normaliser(smem, bars, w);
+    run_normaliser(smem, bars, p, w);
     return;
   }
   for (int c = 0; c < w.nch; ++c) {
@@ -1347,7 +1383,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_hopper_fwd(const _
       mbar_init(&bars.full[s], 1);             // the TMA issuer, plus bytes
       // The aux group (and the converter, which under kNorm hands its
       // tiles to the aux group instead).
-      mbar_init(&bars.ready[s], 128 * (1 + (kConv && !kNorm)));
+      mbar_init(&bars.ready[s], 128 * (1 + (kConv && (!kNorm || kFused))));
       if (kConv && !kNorm) mbar_init(&bars.qk_read[s], 128);  // the aux group
       if (kNorm) mbar_init(&bars.normed[s], 128);             // the converter
       mbar_init(&bars.empty[s], 128 * kNC);    // the consumer groups
@@ -1379,6 +1415,6 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_hopper_fwd(const _
     run_consumer(smem, bars, p, w, wg - kAux);
   } else {
     regs_dealloc<kConvRegs>();
-    run_converter(smem, bars, w);
+    run_converter(smem, bars, p, w);
   }
 }
