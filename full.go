@@ -478,8 +478,9 @@ func coreTakesNorm(p Problem, sms int, variant string, segmentChunks int) bool {
 // sms SMs runs p (a Problem of the core forward's dtypes: Dtype and
 // Hq, Hv, B, T or Seqs) with: the core forward's kernel and, where the plan
 // splits, its transfer pass and the scan; with full, also those of
-// ForwardFull on the same shape, with and without L2Norm (its preparation,
-// and its core on the normalised copies or normalising q and k itself).
+// ForwardFull on the same shape, with and without L2Norm (its preparation
+// kernel, and its core on the normalised copies, or the core that does the
+// whole preparation itself).
 // `gdn warmup --shapes` compiles them ahead of the first call.
 func KernelsFor(p Problem, sms int, full bool) ([]kernsrc.Variant, error) {
 	p.QKDtype, p.QKNorm = p.Dtype, false
@@ -521,6 +522,17 @@ func KernelsFor(p Problem, sms int, full bool) ([]kernsrc.Variant, error) {
 	if err := core(p); err != nil || !full {
 		return out, err
 	}
+	// With L2Norm the core may do the whole preparation (fusedPrep);
+	// without it (and with L2Norm elsewhere) the preparation kernel runs.
+	f := p
+	f.ADtype = FP16
+	fused := coreTakesNorm(f, sms, "", 0)
+	if fused {
+		f.QKNorm, f.Fused = true, true
+		if err := core(f); err != nil {
+			return nil, err
+		}
+	}
 	_, chunks := chainChunks(p)
 	prep, err := kernsrc.PrepVariant(kernsrc.PrepChunkKernel, inputDtype(p.Dtype), prepHeads(p, chunks, sms, 0))
 	if err != nil {
@@ -528,16 +540,13 @@ func KernelsFor(p Problem, sms int, full bool) ([]kernsrc.Variant, error) {
 	}
 	add(prep)
 	// Without L2Norm the full forward's core takes the input's dtypes: the
-	// core forward's plan, already listed. With it:
-	f := p
-	f.ADtype = FP16
-	if normInCoreFor(f, sms, "", 0) {
-		f.QKNorm = true
-	} else {
+	// core forward's plan, already listed. With it, unless fused, the core
+	// on the preparation's normalised copies.
+	if !fused {
 		f.QKDtype = FP16
-	}
-	if err := core(f); err != nil {
-		return nil, err
+		if err := core(f); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

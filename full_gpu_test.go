@@ -266,12 +266,11 @@ func TestFullFP16QKBothTiles(t *testing.T) {
 				}
 				defer up.Free()
 				pl, err := r.PlanOfFull(up.Args)
-				// At BV 128 the core normalises q and k itself where it runs
-				// unsplit (TestFullNormInCoreBitIdentical); split, it takes
-				// the copies.
+				// At BV 128 the core does the whole preparation where it runs
+				// unsplit (TestFullFused); split, it takes the copies.
 				want := "gdn_hopper_bf16_fp16qk_" + tile
-				if tile == "bv128" && pl.SegmentChunks == 0 && c.shape.Hv/c.shape.Hq <= gdn.NormInCoreMaxG {
-					want = "gdn_hopper_bf16_l2norm_bv128"
+				if tile == "bv128" && pl.SegmentChunks == 0 {
+					want = "gdn_hopper_bf16_fused_bv128"
 				}
 				if err != nil || pl.Variant.Name != want {
 					t.Errorf("PlanOfFull: %v (%v), want %s", pl.Variant.Name, err, want)
@@ -297,8 +296,8 @@ func TestFullFP16QKBothTiles(t *testing.T) {
 }
 
 // The full forward's L2 norm done by the core kernel (its converter
-// warpgroup, kernsrc.CoreBF16L2Norm: the default for bf16 inputs on an
-// unsplit BV 128 plan with G at most NormInCoreMaxG) gives o and ht equal
+// warpgroup, kernsrc.CoreBF16L2Norm: with Options.PrepKernel, for bf16
+// inputs on an unsplit BV 128 plan with G at most NormInCoreMaxG) gives o and ht equal
 // to the bit to those of the preparation's normalised copies
 // (Options.L2NormInPrep), and each runtime plans the variant it should, on
 // every bf16 L2Norm case (unnormalised rows, packed sequences with empty
@@ -364,6 +363,63 @@ func TestFullNormInCoreBitIdentical(t *testing.T) {
 	}
 	if ran != 7 || inCoreRan != 5 {
 		t.Errorf("%d bf16 L2Norm cases, %d of them normalised in the core; want 7 and 5", ran, inCoreRan)
+	}
+}
+
+// The full forward's whole preparation in the core kernel
+// (kernsrc.CoreBF16Fused, the default wherever the core would normalise q
+// and k itself, unsplit at BV 128, any G) against the float64 reference on
+// every bf16 L2Norm case: packed sequences with empty and one-token ones,
+// the in-kernel gate, strong decay with beta = 1, unnormalised rows, G = 2,
+// 4 and 8; the same cases through the preparation kernel
+// (Options.PrepKernel) land as close. Each runtime plans the variant it
+// should.
+func TestFullFused(t *testing.T) {
+	opts := gdn.Options{Variant: "gdn_hopper_bf16_bv128", SegmentChunks: -1}
+	fused := splitRuntime(t, opts)
+	opts.PrepKernel = true
+	kernel := splitRuntime(t, opts)
+	ran := 0
+	for i, c := range fullCases() {
+		if !c.l2norm || recipeDtype(c.opts) != gdn.BF16 {
+			continue
+		}
+		ran++
+		t.Run(c.name, func(t *testing.T) {
+			seed := uint64(700 + i)
+			in, fo, a := runFullRaw(t, fused, c, seed)
+			_, _, b := runFullRaw(t, kernel, c, seed)
+			o, ht := checkFull(t, in, fo, a.O, a.Ht)
+			ko, kht := checkFull(t, in, fo, b.O, b.Ht)
+			t.Logf("METRIC full fused o %v ht %v (preparation kernel: o %v ht %v)", o, ht, ko, kht)
+			// The two compute A2's inverse in other orders (fp16 block
+			// products against the kernel's fp32 ones): neither may be
+			// clearly worse.
+			if o.Ratio > 1.1*ko.Ratio+1e-5 {
+				t.Errorf("fused o ratio %.3e, the preparation kernel's %.3e", o.Ratio, ko.Ratio)
+			}
+			_, _, h := fullCaseInputs(t, c, seed)
+			for _, w := range []struct {
+				r       *gdn.Runtime
+				variant string
+			}{{fused, "gdn_hopper_bf16_fused_bv128"}, {kernel, "gdn_hopper_bf16_l2norm_bv128"}} {
+				if w.r == kernel && c.shape.Hv/c.shape.Hq > gdn.NormInCoreMaxG {
+					w.variant = "gdn_hopper_bf16_fp16qk_bv128"
+				}
+				up, err := w.r.UploadFull(h)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pl, err := w.r.PlanOfFull(up.Args)
+				up.Free()
+				if err != nil || pl.Variant.Name != w.variant {
+					t.Errorf("PlanOfFull: %v (%v), want %s", pl.Variant.Name, err, w.variant)
+				}
+			}
+		})
+	}
+	if ran != 7 {
+		t.Errorf("%d bf16 L2Norm cases, want 7", ran)
 	}
 }
 

@@ -145,8 +145,8 @@ func coreVariants(t *testing.T) []string {
 		if strings.HasSuffix(v.Name, "_transfer") {
 			continue // the transfer pass of split plans: TestSplit* runs it
 		}
-		if strings.Contains(v.Name, "_fp16qk_") || strings.Contains(v.Name, "_l2norm_") {
-			continue // the full forward's core on fp16 copies of q and k, or normalising them: TestFull* runs it
+		if strings.Contains(v.Name, "_fp16qk_") || strings.Contains(v.Name, "_l2norm_") || strings.Contains(v.Name, "_fused_") {
+			continue // the full forward's core on fp16 copies of q and k, normalising them, or preparing all: TestFull* runs it
 		}
 		names = append(names, v.Name)
 	}

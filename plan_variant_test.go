@@ -135,9 +135,60 @@ func TestNormInCore(t *testing.T) {
 	}
 }
 
+// The core kernel does the full forward's whole preparation wherever it
+// could normalise q and k itself, whatever G, unless Options.L2NormInPrep
+// or Options.PrepKernel; a fused problem plans its own variant, unsplit,
+// in a plan-cache entry of its own.
+func TestFusedPrep(t *testing.T) {
+	rt := &Runtime{calls: newCallCache(newPlanCache(132, ""), nil, nil)}
+	full := func(b, t, hq, hv int, dt Dtype) Problem {
+		return Problem{B: b, T: t, Hq: hq, Hv: hv, N: b, Dtype: dt, QKDtype: dt, ADtype: FP16, BetaDtype: FP32}
+	}
+	for _, c := range []struct {
+		name               string
+		p                  Problem
+		l2, inPrep, kernel bool
+		want               bool
+	}{
+		{"q35_4kx8", full(8, 4096, 16, 32, BF16), true, false, false, true},
+		{"q397_4kx8: G = 4", full(8, 4096, 16, 64, BF16), true, false, false, true},
+		{"sym32_8kx4", full(4, 8192, 32, 32, BF16), true, false, false, true},
+		{"L2NormInPrep", full(8, 4096, 16, 32, BF16), true, true, false, false},
+		{"PrepKernel", full(8, 4096, 16, 32, BF16), true, false, true, false},
+		{"no L2Norm", full(8, 4096, 16, 32, BF16), false, false, false, false},
+		{"fp16", full(8, 4096, 16, 32, FP16), true, false, false, false},
+		{"tp8_32k splits", full(1, 32768, 2, 8, BF16), true, false, false, false},
+		{"few CTAs: BV 64", full(1, 640, 2, 4, BF16), true, false, false, false},
+	} {
+		rt.normInPrep, rt.prepKernel = c.inPrep, c.kernel
+		if got := rt.fusedPrep(&FullArgs{L2Norm: c.l2}, c.p); got != c.want {
+			t.Errorf("%s: fusedPrep %v, want %v", c.name, got, c.want)
+		}
+	}
+	q := full(1, 640, 2, 4, BF16) // would take BV 64 with copies
+	q.QKNorm, q.Fused = true, true
+	pl, err := PlanFor(q, 132, "", 0)
+	if err != nil || pl.Variant.Name != "gdn_hopper_bf16_fused_bv128" || pl.SegmentChunks != 0 ||
+		pl.SharedBytes != kernsrc.HopperSharedBytes(kernsrc.CoreBF16Fused, 2) || pl.Block[0] != 512 {
+		t.Errorf("fused plan %v (%v), want gdn_hopper_bf16_fused_bv128 unsplit, its shared memory, 512 threads", pl, err)
+	}
+	c := newPlanCache(132, "")
+	normed := full(8, 4096, 16, 32, BF16)
+	normed.QKNorm = true
+	fused := normed
+	fused.Fused = true
+	a, _ := c.plan(normed)
+	b, _ := c.plan(fused)
+	if a.Variant.Name != "gdn_hopper_bf16_l2norm_bv128" || b.Variant.Name != "gdn_hopper_bf16_fused_bv128" {
+		t.Errorf("plan cache: in-core norm %s, fused %s", a.Variant.Name, b.Variant.Name)
+	}
+}
+
 // KernelsFor names what a default Runtime runs: the full forward's core
-// normalises q and k itself at G = 2 and takes the copies at G = 4, and a
-// split plan brings its transfer pass and the scan.
+// does the whole preparation with L2Norm wherever it runs unsplit at BV 128
+// (G = 2 and 4 alike), the preparation kernel stays for the calls without
+// L2Norm, a split plan takes the copies and brings its transfer pass and
+// the scan.
 func TestKernelsFor(t *testing.T) {
 	has := func(p Problem, full bool, name string) bool {
 		vs, err := KernelsFor(p, 132, full)
@@ -164,12 +215,15 @@ func TestKernelsFor(t *testing.T) {
 		{q35, false, "gdn_prep_chunk_bf16", false},
 		{q35, true, "gdn_prep_chunk_bf16", true},
 		{q397, true, "gdn_prep_chunk_bf16_h4", true},
-		{q35, true, "gdn_hopper_bf16_l2norm_bv128", true},
+		{q35, true, "gdn_hopper_bf16_fused_bv128", true},
+		{q35, false, "gdn_hopper_bf16_fused_bv128", false},
+		{q35, true, "gdn_hopper_bf16_l2norm_bv128", false},
 		{q35, true, "gdn_hopper_bf16_fp16qk_bv128", false},
-		{q397, true, "gdn_hopper_bf16_fp16qk_bv128", true},
-		{q397, true, "gdn_hopper_bf16_l2norm_bv128", false},
+		{q397, true, "gdn_hopper_bf16_fused_bv128", true},
+		{q397, true, "gdn_hopper_bf16_fp16qk_bv128", false},
 		{tp8, false, "gdn_scan_states", true},
-		{tp8, true, "gdn_hopper_bf16_l2norm_bv128", false},
+		{tp8, true, "gdn_hopper_bf16_fused_bv128", false},
+		{tp8, true, "gdn_hopper_bf16_fp16qk_bv128_transfer", true},
 	} {
 		if got := has(c.p, c.full, c.name); got != c.want {
 			t.Errorf("Hq %d Hv %d full %v: %s listed %v, want %v", c.p.Hq, c.p.Hv, c.full, c.name, got, c.want)

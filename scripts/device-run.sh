@@ -152,6 +152,8 @@ for step in "${@:-tests}"; do
 			# The core kernel's own L2 norm (gdn_hopper_bf16_l2norm_bv128)
 			# beside the copies it must equal, G = 2, 4 and 8, varlen.
 			timeout 200 "$san" --tool "$tool" --error-exitcode 9 .bin/gdn.test -test.run '^TestFullNormInCoreBitIdentical$' -test.count=1 -test.v >>"$out/san.log" 2>&1 || fail "sanitizer $tool (in-core norm)"
+			# The whole preparation in the core kernel (gdn_hopper_bf16_fused_bv128).
+			timeout 200 "$san" --tool "$tool" --error-exitcode 9 .bin/gdn.test -test.run '^TestFullFused$' -test.count=1 -test.v >>"$out/san.log" 2>&1 || fail "sanitizer $tool (fused)"
 			grep -E "ERROR SUMMARY|^(--- FAIL|FAIL|ok|PASS)" "$out/san.log" | tail -2 >&2
 		done
 		;;

@@ -57,6 +57,7 @@ type benchOptions struct {
 	full          bool   // --full: time ForwardFull from raw gates instead of Forward
 	l2norm        bool   // with full: q and k normalised inside (off with --no-l2norm)
 	l2normInPrep  bool   // with full: Options.L2NormInPrep (the preparation's copies everywhere)
+	prepKernel    bool   // with full: Options.PrepKernel (the preparation as a kernel of its own everywhere)
 }
 
 const benchSynopsis = "[--cases a,b,...] [--reps N] [--warmup N] [--calls N] [--csv FILE] [--dtype bf16|fp16] [--seed N] [--runtime-graphs] [--variant NAME] [--segments N] [--transfer-tile 64|128] [--prep-heads N] [--plot FILE.svg|.png] [--compare OLD.csv] [--sms N] [--full [--no-l2norm | --l2norm-in-prep]]\n       gdn bench --from RUN.csv [--plot FILE.svg|.png] [--compare OLD.csv]"
@@ -82,13 +83,14 @@ func parseBenchArgs(args []string) (benchOptions, error) {
 	sms := fs.Int("sms", 0, smsFlagHelp)
 	full := fs.Bool("full", false, "time the full forward (ForwardFull: raw per-token g; g_cumsum and A computed inside) beside FLA full, FlashQLA, FlashInfer and issue 8's target")
 	noL2Norm := fs.Bool("no-l2norm", false, "with --full: give q and k already normalised and skip the L2 norm inside (on by default, as Qwen3.5 serving runs it)")
-	inPrep := fs.Bool("l2norm-in-prep", false, "with --full: the L2 norm always by the preparation's normalised copies of q and k, never in the core kernel (Options.L2NormInPrep; the results are the same to the bit)")
+	inPrep := fs.Bool("l2norm-in-prep", false, "with --full: the L2 norm always by the preparation's normalised copies of q and k, never in the core kernel (Options.L2NormInPrep)")
+	prepKernel := fs.Bool("prep-kernel", false, "with --full: the preparation always as a kernel of its own before the core, never inside it (Options.PrepKernel)")
 	if err := parseFlags(fs, args); err != nil {
 		return benchOptions{}, err
 	}
 	o := benchOptions{reps: *reps, warmup: *warmup, calls: *calls, csvPath: *csvPath, seed: *seed, runtimeGraphs: *runtimeGraphs,
 		variant: *variant, segments: *segments, transferTile: *transferTile, prepHeads: *prepHeads, plotPath: *plotPath, comparePath: *comparePath, fromPath: *fromPath, sms: *sms,
-		full: *full, l2norm: *full && !*noL2Norm, l2normInPrep: *inPrep}
+		full: *full, l2norm: *full && !*noL2Norm, l2normInPrep: *inPrep, prepKernel: *prepKernel}
 	if o.transferTile != 0 && o.transferTile != 64 && o.transferTile != 128 {
 		return o, fmt.Errorf("--transfer-tile %d: want 64 or 128 (0: the planner's)", o.transferTile)
 	}
@@ -97,6 +99,9 @@ func parseBenchArgs(args []string) (benchOptions, error) {
 	}
 	if o.l2normInPrep && !o.l2norm {
 		return o, errors.New("--l2norm-in-prep applies to the full forward's L2 norm: add --full, without --no-l2norm")
+	}
+	if o.prepKernel && !o.full {
+		return o, errors.New("--prep-kernel applies to the full forward: add --full")
 	}
 	if p := strings.ToLower(o.plotPath); p != "" && !strings.HasSuffix(p, ".svg") && !strings.HasSuffix(p, ".png") {
 		return o, fmt.Errorf("--plot %s: want a .svg or .png file name", o.plotPath)
@@ -195,7 +200,7 @@ func runBench(args []string) error {
 	}
 	// Without the Runtime's graph cache every Forward is a plain kernel
 	// launch, which the benchmark's own capture records as it is.
-	rt, err := openRuntime(gdn.Options{NoGraphs: !o.runtimeGraphs, Variant: o.variant, SegmentChunks: o.segments, TransferTile: o.transferTile, PrepHeads: o.prepHeads, SMs: o.sms, L2NormInPrep: o.l2normInPrep})
+	rt, err := openRuntime(gdn.Options{NoGraphs: !o.runtimeGraphs, Variant: o.variant, SegmentChunks: o.segments, TransferTile: o.transferTile, PrepHeads: o.prepHeads, SMs: o.sms, L2NormInPrep: o.l2normInPrep, PrepKernel: o.prepKernel})
 	if err != nil {
 		return err
 	}
@@ -258,6 +263,10 @@ func (o benchOptions) forwardText() string {
 		return "core forward (Forward: g_cumsum and A given)"
 	case o.l2norm && o.l2normInPrep:
 		return "full forward (ForwardFull: raw g; q and k L2-normalised inside, by the preparation's copies)"
+	case o.l2norm && o.prepKernel:
+		return "full forward (ForwardFull: raw g; q and k L2-normalised inside, by a preparation kernel of its own)"
+	case o.prepKernel:
+		return "full forward (ForwardFull: raw g; q and k given normalised; by a preparation kernel of its own)"
 	case o.l2norm:
 		return "full forward (ForwardFull: raw g; q and k L2-normalised inside)"
 	}

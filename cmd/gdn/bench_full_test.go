@@ -31,6 +31,10 @@ func TestParseBenchArgsFull(t *testing.T) {
 	if err != nil || !o.l2norm || !o.l2normInPrep || !strings.Contains(o.forwardText(), "preparation's copies") {
 		t.Errorf("--full --l2norm-in-prep: %+v, %v", o, err)
 	}
+	o, err = parseBenchArgs([]string{"--full", "--prep-kernel"})
+	if err != nil || !o.l2norm || !o.prepKernel || !strings.Contains(o.forwardText(), "preparation kernel of its own") {
+		t.Errorf("--full --prep-kernel: %+v, %v", o, err)
+	}
 	if o, err = parseBenchArgs(nil); err != nil || o.full || o.l2norm || !strings.Contains(o.forwardText(), "core forward") {
 		t.Errorf("default: %+v, %v", o, err)
 	}
@@ -43,6 +47,7 @@ func TestParseBenchArgsFull(t *testing.T) {
 	}{
 		{[]string{"--no-l2norm"}, "--no-l2norm applies to the full forward: add --full"},
 		{[]string{"--l2norm-in-prep"}, "--l2norm-in-prep applies to the full forward's L2 norm"},
+		{[]string{"--prep-kernel"}, "--prep-kernel applies to the full forward: add --full"},
 		{[]string{"--full", "--no-l2norm", "--l2norm-in-prep"}, "--l2norm-in-prep applies to the full forward's L2 norm"},
 		{[]string{"--from", "run.csv", "--plot", "a.svg", "--full"}, "--full does not apply"},
 		{[]string{"--transfer-tile", "96"}, "--transfer-tile 96: want 64 or 128"},

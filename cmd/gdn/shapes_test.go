@@ -65,7 +65,8 @@ func TestVariantsForShapes(t *testing.T) {
 	}
 	// With the full forward: its preparation (four heads a block where the
 	// grid is large), its core on the fp16 copies of q and k where it
-	// splits, and normalising them itself on the 16/32-head bf16 shape.
+	// splits, and doing the whole preparation itself on the 16/32-head bf16
+	// shape.
 	vs, err = variantsForShapes(shapes, []gdn.Dtype{gdn.BF16, gdn.FP16}, 132, true)
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +76,7 @@ func TestVariantsForShapes(t *testing.T) {
 		got[v.Name] = true
 	}
 	for _, name := range append(names, "gdn_prep_chunk_bf16", "gdn_prep_chunk_fp16", "gdn_prep_chunk_bf16_h4",
-		"gdn_hopper_bf16_fp16qk_bv64", "gdn_hopper_bf16_fp16qk_bv128_transfer", "gdn_hopper_bf16_l2norm_bv128") {
+		"gdn_hopper_bf16_fp16qk_bv64", "gdn_hopper_bf16_fp16qk_bv128_transfer", "gdn_hopper_bf16_fused_bv128") {
 		if !got[name] {
 			t.Errorf("--full: %s missing from %d variants", name, len(vs))
 		}
