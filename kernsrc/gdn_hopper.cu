@@ -797,6 +797,9 @@ GDN_DEVICE void run_aux_fused(unsigned char* smem, Bars& bars, const GdnHopperPa
       float r0[4] = {0.f, 0.f, 0.f, 0.f}, r1[4] = {0.f, 0.f, 0.f, 0.f};
       mma_16816<true>(r0, ya, b[0], b[1]);
       mma_16816<true>(r1, ya, b[2], b[3]);
+      // The warp's lanes wrote what the others read (the block it replaces):
+      // the mma products order them, a warp barrier says so.
+      __syncwarp();
       if (warp == 1) {
         ldmatrix_x4_trans(b, xu_at(0, 0));
         float u0[4] = {0.f, 0.f, 0.f, 0.f}, u1[4] = {0.f, 0.f, 0.f, 0.f};
