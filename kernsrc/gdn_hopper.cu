@@ -27,7 +27,10 @@
 //     converts K and Q in the aux group's place, once its Q K^T has read
 //     them, and marks the stage ready beside it; under kNorm (the full
 //     forward's L2 norm) it normalises and converts them as soon as they
-//     land instead, and the aux group's Q K^T waits for it.
+//     land instead, and the aux group's Q K^T waits for it. Under kFused
+//     (the full forward's whole preparation here) it also sums the raw
+//     log-gates and builds P, and the aux group builds A2 from K
+//     (run_aux_fused).
 //   consumers (warpgroups 1..NC) run the chain above, write o through a
 //     swizzled staging tile by TMA store (rows past a sequence's end by
 //     plain stores) and release the stage; the first consumer's first
@@ -39,8 +42,10 @@
 // Compile-time choices (-D): GDN_FP16 (0: bf16 inputs and output, 1: fp16),
 // GDN_QK_FP16 (q and k in fp16 whatever GDN_FP16 says: the full forward's
 // normalised copies, which its preparation writes in fp16),
-// GDN_NC (consumer warpgroups: 1 or 2, value tile 64 or 128), and the
-// contract defines of kernsrc/hopper.go (sizes, offsets, flags), checked.
+// GDN_NC (consumer warpgroups: 1 or 2, value tile 64 or 128), GDN_QK_NORM
+// and GDN_FUSED (the full forward's L2 norm, and its whole preparation, in
+// this kernel: below), and the contract defines of kernsrc/hopper.go (sizes,
+// offsets, flags), checked.
 #include "gdn_hopper.cuh"
 
 #ifndef GDN_FP16
@@ -645,11 +650,11 @@ GDN_DEVICE float chunk_cumsum(float x, float y, int t, int len, const GateParams
   return x;
 }
 
-// ---- The aux warpgroup of the fused full forward (kFused): per chunk, the
-// preparation's work (gdn_prep.cu, gdn_prep_chunk's steps 1-5) from the
-// stage's tiles, then P as run_aux builds it:
-//   1. the log-gates (from the raw input with kGateInKernel) and their
-//      chunk-local sum, by the preparation's warp scan, to the bit;
+// ---- The aux warpgroup of the fused full forward (kFused): per chunk, A2,
+// the preparation's steps 2-5 (gdn_prep.cu, gdn_prep_chunk) from the
+// stage's tiles, once the converter has normalised K and written the gate
+// vectors (normed; the converter also builds P, run_normaliser):
+//   1. beta of the chunk's tokens into the stage (loaded two chunks ahead);
 //   2. K K^T (wgmma from the normaliser's fp16 K), L = StrictLower(diag(beta)
 //      K K^T * Gamma) in registers (gate_lower), stored over the stage's A2
 //      tile in fp16 and its diagonal blocks in fp32 to the scratch;
@@ -657,7 +662,7 @@ GDN_DEVICE float chunk_cumsum(float x, float y, int t, int len, const GateParams
 //      column per lane, lanes 16-31 repeating lanes 0-15), fp32: D_w,
 //      written scaled (D_w diag(beta), A2's diagonal block) over L's, and
 //      unscaled where it will be a left factor (D_1, D_2, D_3: the scratch);
-//   4. P = Q K^T, gated and stored;
+//   4. (P is the converter's: Q K^T beside this chain, docs/PERF.md v26);
 //   5. the blocks below the diagonal, as products of fp16 operands with
 //      fp32 sums (mma.sync), right factors taken scaled, so that every
 //      product lands as A2's own block:
@@ -712,7 +717,7 @@ GDN_DEVICE void run_aux_fused(unsigned char* smem, Bars& bars, const GdnHopperPa
     b_next = b_next2;
     b_next2 = load_beta(c + 2);
 
-    // 1. The gates' sums are the converter's (in the stage with K).
+    // 1. beta (the gates' sums are the converter's, in the stage with K).
     mbar_wait(&bars.full[s], use & 1);
     mbar_wait(&bars.normed[s], use & 1);
 
@@ -887,6 +892,11 @@ GDN_DEVICE uint4 scale_to_fp16x8(uint4 x, float s) {
 // pair the two halves first and then lanes 4, 2, 1 apart, which is
 // l2_normalise's order of additions, so every row's inverse norm, and with
 // it every fp16 value, is the preparation's to the bit.
+// Under kFused this group also writes each chunk's gate vectors (from the
+// raw gates, before the norm, so that the aux group finds them with K) and
+// builds P after it: the aux group's chain (A2) is the longer, and P beside
+// it measured 1.11-1.15x the fused kernel with both in the aux group
+// (docs/PERF.md v26).
 GDN_DEVICE void run_normaliser(unsigned char* smem, Bars& bars, const GdnHopperParams& p, const Work& w) {
   const int tid = threadIdx.x & 127;
   const int t = tid;
