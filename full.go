@@ -211,10 +211,13 @@ func chunkPairs(p Problem) []int32 {
 // chunk-local sum, the L2 normalisation of q and k (with L2Norm), A, then
 // the core forward (Forward: the same plans, sequence parallelism and graph
 // cache). Arguments are validated first (ValidateFull); nothing is written
-// when they are wrong. The first call with a set of arguments allocates the
-// scratch the steps need (g_cumsum in fp32 and A2 in fp16: 132 bytes per
-// token and value head; with L2Norm a copy of q and k), kept for repeated
-// calls, which allocate nothing.
+// when they are wrong. With L2Norm on bf16 inputs, wherever the core runs
+// unsplit at 128-wide value tiles, the core kernel does all of it itself
+// (Options.PrepKernel turns that off) and the call needs no scratch.
+// Elsewhere the first call with a set of arguments allocates the scratch
+// the steps need (g_cumsum in fp32 and A2 in fp16: 132 bytes per token and
+// value head; with L2Norm a copy of q and k), kept for repeated calls,
+// which allocate nothing.
 func (rt *Runtime) ForwardFull(a *FullArgs, s Stream) error {
 	if err := rt.enter(); err != nil {
 		return err
@@ -440,6 +443,7 @@ func (rt *Runtime) newFusedCall(a *FullArgs, key fullKey, p Problem) *fullCall {
 // copies). Its converter warpgroup then normalises each chunk's rows of q
 // and k as the preparation would have, to the bit, and the preparation
 // neither reads q nor writes the copies (nor is their scratch allocated).
+// Only with Options.PrepKernel (by default such calls take fusedPrep);
 // Options.L2NormInPrep turns it off.
 func (rt *Runtime) normInCore(a *FullArgs, p Problem) bool {
 	return a.L2Norm && !rt.normInPrep && normInCoreFor(p, rt.calls.plans.sms, rt.calls.plans.variant, rt.calls.segChunks)

@@ -53,18 +53,22 @@ type Options struct {
 	// L2NormInPrep keeps the full forward's L2 norm in its preparation
 	// kernel, which writes normalised fp16 copies of q and k for the core,
 	// everywhere. By default the core kernel normalises q and k itself
-	// wherever it runs unsplit at BV 128 on bf16 inputs with G = Hv / Hq of
-	// at most 2 (kernsrc.CoreBF16L2Norm), and the preparation then neither
-	// reads q nor writes the copies. The results are the same to the bit; this is
-	// for tests and benchmarks that compare the two.
+	// wherever it runs unsplit at BV 128 on bf16 inputs, and then does the
+	// whole preparation too (see PrepKernel). With PrepKernel the core still
+	// normalises them where G = Hv / Hq is at most 2
+	// (kernsrc.CoreBF16L2Norm), the preparation kernel then neither reading
+	// q nor writing the copies, with results equal to the bit to the
+	// copies'. This is for tests and benchmarks that compare the paths.
 	L2NormInPrep bool
 	// PrepKernel runs the full forward's preparation (the chunk sums of
-	// the gates, A2) as a kernel of its own everywhere. By default, where
-	// the core kernel normalises q and k itself (see L2NormInPrep), it does
-	// the whole preparation too (kernsrc.CoreBF16Fused), and no kernel runs
-	// before it. The results differ in the last bits (A2's inverse is
-	// computed by another order of operations); this is for tests and
-	// benchmarks that compare the two.
+	// the gates, A2) as a kernel of its own everywhere. By default, with
+	// L2Norm on bf16 inputs wherever the core runs unsplit at BV 128 (any
+	// G), the core kernel does the whole preparation itself
+	// (kernsrc.CoreBF16Fused): no kernel runs before it and the call needs
+	// no scratch. The results differ in the last bits (A2's inverse is
+	// computed in another order, with fp16 block products), equally close
+	// to the float64 reference; this is for tests and benchmarks that
+	// compare the two.
 	PrepKernel bool
 	// SMs, when positive, runs the Runtime on a slice of at least that many
 	// of the device's SMs, through a CUDA green context (driver.OpenGreen);
