@@ -295,6 +295,21 @@ func TestFullFP16QKBothTiles(t *testing.T) {
 	}
 }
 
+// checkPlannedVariant checks that r plans the full call h with the core
+// variant want (PlanOfFull).
+func checkPlannedVariant(t *testing.T, r *gdn.Runtime, h *gdn.HostFullArgs, want string) {
+	t.Helper()
+	up, err := r.UploadFull(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := r.PlanOfFull(up.Args)
+	up.Free()
+	if err != nil || pl.Variant.Name != want {
+		t.Errorf("PlanOfFull: %v (%v), want %s", pl.Variant.Name, err, want)
+	}
+}
+
 // The full forward's L2 norm done by the core kernel (its converter
 // warpgroup, kernsrc.CoreBF16L2Norm: with Options.PrepKernel, for bf16
 // inputs on an unsplit BV 128 plan with G at most NormInCoreMaxG) gives o and ht equal
@@ -345,20 +360,8 @@ func TestFullNormInCoreBitIdentical(t *testing.T) {
 				}
 			}
 			_, _, h := fullCaseInputs(t, c, seed)
-			for _, w := range []struct {
-				r       *gdn.Runtime
-				variant string
-			}{{inCore, inCoreVariant}, {inPrep, "gdn_hopper_bf16_fp16qk_bv128"}} {
-				up, err := w.r.UploadFull(h)
-				if err != nil {
-					t.Fatal(err)
-				}
-				pl, err := w.r.PlanOfFull(up.Args)
-				up.Free()
-				if err != nil || pl.Variant.Name != w.variant {
-					t.Errorf("PlanOfFull: %v (%v), want %s", pl.Variant.Name, err, w.variant)
-				}
-			}
+			checkPlannedVariant(t, inCore, h, inCoreVariant)
+			checkPlannedVariant(t, inPrep, h, "gdn_hopper_bf16_fp16qk_bv128")
 		})
 	}
 	if ran != 7 || inCoreRan != 5 {
@@ -399,23 +402,12 @@ func TestFullFused(t *testing.T) {
 				t.Errorf("fused o ratio %.3e, the preparation kernel's %.3e", o.Ratio, ko.Ratio)
 			}
 			_, _, h := fullCaseInputs(t, c, seed)
-			for _, w := range []struct {
-				r       *gdn.Runtime
-				variant string
-			}{{fused, "gdn_hopper_bf16_fused_bv128"}, {kernel, "gdn_hopper_bf16_l2norm_bv128"}} {
-				if w.r == kernel && c.shape.Hv/c.shape.Hq > gdn.NormInCoreMaxG {
-					w.variant = "gdn_hopper_bf16_fp16qk_bv128"
-				}
-				up, err := w.r.UploadFull(h)
-				if err != nil {
-					t.Fatal(err)
-				}
-				pl, err := w.r.PlanOfFull(up.Args)
-				up.Free()
-				if err != nil || pl.Variant.Name != w.variant {
-					t.Errorf("PlanOfFull: %v (%v), want %s", pl.Variant.Name, err, w.variant)
-				}
+			checkPlannedVariant(t, fused, h, "gdn_hopper_bf16_fused_bv128")
+			kernelVariant := "gdn_hopper_bf16_l2norm_bv128"
+			if c.shape.Hv/c.shape.Hq > gdn.NormInCoreMaxG {
+				kernelVariant = "gdn_hopper_bf16_fp16qk_bv128"
 			}
+			checkPlannedVariant(t, kernel, h, kernelVariant)
 		})
 	}
 	if ran != 7 {

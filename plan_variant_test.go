@@ -80,15 +80,19 @@ func TestPlanCoreVariantFP16QK(t *testing.T) {
 	}
 }
 
+// fullProblem is the core problem of a full forward of b sequences of t
+// tokens (before the L2 norm's or the fused preparation's flags).
+func fullProblem(b, t, hq, hv int, dt Dtype) Problem {
+	return Problem{B: b, T: t, Hq: hq, Hv: hv, N: b, Dtype: dt, QKDtype: dt, ADtype: FP16, BetaDtype: FP32}
+}
+
 // The full forward normalises q and k in the core kernel exactly where the
 // core forward of its normalised copies would run unsplit at BV 128 on bf16
 // inputs, unless Options.L2NormInPrep; a QKNorm problem always plans that
 // one variant, unsplit, and never shares a plan-cache entry with its copies.
 func TestNormInCore(t *testing.T) {
 	rt := &Runtime{calls: newCallCache(newPlanCache(132, ""), nil, nil)}
-	full := func(b, t, hq, hv int, dt Dtype) Problem {
-		return Problem{B: b, T: t, Hq: hq, Hv: hv, N: b, Dtype: dt, QKDtype: dt, ADtype: FP16, BetaDtype: FP32}
-	}
+	full := fullProblem
 	for _, c := range []struct {
 		name   string
 		p      Problem
@@ -141,9 +145,7 @@ func TestNormInCore(t *testing.T) {
 // in a plan-cache entry of its own.
 func TestFusedPrep(t *testing.T) {
 	rt := &Runtime{calls: newCallCache(newPlanCache(132, ""), nil, nil)}
-	full := func(b, t, hq, hv int, dt Dtype) Problem {
-		return Problem{B: b, T: t, Hq: hq, Hv: hv, N: b, Dtype: dt, QKDtype: dt, ADtype: FP16, BetaDtype: FP32}
-	}
+	full := fullProblem
 	for _, c := range []struct {
 		name               string
 		p                  Problem

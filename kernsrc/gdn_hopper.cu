@@ -389,6 +389,18 @@ GDN_DEVICE void build_a2(unsigned char* st, const Vec& vec, int len, int warp, i
   }
 }
 
+// The gate vectors the consumers take, once vec.g holds the chunk's
+// cumulative log-gates (g: thread t's, t < 64): e^{g_t}, e^{g_last - g_t}
+// (0 past the chunk's len tokens) and e^{g_last}.
+GDN_DEVICE void write_gate_vectors(Vec& vec, float g, int t, int len) {
+  const float g_last = vec.g[len - 1];
+  if (t < 64) {
+    vec.eg[t] = t < len ? __expf(g) : 0.f;
+    vec.f[t] = t < len ? __expf(g_last - g) : 0.f;
+  }
+  if (t == 0) vec.gamma = __expf(g_last);
+}
+
 // A chunk's m64n64 accumulator (rows i, columns j: Q K^T or K K^T) gated
 // and masked in place: X[i][j] e^{g_i - g_j} where j <= i < len (DIAG, P)
 // or j < i < len (L, whose rows then also take beta_i), else 0 (a select:
@@ -501,12 +513,7 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
       wgmma_commit();
     }
     named_sync(bar, 128);
-    const float g_last = vec.g[len - 1];
-    if (t < 64) {
-      vec.eg[t] = t < len ? __expf(gv) : 0.f;
-      vec.f[t] = t < len ? __expf(g_last - gv) : 0.f;
-    }
-    if (t == 0) vec.gamma = __expf(g_last);
+    write_gate_vectors(vec, gv, t, len);
 
     // A2 over A (see build_a2), or A2 as the preparation wrote it: rows past
     // a short chunk's end hold the next sequence's (or are TMA's zero fill
@@ -927,12 +934,7 @@ GDN_DEVICE void run_normaliser(unsigned char* smem, Bars& bars, const GdnHopperP
       const int len = chunk_len(w, c);
       if (tid < 64) vec.g[tid] = x;
       named_sync(kBarConv, 128);
-      const float g_last = vec.g[len - 1];
-      if (tid < 64) {
-        vec.eg[tid] = tid < len ? __expf(x) : 0.f;
-        vec.f[tid] = tid < len ? __expf(g_last - x) : 0.f;
-      }
-      if (tid == 0) vec.gamma = __expf(g_last);
+      write_gate_vectors(vec, x, tid, len);
     }
     // Row group r: pieces r and r + 8 (the two d halves of the same rows).
 #pragma unroll 2
