@@ -55,9 +55,10 @@ type ringModel struct {
 	stages              int
 	full, ready, empty  []mbarrier
 	qkRead              []mbarrier // the aux group has read K and Q as loaded (converterAfterRead)
-	normed              []mbarrier // the converter has normalised K and Q (normaliserFirst)
+	normed              []mbarrier // the converter has normalised K and Q (normaliserFirst, normaliserThenP)
 	data, loading, prep []int      // chunk landed (-1: none or being overwritten), in flight, prepared
 	read, conv          []int      // chunk whose K and Q the aux group has read, the converter converted
+	pBuilt              []int      // chunk whose P the converter has built (normaliserThenP)
 	done                []int      // per chunk: consumer groups done with it
 	consumers           int
 	inFlight            []int // stages with a load in flight, in issue order
@@ -122,6 +123,11 @@ var converterWaitsOnFull = false
 // for the normaliser (normaliserFirst): for the test that it is caught.
 var auxSkipsNormed = false
 
+// fusedReadyCountOne initialises ready for the aux group alone under
+// normaliserThenP, whose converter arrives on it too: for the test that it
+// is caught.
+var fusedReadyCountOne = false
+
 // convMode is the converter warpgroup a run has, if any.
 type convMode int
 
@@ -134,6 +140,10 @@ const (
 	// soon as they land, the aux group's Q K^T after it (normed), ready
 	// from the aux group alone.
 	normaliserFirst
+	// normaliserThenP: run_normaliser under GDN_FUSED, K and Q normalised
+	// as soon as they land (normed: the aux group's go for A2), then P built
+	// from the stage and ready from both.
+	normaliserThenP
 )
 
 // runRing runs the protocol for nch chunks under one random schedule and
@@ -143,19 +153,19 @@ const (
 // run_consumer's stop_after), exitAt + 1 < nch. conv: the converter
 // warpgroup, if any (one aux group, no early exit).
 func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool, exitAt int, conv convMode) string {
-	converter, norm := conv == converterAfterRead, conv == normaliserFirst
+	converter, norm, fused := conv == converterAfterRead, conv == normaliserFirst || conv == normaliserThenP, conv == normaliserThenP
 	const stages = 3
 	m := &ringModel{stages: stages, consumers: consumers, stop: nch,
 		full: make([]mbarrier, stages), ready: make([]mbarrier, stages), empty: make([]mbarrier, stages),
 		qkRead: make([]mbarrier, stages), normed: make([]mbarrier, stages), data: make([]int, stages), loading: make([]int, stages),
-		prep: make([]int, stages), read: make([]int, stages), conv: make([]int, stages), done: make([]int, nch)}
+		prep: make([]int, stages), read: make([]int, stages), conv: make([]int, stages), pBuilt: make([]int, stages), done: make([]int, nch)}
 	readyCount := 1
-	if converter {
+	if converter || fused && !fusedReadyCountOne {
 		readyCount = 2 // the aux group and the converter
 	}
 	for s := range stages {
 		m.full[s].count, m.ready[s].count, m.empty[s].count, m.qkRead[s].count, m.normed[s].count = 1, readyCount, consumers, 1, 1
-		m.data[s], m.loading[s], m.prep[s], m.read[s], m.conv[s] = -1, -1, -1, -1, -1
+		m.data[s], m.loading[s], m.prep[s], m.read[s], m.conv[s], m.pBuilt[s] = -1, -1, -1, -1, -1, -1
 	}
 	var roles [][]op
 	for a := range aux {
@@ -220,6 +230,15 @@ func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool, exitAt int, conv
 					m.arriveOn(&m.ready[s], "ready", s)
 				}
 			}})
+			if fused { // P from the stage's Q and K, then this group's half of ready
+				prog = append(prog, op{do: func(m *ringModel) {
+					if m.data[s] != c {
+						m.fail("the converter builds chunk %d's P in stage %d holding chunk %d", c, s, m.data[s])
+					}
+					m.pBuilt[s] = c
+					m.arriveOn(&m.ready[s], "ready", s)
+				}})
+			}
 		}
 		roles = append(roles, prog)
 	}
@@ -238,8 +257,8 @@ func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool, exitAt int, conv
 			}
 			prog = append(prog,
 				op{do: func(m *ringModel) {
-					if m.prep[s] != c || m.data[s] != c || (conv != noConverter && m.conv[s] != c) {
-						m.fail("consumer %d takes chunk %d from stage %d prepared for %d, converted for %d, holding %d", g, c, s, m.prep[s], m.conv[s], m.data[s])
+					if m.prep[s] != c || m.data[s] != c || (conv != noConverter && m.conv[s] != c) || (fused && m.pBuilt[s] != c) {
+						m.fail("consumer %d takes chunk %d from stage %d prepared for %d, converted for %d, P for %d, holding %d", g, c, s, m.prep[s], m.conv[s], m.pBuilt[s], m.data[s])
 					}
 					m.done[c]++
 					m.arriveOn(&m.empty[s], "empty", s)
@@ -392,6 +411,15 @@ func TestStageRingConverter(t *testing.T) {
 // skipped its wait on normed must be caught.
 func TestStageRingNormaliser(t *testing.T) {
 	ringWithConverter(t, rand.New(rand.NewPCG(7, 8)), normaliserFirst, &auxSkipsNormed, "an aux group not waiting for the normaliser")
+}
+
+// The converter under GDN_FUSED (run_normaliser, then P): the aux group
+// builds A2 once the normaliser is done (normed), the converter builds P
+// after it, and the consumers take a chunk only once both have marked it
+// ready; ready initialised for the aux group alone (its count of v25) must
+// be caught.
+func TestStageRingFused(t *testing.T) {
+	ringWithConverter(t, rand.New(rand.NewPCG(9, 10)), normaliserThenP, &fusedReadyCountOne, "ready counting the aux group alone")
 }
 
 // ringWithConverter runs conv's protocol (one aux group, two consumer
