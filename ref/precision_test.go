@@ -229,6 +229,94 @@ func emulateSolveA(s Shape, k, beta, gcum []float64, r rounding) []float64 {
 	return A
 }
 
+// emulateSolveAFused is A as the fused core kernel builds it
+// (kernsrc/gdn_hopper.cu, run_aux_fused), returned as A2 / beta so that
+// emulateChunked's A2 = A diag(beta) is the kernel's A2 before its fp16
+// rounding: the diagonal blocks D by forward substitution (float64; fp32
+// there) and stored as D diag(beta); each block below the diagonal as the
+// left factor (unscaled, fp16) times L (fp16), that product rounded to
+// fp16, times the right factor already scaled by beta (A2's own blocks, as
+// stored in fp16): A2[2h+1, 2h] = -(D_{2h+1} L[2h+1, 2h]) A2[2h, 2h],
+// X[3, 2] = -(D_3 L[3, 2]) D_2 (a left factor next, unscaled),
+// A2[23, 01] = -(X[23] L[23, 01]) A2[01].
+func emulateSolveAFused(s Shape, k, beta, gcum []float64) []float64 {
+	r := toFP16
+	A := make([]float64, s.ALen())
+	gq := s.G()
+	L := make([]float64, C*C)
+	X := make([]float64, C*C)  // the unscaled inverse's blocks (the left factors)
+	A2 := make([]float64, C*C) // the kernel's A2 blocks, unrounded
+	Y := make([]float64, C*C)
+	at := func(m []float64, i, j int) *float64 { return &m[i*C+j] }
+	// out[i0.., j0..] = sign * round(a[ai.., aj..]) round(b[bi.., bj..]) over kk.
+	mul := func(out []float64, i0, j0, rows, cols int, a []float64, ai, aj int, b []float64, bi, bj, kk int, sign float64) {
+		for i := range rows {
+			for j := range cols {
+				x := 0.0
+				for m := range kk {
+					x += r.of(*at(a, ai+i, aj+m)) * r.of(*at(b, bi+m, bj+j))
+				}
+				*at(out, i0+i, j0+j) = sign * x
+			}
+		}
+	}
+	chunks(s, func(c0, n int) {
+		for h := range s.Hv {
+			hk := h / gq
+			b := func(j int) float64 {
+				if j < n {
+					return beta[(c0+j)*s.Hv+h]
+				}
+				return 0
+			}
+			clear(L)
+			for i := range n {
+				ki := k[((c0+i)*s.Hq+hk)*D:][:D]
+				for j := range i {
+					kj := k[((c0+j)*s.Hq+hk)*D:][:D]
+					*at(L, i, j) = b(i) * dot(ki, kj) * math.Exp(gcum[(c0+i)*s.Hv+h]-gcum[(c0+j)*s.Hv+h])
+				}
+			}
+			clear(X)
+			clear(A2)
+			for d := 0; d < C; d += 16 {
+				for i := range 16 {
+					*at(X, d+i, d+i) = 1
+					for m := range i {
+						for j := 0; j <= m; j++ {
+							*at(X, d+i, d+j) -= *at(L, d+i, d+m) * *at(X, d+m, d+j)
+						}
+					}
+					for j := 0; j <= i; j++ {
+						*at(A2, d+i, d+j) = *at(X, d+i, d+j) * b(d+j)
+					}
+				}
+			}
+			for d := 0; d < C; d += 32 {
+				mul(Y, d+16, d, 16, 16, X, d+16, d+16, L, d+16, d, 16, 1)
+				mul(A2, d+16, d, 16, 16, Y, d+16, d, A2, d, d, 16, -1)
+				if d == 32 {
+					mul(X, d+16, d, 16, 16, Y, d+16, d, X, d, d, 16, -1)
+				}
+			}
+			mul(Y, 32, 0, 32, 32, X, 32, 32, L, 32, 0, 32, 1)
+			mul(A2, 32, 0, 32, 32, Y, 32, 0, A2, 0, 0, 32, -1)
+			for i := range n {
+				row := A[((c0+i)*s.Hv+h)*C:][:i+1]
+				for j := range row {
+					if bj := b(j); bj != 0 {
+						row[j] = *at(A2, i, j) / bj
+					}
+				}
+			}
+		}
+	})
+	return A
+}
+
+// fusedInverse, as worstO's inverse, takes A from emulateSolveAFused.
+const fusedInverse rounding = -2
+
 // precisionCase is one input of the study: the SPEC recipe, strong decay,
 // and beta = 1.
 func precisionCases(t *testing.T) []Inputs {
@@ -269,7 +357,11 @@ func worstO(t *testing.T, cases []Inputs, p operandPrecision, inverse rounding) 
 	worst := 0.0
 	for _, in := range cases {
 		gcum, A := gcumAndA(t, in)
-		if inverse != solveA {
+		switch inverse {
+		case solveA:
+		case fusedInverse:
+			A = emulateSolveAFused(in.Shape, in.K, in.Beta, gcum)
+		default:
 			A = emulateSolveA(in.Shape, in.K, in.Beta, gcum, inverse)
 		}
 		want, _, err := Recurrent(in)
@@ -335,10 +427,26 @@ func TestKernelOperandPrecision(t *testing.T) {
 			t.Errorf("inverse by %v products: o ratio %.3e, over 1.05x the kernel's %.3e", r, e, kernel)
 		}
 	}
+	// The fused core kernel's own order (left factor first, beta folded
+	// into the right factor, one rounding per A2 entry): no worse.
+	e := worstO(t, cases, kernelPrecision, fusedInverse)
+	t.Logf("METRIC precision %-44s worst o ratio %.3e (%.2fx the kernel's)", "the fused kernel's inverse:", e, e/kernel)
+	if e > 1.05*kernel {
+		t.Errorf("the fused kernel's inverse: o ratio %.3e, over 1.05x the kernel's %.3e", e, kernel)
+	}
 }
 
-// Unrounded, the blockwise inverse is SolveA's forward substitution.
+// Unrounded, the blockwise inverse is SolveA's forward substitution; the
+// fused kernel's, whose fp16 roundings cannot be turned off, lands within
+// them (a few 2^-11 of the blocks' 0.1).
 func TestEmulateSolveAExact(t *testing.T) {
+	for i, in := range precisionCases(t) {
+		gcum, want := gcumAndA(t, in)
+		e := Compare64(emulateSolveAFused(in.Shape, in.K, in.Beta, gcum), want)
+		if e.MaxAbs > 5e-4 || e.Missing != 0 || i == 0 && e.MaxAbs < 1e-6 {
+			t.Errorf("the fused kernel's inverse against forward substitution: %v, want fp16's few 2^-11 of 0.1", e)
+		}
+	}
 	for _, in := range precisionCases(t) {
 		gcum, want := gcumAndA(t, in)
 		got := emulateSolveA(in.Shape, in.K, in.Beta, gcum, exact)
