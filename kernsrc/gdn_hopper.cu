@@ -676,8 +676,8 @@ GDN_DEVICE float chunk_cumsum(float x, float y, int t, int len, const GateParams
 //        A2[2h+1, 2h] = -(D_{2h+1} L[2h+1, 2h]) A2[2h, 2h]    (warp h, h = 0, 1)
 //        A2[23, 01]   = -(X[23] L[23, 01]) A2[01]             (all four warps)
 //      warp 1 also writing X[3, 2] unscaled (X[23]'s, a left factor next).
-// ref's emulateSolveA models this arithmetic (the operands of the block
-// products rounded to fp16; ref/precision_test.go).
+// ref's emulateSolveAFused models this arithmetic, in this order and with
+// these fp16 roundings (ref/precision_test.go).
 GDN_DEVICE void run_aux_fused(unsigned char* smem, Bars& bars, const GdnHopperParams& p, const Work& w) {
   const int tid = threadIdx.x & 127;
   const int bar = kBarAux;
