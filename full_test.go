@@ -89,6 +89,47 @@ func TestFullCoreTakesPreparedA(t *testing.T) {
 	}
 }
 
+// The core call of a fused full forward (the preparation in the core
+// kernel) reads the caller's raw g, plans the fused variant, and with
+// GateInKernel carries the gate's flag and parameters into the block;
+// without it, neither. A fused call without the in-core norm is refused.
+func TestFusedCoreCall(t *testing.T) {
+	hv := Tensor{Ptr: 1 << 30, Bytes: 16, Dtype: FP32, Shape: []int{4}}
+	dt := Tensor{Ptr: 1<<30 + 4096, Bytes: 16, Dtype: FP32, Shape: []int{4}}
+	for _, gate := range []bool{false, true} {
+		a := fullArgs(2, 100, 2, 4)
+		core := a.coreTemplate(a.Q, a.K, 0, 0)
+		core.qkNorm, core.fused = true, true
+		if gate {
+			core.gateInKernel, core.aLog, core.dtBias = true, hv, dt
+		}
+		p, err := ValidateCore(&core)
+		if err != nil || !p.Fused || coreDtype(p) != kernsrc.CoreBF16Fused {
+			t.Fatalf("gate %v: %+v, %v", gate, p, err)
+		}
+		var f fakeEncoder
+		hp, err := newHopperCall(&core, p).hopperParams(f.encode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hp.G != a.G.Ptr {
+			t.Errorf("gate %v: g %#x, want the caller's %#x", gate, hp.G, a.G.Ptr)
+		}
+		got := hp.Flags&kernsrc.HopperFlagGateInKernel != 0
+		if got != gate || gate && (hp.ALog != hv.Ptr || hp.DtBias != dt.Ptr) || !gate && (hp.ALog != 0 || hp.DtBias != 0) {
+			t.Errorf("gate %v: flag %v, A_log %#x, dt_bias %#x", gate, got, hp.ALog, hp.DtBias)
+		}
+	}
+	a := fullArgs(2, 100, 2, 4)
+	core := a.coreTemplate(a.Q, a.K, 0, 0)
+	core.fused = true
+	if _, err := ValidateCore(&core); err == nil {
+		t.Error("a fused call without the in-core norm accepted")
+	}
+	var s scratchSlabs
+	s.pin(nil) // a fused call has no slab: pinning it is a no-op, not a panic
+}
+
 // chunkPairs cuts every sequence into 64-token chunks, the last shorter,
 // none across two sequences, empty sequences none.
 func TestChunkPairs(t *testing.T) {

@@ -195,7 +195,7 @@ func TestPlanCoreTileWidth(t *testing.T) {
 // gdn_hopper.cu: five tensor maps, then the pointers, then the scalars.
 func TestPackHopperParamsLayout(t *testing.T) {
 	hp := kernsrc.HopperParams{G: 0x1000, Beta: 0x2000, H0: 0x3000, Ht: 0, CuSeqlens: 0xABC000, O: 0x5000,
-		Scale: 0.5, T: 100, Hq: 2, Hv: 8, N: 1, Flags: kernsrc.HopperFlagAFP32 | kernsrc.HopperFlagSeqlensInt64, NHt: 1}
+		ALog: 0x6000, DtBias: 0x7000, Scale: 0.5, T: 100, Hq: 2, Hv: 8, N: 1, Flags: kernsrc.HopperFlagAFP32 | kernsrc.HopperFlagSeqlensInt64, NHt: 1}
 	for i := range hp.MapQ {
 		hp.MapQ[i], hp.MapK[i], hp.MapV[i], hp.MapA[i], hp.MapO[i] = 1, 2, 3, 4, 5
 	}
@@ -211,7 +211,7 @@ func TestPackHopperParamsLayout(t *testing.T) {
 			}
 		}
 	}
-	want := []uintptr{0x1000, 0x2000, 0x3000, 0, 0xABC000, 0x5000}
+	want := []uintptr{0x1000, 0x2000, 0x3000, 0, 0xABC000, 0x5000, 0x6000, 0x7000}
 	for i, w := range want {
 		if got := uintptr(binary.LittleEndian.Uint64(b[kernsrc.HopperOffPtrs+8*i:])); got != w {
 			t.Errorf("pointer %d: %#x, want %#x", i, got, w)
