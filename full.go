@@ -478,6 +478,30 @@ func coreTakesNorm(p Problem, sms int, variant string, segmentChunks int) bool {
 	return err == nil && pl.SegmentChunks == 0 && pl.TileWidth == 128
 }
 
+// PlanForFull is PlanFor for the core kernel of a full forward
+// (ForwardFull) of p's shape and input dtype, with or without L2Norm, on
+// a Runtime with Options{Variant: variant, SegmentChunks: segmentChunks}
+// (and no other) on sms SMs: the variant that does the whole preparation
+// itself (kernsrc.CoreBF16Fused) where it runs, else the core on the
+// preparation's normalised copies (L2Norm) or on q and k as given.
+// Runtime.PlanOfFull answers the same for prepared arguments.
+func PlanForFull(p Problem, sms int, variant string, segmentChunks int, l2norm bool) (Plan, error) {
+	p.QKDtype, p.QKNorm, p.Fused, p.ADtype = p.Dtype, false, false, FP16
+	if p.N == 0 {
+		p.N = p.B
+		if p.Seqs != nil {
+			p.N = len(p.Seqs) - 1
+		}
+	}
+	switch {
+	case l2norm && coreTakesNorm(p, sms, variant, segmentChunks):
+		p.QKNorm, p.Fused = true, true
+	case l2norm:
+		p.QKDtype = FP16
+	}
+	return PlanFor(p, sms, variant, segmentChunks)
+}
+
 // KernelsFor lists the kernel variants a Runtime with default Options on
 // sms SMs runs p (a Problem of the core forward's dtypes: Dtype and
 // Hq, Hv, B, T or Seqs) with: the core forward's kernel and, where the plan

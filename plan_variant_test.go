@@ -186,6 +186,37 @@ func TestFusedPrep(t *testing.T) {
 	}
 }
 
+// PlanForFull names the core a full forward runs: the fused preparation
+// with L2Norm where the core runs unsplit at BV 128 (or is forced to),
+// the copies where it splits or is forced to BV 64, q and k as given
+// without L2Norm.
+func TestPlanForFull(t *testing.T) {
+	q35 := Problem{B: 8, T: 4096, Hq: 16, Hv: 32, Dtype: BF16}
+	tp8 := Problem{B: 1, T: 32768, Hq: 2, Hv: 8, Dtype: BF16}
+	small := Problem{B: 1, T: 640, Hq: 2, Hv: 4, Dtype: BF16}
+	for _, c := range []struct {
+		name    string
+		p       Problem
+		variant string
+		l2      bool
+		want    string
+		split   bool
+	}{
+		{"q35 l2norm", q35, "", true, "gdn_hopper_bf16_fused_bv128", false},
+		{"q35", q35, "", false, "gdn_hopper_bf16_bv128", false},
+		{"q35 fp16 l2norm", Problem{B: 8, T: 4096, Hq: 16, Hv: 32, Dtype: FP16}, "", true, "gdn_hopper_fp16_bv128", false},
+		{"tp8_32k l2norm", tp8, "", true, "gdn_hopper_bf16_fp16qk_bv128", true},
+		{"small l2norm", small, "", true, "gdn_hopper_bf16_fp16qk_bv64", false},
+		{"small l2norm, BV 128 forced", small, "gdn_hopper_bf16_bv128", true, "gdn_hopper_bf16_fused_bv128", false},
+		{"q35 l2norm, BV 64 forced", q35, "gdn_hopper_bf16_bv64", true, "gdn_hopper_bf16_fp16qk_bv64", false},
+	} {
+		pl, err := PlanForFull(c.p, 132, c.variant, 0, c.l2)
+		if err != nil || pl.Variant.Name != c.want || (pl.SegmentChunks > 0) != c.split {
+			t.Errorf("%s: %v (%v), want %s, split %v", c.name, pl, err, c.want, c.split)
+		}
+	}
+}
+
 // KernelsFor names what a default Runtime runs: the full forward's core
 // does the whole preparation with L2Norm wherever it runs unsplit at BV 128
 // (G = 2 and 4 alike), the preparation kernel stays for the calls without

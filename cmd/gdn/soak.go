@@ -272,7 +272,7 @@ func runSoakProblem(rts *soakRuntimes, o soakOptions, k int, p soakProblem, st *
 	ran := variant
 	if err == nil {
 		var pl gdn.Plan
-		if pl, err = gdn.PlanFor(p.problem(), rt.Device().SMs, variant, p.Segments); err == nil {
+		if pl, err = p.plan(rt.Device().SMs, variant); err == nil {
 			ran = pl.Variant.Name
 		}
 		if pl.SegmentChunks > 0 {

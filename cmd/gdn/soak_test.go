@@ -77,6 +77,13 @@ func TestSoakProblems(t *testing.T) {
 		mark(p.Full && !p.Gate, "full log-gate")
 		mark(p.Full && p.PrepHeads == 4 && (p.Hv/p.Hq)%4 == 0, "full prep heads 4")
 		mark(p.Full && p.Segments > 0, "full split")
+		v := p.Variant
+		if v == variantAuto {
+			v = ""
+		}
+		pl, err := p.plan(132, v)
+		mark(p.Full && err == nil && strings.Contains(pl.Variant.Name, "_fused_"), "full fused")
+		mark(p.Full && err == nil && !strings.Contains(pl.Variant.Name, "_fused_"), "full preparation kernel")
 		if p.Full && p.ABF16 || p.Gate && p.Decay != decayNormal || !p.Full && (p.L2Norm || p.Gate || p.PrepHeads != 0) {
 			t.Fatalf("case %d: inconsistent options %s", k, p)
 		}
@@ -85,14 +92,16 @@ func TestSoakProblems(t *testing.T) {
 		"int64 cu_seqlens", "int32 cu_seqlens", "G 1", "G 2", "G 3", "G 4", "G 8", "bf16", "fp16", "h0", "no h0",
 		"ht", "no ht", "beta in input dtype", "beta fp32", "A bf16", "A fp32", "decay normal", "decay strong",
 		"decay none", "beta recipe", "beta 0", "beta 1", "variant auto", "full", "core", "full l2norm",
-		"full without l2norm", "full gate", "full log-gate", "full prep heads 4", "full split"}
+		"full without l2norm", "full gate", "full log-gate", "full prep heads 4", "full split", "full fused",
+		"full preparation kernel"}
+	options := len(want)
 	for _, dt := range []gdn.Dtype{gdn.BF16, gdn.FP16} {
 		for _, v := range soakVariants(gdn.Problem{B: 1, T: 64, Hq: 1, Hv: 1, N: 1, Dtype: dt}) {
 			want = append(want, "variant "+v)
 		}
 	}
-	if len(want) < 43 {
-		t.Errorf("soakVariants found %d variants in all, want at least one per dtype", len(want)-41)
+	if len(want) < options+2 {
+		t.Errorf("soakVariants found %d variants in all, want at least one per dtype", len(want)-options)
 	}
 	for _, w := range want {
 		if !seen[w] {

@@ -97,6 +97,17 @@ func (p soakProblem) problem() gdn.Problem {
 	return gdn.Problem{B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, N: s.N(), Seqs: s.CuSeqlens, Dtype: p.Dtype}
 }
 
+// plan is the plan a Runtime with the problem's options (variant: "" for
+// the planner's own) on sms SMs runs it with: the core forward's, or the
+// full forward's core (gdn.PlanForFull: the fused preparation where it
+// applies).
+func (p soakProblem) plan(sms int, variant string) (gdn.Plan, error) {
+	if p.Full {
+		return gdn.PlanForFull(p.problem(), sms, variant, p.Segments, p.L2Norm)
+	}
+	return gdn.PlanFor(p.problem(), sms, variant, p.Segments)
+}
+
 // String is the spec string: key=value pairs that parseSoakProblem reads back.
 func (p soakProblem) String() string {
 	b := func(x bool) string {
