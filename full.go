@@ -324,6 +324,9 @@ func (rt *Runtime) forwardFull(a *FullArgs, s Stream) error {
 
 // newFullCall allocates a full call's scratch and packs its prep launch.
 func (rt *Runtime) newFullCall(a *FullArgs, key fullKey, p Problem) (*fullCall, error) {
+	if rt.fusedPrep(a, p) {
+		return rt.newFusedCall(a, key, p), nil
+	}
 	chunks := chunkPairs(p)
 	nch := len(chunks) / 2
 	tokens := p.Tokens()
@@ -334,9 +337,6 @@ func (rt *Runtime) newFullCall(a *FullArgs, key fullKey, p Problem) (*fullCall, 
 	tableBytes := align(4 * len(chunks))
 	gBytes := align(tokens * p.Hv * 4)
 	aBytes := align(tokens * p.Hv * ChunkLen * 2)
-	if rt.fusedPrep(a, p) {
-		return rt.newFusedCall(a, key, p), nil
-	}
 	normInCore := rt.normInCore(a, p)
 	qkBytes := 0
 	if a.L2Norm && !normInCore {

@@ -69,7 +69,7 @@
 // defines below come from that file; the static_asserts hold the two sides
 // together (sizes fix the offsets: every member is naturally aligned).
 struct HopperPtrs {
-  const float* g;          // [tokens, Hv] chunk-local cumulative log-gate
+  const float* g;          // [tokens, Hv] chunk-local cumulative log-gate (GDN_FUSED: the raw log-gate, or a)
   const void* beta;        // [tokens, Hv] fp32 or the input dtype (flag)
   const float* h0;         // [N, Hv, 128, 128] or null
   float* ht;               // [N, Hv, 128, 128] or null
@@ -174,10 +174,11 @@ constexpr int kThreads = 128 * (kAux + kNC + kConv);
 constexpr bool kNorm = GDN_QK_NORM != 0;
 static_assert(!kNorm || kConv == 1, "the L2 norm is the converter's");
 // GDN_FUSED 1: the full forward's whole preparation done here, so that it
-// needs no kernel before this one: the aux group takes the raw log-gates
-// (or the gate's raw input, kGateInKernel) and sums them in the chunk, and
-// builds A2 itself from the converter's normalised K: K K^T, L, the
-// inverse by 16 x 16 blocks (run_aux_fused). No A is loaded.
+// needs no kernel before this one: the converter takes the raw log-gates
+// (or the gate's raw input, kGateInKernel), sums them in the chunk and
+// builds P (run_normaliser), and the aux group builds A2 itself from the
+// converter's normalised K: K K^T, L, the inverse by 16 x 16 blocks
+// (run_aux_fused). No A is loaded.
 #ifndef GDN_FUSED
 #define GDN_FUSED 0
 #endif
@@ -237,7 +238,7 @@ static_assert(!kSetRegs || kAuxRegs >= 64, "aux register budget");
 
 // Named barriers: 1..kNC for each consumer group, kBarAux + a for aux group a,
 // kBarConsumers for all consumer groups together (the transfer matrix's
-// early exit).
+// early exit), kBarConv for the converter (kFused).
 constexpr int kBarAux = 7;
 constexpr int kBarConsumers = 5;
 constexpr int kBarConv = 3;  // the converter group (kFused)
@@ -693,9 +694,6 @@ GDN_DEVICE void run_aux_fused(unsigned char* smem, Bars& bars, const GdnHopperPa
     tma_prefetch_desc(&p.tm_o);
     for (int c = 0; c < min(kStages, w.nch); ++c) issue_loads(smem + c * kStageBytes, &bars.full[c], p, w, c);
   }
-  // X[23]'s upper right block is zero, and nothing writes it later (ordered
-  // before its first read by the barriers of the first chunk).
-  if (t < 32) *reinterpret_cast<uint4*>(xu + (t >> 1) * kXuRow + 32 + 16 * (t & 1)) = make_uint4(0, 0, 0, 0);
 
   // beta of token t < 64 (0 past the chunk), two chunks ahead as run_aux's
   // gates (the gates are the converter's).
@@ -956,6 +954,10 @@ GDN_DEVICE void run_normaliser(unsigned char* smem, Bars& bars, const GdnHopperP
       unsigned char* stage = smem + s * kStageBytes;
       Vec& vec = *reinterpret_cast<Vec*>(stage + kOffVec);
       const int len = chunk_len(w, c);
+      // Q K^T reads rows every warp of this group normalised: their fences
+      // are each thread's own, so the group meets before its wgmma (the aux
+      // group's wait on normed is that meeting for its K K^T).
+      named_sync(kBarConv, 128);
       int tt = tid;
       asm volatile("" : "+r"(tt));
       const int warp = tt >> 5, lane = tt & 31;
@@ -1396,8 +1398,8 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_hopper_fwd(const _
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(&bars.full[s], 1);             // the TMA issuer, plus bytes
-      // The aux group (and the converter, which under kNorm hands its
-      // tiles to the aux group instead).
+      // The aux group, and the converter but under kNorm without kFused
+      // (where it hands its tiles to the aux group instead).
       mbar_init(&bars.ready[s], 128 * (1 + (kConv && (!kNorm || kFused))));
       if (kConv && !kNorm) mbar_init(&bars.qk_read[s], 128);  // the aux group
       if (kNorm) mbar_init(&bars.normed[s], 128);             // the converter

@@ -104,7 +104,7 @@ func HopperSharedBytes(dt CoreDtype, consumers int) int {
 const HopperFusedScratchBytes = (4*16*20*4 + 32*80 + 16*48 + 1023) / 1024 * 1024
 
 // The contract between Go and gdn_hopper.cu's GdnHopperParams, its only
-// kernel parameter: five 128-byte tensor maps (q, k, v, A, o), then six
+// kernel parameter: five 128-byte tensor maps (q, k, v, A, o), then eight
 // pointers (g, beta, h0, ht, cu_seqlens, o, a_log, dt_bias), then seven
 // 32-bit fields (scale, T, Hq, Hv, N, flags, NHt), padded to the maps'
 // 64-byte alignment. Every constant here reaches the kernel as a define and
