@@ -486,20 +486,33 @@ func coreTakesNorm(p Problem, sms int, variant string, segmentChunks int) bool {
 // preparation's normalised copies (L2Norm) or on q and k as given.
 // Runtime.PlanOfFull answers the same for prepared arguments.
 func PlanForFull(p Problem, sms int, variant string, segmentChunks int, l2norm bool) (Plan, error) {
+	return PlanFor(fullCoreProblem(withN(p), sms, variant, segmentChunks, l2norm), sms, variant, segmentChunks)
+}
+
+// fullCoreProblem is the core problem of a full forward of p (its input
+// dtype, N set) on a Runtime with default Options but variant and
+// segmentChunks: with L2Norm, the fused preparation's (fusedPrep) or the
+// normalised copies'; without, q and k as given.
+func fullCoreProblem(p Problem, sms int, variant string, segmentChunks int, l2norm bool) Problem {
 	p.QKDtype, p.QKNorm, p.Fused, p.ADtype = p.Dtype, false, false, FP16
-	if p.N == 0 {
-		p.N = p.B
-		if p.Seqs != nil {
-			p.N = len(p.Seqs) - 1
-		}
-	}
 	switch {
 	case l2norm && coreTakesNorm(p, sms, variant, segmentChunks):
 		p.QKNorm, p.Fused = true, true
 	case l2norm:
 		p.QKDtype = FP16
 	}
-	return PlanFor(p, sms, variant, segmentChunks)
+	return p
+}
+
+// withN is p with N set from B or Seqs where it is not.
+func withN(p Problem) Problem {
+	if p.N == 0 {
+		p.N = p.B
+		if p.Seqs != nil {
+			p.N = len(p.Seqs) - 1
+		}
+	}
+	return p
 }
 
 // KernelsFor lists the kernel variants a Runtime with default Options on
@@ -511,13 +524,8 @@ func PlanForFull(p Problem, sms int, variant string, segmentChunks int, l2norm b
 // whole preparation itself).
 // `gdn warmup --shapes` compiles them ahead of the first call.
 func KernelsFor(p Problem, sms int, full bool) ([]kernsrc.Variant, error) {
+	p = withN(p)
 	p.QKDtype, p.QKNorm = p.Dtype, false
-	if p.N == 0 {
-		p.N = p.B
-		if p.Seqs != nil {
-			p.N = len(p.Seqs) - 1
-		}
-	}
 	var out []kernsrc.Variant
 	add := func(v kernsrc.Variant) {
 		for _, w := range out {
@@ -550,16 +558,12 @@ func KernelsFor(p Problem, sms int, full bool) ([]kernsrc.Variant, error) {
 	if err := core(p); err != nil || !full {
 		return out, err
 	}
-	// With L2Norm the core may do the whole preparation (fusedPrep);
-	// without it (and with L2Norm elsewhere) the preparation kernel runs.
-	f := p
-	f.ADtype = FP16
-	fused := coreTakesNorm(f, sms, "", 0)
-	if fused {
-		f.QKNorm, f.Fused = true, true
-		if err := core(f); err != nil {
-			return nil, err
-		}
+	// With L2Norm the core that does the whole preparation (fusedPrep) or
+	// the core on the normalised copies; without it the core forward's
+	// plan, already listed. The preparation kernel runs for calls without
+	// L2Norm, and with it wherever the core does not fuse it.
+	if err := core(fullCoreProblem(p, sms, "", 0, true)); err != nil {
+		return nil, err
 	}
 	_, chunks := chainChunks(p)
 	prep, err := kernsrc.PrepVariant(kernsrc.PrepChunkKernel, inputDtype(p.Dtype), prepHeads(p, chunks, sms, 0))
@@ -567,15 +571,6 @@ func KernelsFor(p Problem, sms int, full bool) ([]kernsrc.Variant, error) {
 		return nil, err
 	}
 	add(prep)
-	// Without L2Norm the full forward's core takes the input's dtypes: the
-	// core forward's plan, already listed. With it, unless fused, the core
-	// on the preparation's normalised copies.
-	if !fused {
-		f.QKDtype = FP16
-		if err := core(f); err != nil {
-			return nil, err
-		}
-	}
 	return out, nil
 }
 

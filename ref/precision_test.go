@@ -167,60 +167,77 @@ func emulateChunked(in Inputs, gcum, A []float64, p operandPrecision) (o []float
 	return o
 }
 
+// at is the address of m[i][j] in a C x C row-major block.
+func at(m []float64, i, j int) *float64 { return &m[i*C+j] }
+
+// blockMul sets out[i0.., j0..] (rows x cols) to sign * round(a[ai.., aj..])
+// round(b[bi.., bj..]) over kk: a tensor-core product of operands rounded
+// as r, summed exactly (fp32 accumulators, whose error is far below r's).
+func blockMul(r rounding, out []float64, i0, j0, rows, cols int, a []float64, ai, aj int, b []float64, bi, bj, kk int, sign float64) {
+	for i := range rows {
+		for j := range cols {
+			x := 0.0
+			for m := range kk {
+				x += r.of(*at(a, ai+i, aj+m)) * r.of(*at(b, bi+m, bj+j))
+			}
+			*at(out, i0+i, j0+j) = sign * x
+		}
+	}
+}
+
+// chunkL sets L to the chunk's StrictLower(diag(beta) K K^T * Gamma) for
+// value head h, the n tokens from c0 (zero past them).
+func chunkL(L []float64, s Shape, k, beta, gcum []float64, c0, n, h int) {
+	hk := h / s.G()
+	clear(L)
+	for i := range n {
+		ki := k[((c0+i)*s.Hq+hk)*D:][:D]
+		for j := range i {
+			kj := k[((c0+j)*s.Hq+hk)*D:][:D]
+			*at(L, i, j) = beta[(c0+i)*s.Hv+h] * dot(ki, kj) * math.Exp(gcum[(c0+i)*s.Hv+h]-gcum[(c0+j)*s.Hv+h])
+		}
+	}
+}
+
+// invertDiagonalBlocks sets X's four 16 x 16 diagonal blocks to the
+// inverses D of I + L's, by forward substitution (x_i = e_i - sum_{m<i}
+// L_im x_m), and the rest of X to zero.
+func invertDiagonalBlocks(X, L []float64) {
+	clear(X)
+	for d := 0; d < C; d += 16 {
+		for i := range 16 {
+			*at(X, d+i, d+i) = 1
+			for m := range i {
+				for j := 0; j <= m; j++ {
+					*at(X, d+i, d+j) -= *at(L, d+i, d+m) * *at(X, d+m, d+j)
+				}
+			}
+		}
+	}
+}
+
 // emulateSolveA is SolveA by 16 x 16 blocks, as the preparation kernel
 // and FlashInfer's aux group compute it: the four diagonal blocks' inverses
 // D by forward substitution (float64), then the two 32 x 32 halves'
 // off-diagonal blocks -D_{2h+1} (L_{2h+1,2h} D_{2h}) and the lower-left 32 x
 // 32 block -X_23 (L_{23,01} X_01), every matrix rounded as r before it
 // enters a product (the tensor cores' operands), the products summed
-// exactly (fp32 accumulators, whose error is far below r's).
+// exactly.
 func emulateSolveA(s Shape, k, beta, gcum []float64, r rounding) []float64 {
 	A := make([]float64, s.ALen())
-	gq := s.G()
 	L := make([]float64, C*C)
 	X := make([]float64, C*C)
 	Y := make([]float64, C*C)
-	at := func(m []float64, i, j int) *float64 { return &m[i*C+j] }
-	// out[i0.., j0..] = sign * round(a[ai.., aj..]) round(b[bi.., bj..]) over kk.
-	mul := func(out []float64, i0, j0, rows, cols int, a []float64, ai, aj int, b []float64, bi, bj, kk int, sign float64) {
-		for i := range rows {
-			for j := range cols {
-				x := 0.0
-				for m := range kk {
-					x += r.of(*at(a, ai+i, aj+m)) * r.of(*at(b, bi+m, bj+j))
-				}
-				*at(out, i0+i, j0+j) = sign * x
-			}
-		}
-	}
 	chunks(s, func(c0, n int) {
 		for h := range s.Hv {
-			hk := h / gq
-			clear(L)
-			for i := range n {
-				ki := k[((c0+i)*s.Hq+hk)*D:][:D]
-				for j := range i {
-					kj := k[((c0+j)*s.Hq+hk)*D:][:D]
-					*at(L, i, j) = beta[(c0+i)*s.Hv+h] * dot(ki, kj) * math.Exp(gcum[(c0+i)*s.Hv+h]-gcum[(c0+j)*s.Hv+h])
-				}
-			}
-			clear(X)
-			for d := 0; d < C; d += 16 { // diagonal blocks: x_i = e_i - sum_{m<i} L_im x_m
-				for i := range 16 {
-					*at(X, d+i, d+i) = 1
-					for m := range i {
-						for j := 0; j <= m; j++ {
-							*at(X, d+i, d+j) -= *at(L, d+i, d+m) * *at(X, d+m, d+j)
-						}
-					}
-				}
-			}
+			chunkL(L, s, k, beta, gcum, c0, n, h)
+			invertDiagonalBlocks(X, L)
 			for d := 0; d < C; d += 32 { // X[2h+1, 2h] = -D_{2h+1} (L[2h+1, 2h] D_{2h})
-				mul(Y, d+16, d, 16, 16, L, d+16, d, X, d, d, 16, 1)
-				mul(X, d+16, d, 16, 16, X, d+16, d+16, Y, d+16, d, 16, -1)
+				blockMul(r, Y, d+16, d, 16, 16, L, d+16, d, X, d, d, 16, 1)
+				blockMul(r, X, d+16, d, 16, 16, X, d+16, d+16, Y, d+16, d, 16, -1)
 			}
-			mul(Y, 32, 0, 32, 32, L, 32, 0, X, 0, 0, 32, 1) // X[23, 01] = -X[23] (L[23, 01] X[01])
-			mul(X, 32, 0, 32, 32, X, 32, 32, Y, 32, 0, 32, -1)
+			blockMul(r, Y, 32, 0, 32, 32, L, 32, 0, X, 0, 0, 32, 1) // X[23, 01] = -X[23] (L[23, 01] X[01])
+			blockMul(r, X, 32, 0, 32, 32, X, 32, 32, Y, 32, 0, 32, -1)
 			for i := range n {
 				copy(A[((c0+i)*s.Hv+h)*C:][:i+1], X[i*C:][:i+1])
 			}
@@ -240,67 +257,39 @@ func emulateSolveA(s Shape, k, beta, gcum []float64, r rounding) []float64 {
 // X[3, 2] = -(D_3 L[3, 2]) D_2 (a left factor next, unscaled),
 // A2[23, 01] = -(X[23] L[23, 01]) A2[01].
 func emulateSolveAFused(s Shape, k, beta, gcum []float64) []float64 {
-	r := toFP16
+	const r = toFP16
 	A := make([]float64, s.ALen())
-	gq := s.G()
 	L := make([]float64, C*C)
 	X := make([]float64, C*C)  // the unscaled inverse's blocks (the left factors)
 	A2 := make([]float64, C*C) // the kernel's A2 blocks, unrounded
 	Y := make([]float64, C*C)
-	at := func(m []float64, i, j int) *float64 { return &m[i*C+j] }
-	// out[i0.., j0..] = sign * round(a[ai.., aj..]) round(b[bi.., bj..]) over kk.
-	mul := func(out []float64, i0, j0, rows, cols int, a []float64, ai, aj int, b []float64, bi, bj, kk int, sign float64) {
-		for i := range rows {
-			for j := range cols {
-				x := 0.0
-				for m := range kk {
-					x += r.of(*at(a, ai+i, aj+m)) * r.of(*at(b, bi+m, bj+j))
-				}
-				*at(out, i0+i, j0+j) = sign * x
-			}
-		}
-	}
 	chunks(s, func(c0, n int) {
 		for h := range s.Hv {
-			hk := h / gq
 			b := func(j int) float64 {
 				if j < n {
 					return beta[(c0+j)*s.Hv+h]
 				}
 				return 0
 			}
-			clear(L)
-			for i := range n {
-				ki := k[((c0+i)*s.Hq+hk)*D:][:D]
-				for j := range i {
-					kj := k[((c0+j)*s.Hq+hk)*D:][:D]
-					*at(L, i, j) = b(i) * dot(ki, kj) * math.Exp(gcum[(c0+i)*s.Hv+h]-gcum[(c0+j)*s.Hv+h])
-				}
-			}
-			clear(X)
+			chunkL(L, s, k, beta, gcum, c0, n, h)
+			invertDiagonalBlocks(X, L)
 			clear(A2)
 			for d := 0; d < C; d += 16 {
 				for i := range 16 {
-					*at(X, d+i, d+i) = 1
-					for m := range i {
-						for j := 0; j <= m; j++ {
-							*at(X, d+i, d+j) -= *at(L, d+i, d+m) * *at(X, d+m, d+j)
-						}
-					}
 					for j := 0; j <= i; j++ {
 						*at(A2, d+i, d+j) = *at(X, d+i, d+j) * b(d+j)
 					}
 				}
 			}
 			for d := 0; d < C; d += 32 {
-				mul(Y, d+16, d, 16, 16, X, d+16, d+16, L, d+16, d, 16, 1)
-				mul(A2, d+16, d, 16, 16, Y, d+16, d, A2, d, d, 16, -1)
+				blockMul(r, Y, d+16, d, 16, 16, X, d+16, d+16, L, d+16, d, 16, 1)
+				blockMul(r, A2, d+16, d, 16, 16, Y, d+16, d, A2, d, d, 16, -1)
 				if d == 32 {
-					mul(X, d+16, d, 16, 16, Y, d+16, d, X, d, d, 16, -1)
+					blockMul(r, X, d+16, d, 16, 16, Y, d+16, d, X, d, d, 16, -1)
 				}
 			}
-			mul(Y, 32, 0, 32, 32, X, 32, 32, L, 32, 0, 32, 1)
-			mul(A2, 32, 0, 32, 32, Y, 32, 0, A2, 0, 0, 32, -1)
+			blockMul(r, Y, 32, 0, 32, 32, X, 32, 32, L, 32, 0, 32, 1)
+			blockMul(r, A2, 32, 0, 32, 32, Y, 32, 0, A2, 0, 0, 32, -1)
 			for i := range n {
 				row := A[((c0+i)*s.Hv+h)*C:][:i+1]
 				for j := range row {
