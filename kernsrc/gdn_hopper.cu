@@ -262,19 +262,14 @@ constexpr int kOffBars = kOffOut + kNC * kTile;    // mbarriers
 constexpr int kOffStop = kOffBars + 512;          // int: the transfer matrix's early exit (below)
 // kFused: the aux group's scratch for the inverse (run_aux_fused), one for
 // all stages (the aux group takes the chunks one at a time): the diagonal
-// blocks of L in fp32, transposed, rows of kLdStride floats (conflict-free
-// stores from the accumulator layout, 16-byte rows for broadcast loads);
-// the unscaled inverse's blocks that enter products as left factors, fp16:
-// X[23] (32 x 32, rows of 80 bytes) and D_1 (16 x 16, rows of 48 bytes),
-// row strides whose eight ldmatrix rows fall in distinct banks.
+// blocks of diag(beta) L in fp32, transposed, rows of kLdStride floats
+// (conflict-free stores from the accumulator layout, 16-byte rows for
+// broadcast loads). (The products' factors are all A2's and L's own blocks,
+// in the stage.)
 constexpr int kOffInv = kOffBars + 1024;
 constexpr int kLdStride = 20;
-constexpr int kInvLd = 0;                             // fp32 [4 warps][16 m][kLdStride]: L[16w + i][16w + m] at [w][m][i]
-constexpr int kInvXu = kInvLd + 4 * 16 * kLdStride * 4;  // fp16 [32][40]: X[23]
-constexpr int kXuRow = 80;
-constexpr int kInvD1 = kInvXu + 32 * kXuRow;          // fp16 [16][24]: D_1
-constexpr int kD1Row = 48;
-constexpr int kInvBytes = (kInvD1 + 16 * kD1Row + 1023) / 1024 * 1024;  // (whole kilobytes)
+constexpr int kInvLd = 0;  // fp32 [4 warps][16 m][kLdStride]: beta_i L[16w + i][16w + m] at [w][m][i]
+constexpr int kInvBytes = (kInvLd + 4 * 16 * kLdStride * 4 + 1023) / 1024 * 1024;  // (whole kilobytes)
 constexpr int kSmemBytes = kOffInv + (kFused ? kInvBytes : 0) + 1024;  // + alignment slack of the dynamic base
 
 #ifdef GDN_SMEM_BYTES
@@ -403,28 +398,43 @@ GDN_DEVICE void write_gate_vectors(Vec& vec, float g, int t, int len) {
 }
 
 // A chunk's m64n64 accumulator (rows i, columns j: Q K^T or K K^T) gated
-// and masked in place: X[i][j] e^{g_i - g_j} where j <= i < len (DIAG, P)
-// or j < i < len (L, whose rows then also take beta_i), else 0 (a select:
-// rows past the chunk may hold anything, and 0 * NaN would poison).
-template <bool DIAG>
-GDN_DEVICE void gate_lower(float* X, const float* g, const float* beta, int len, int warp, int lane) {
+// and masked in place: X[i][j] e^{g_i - g_j} where j <= i < len (DIAG: P)
+// or j < i < len (the fused aux group's L, without beta), else 0 (a
+// select: rows past the chunk may hold anything, and 0 * NaN would poison).
+// The exponent is taken as g_i log2(e) - g_j log2(e) (each sum scaled
+// once, not each difference). In a whole chunk (len 64) every 8-column
+// block of a warp's 16 rows is known before looking: below the diagonal
+// block, kept whole (no compares, no selects); right of it, zero (no
+// exponentials); only the two diagonal blocks are masked. The tests are
+// the same in every lane of a warp, so the branches do not diverge. (The
+// warp with the most blocks to gate bounds the group's chain: 112 of its
+// instructions a chunk instead of 245, docs/PERF.md v27.)
+template <bool DIAG, bool kZeroRight = true, bool kBelowWhole = true>
+GDN_DEVICE void gate_lower(float* X, const float* g, int len, int warp, int lane) {
+  constexpr float kLog2e = 1.4426950408889634f;
   const int gq = lane >> 2, tq = lane & 3;
   const int i0 = 16 * warp + gq;
-  const float gi[2] = {g[i0], g[i0 + 8]};
-  float bi[2] = {1.f, 1.f};
-  if (!DIAG) bi[0] = beta[i0], bi[1] = beta[i0 + 8];
+  const float gi[2] = {g[i0] * kLog2e, g[i0 + 8] * kLog2e};
+  const bool whole = len == 64;
 #pragma unroll
   for (int jb = 0; jb < 8; ++jb) {
+    if (kZeroRight && whole && jb > 2 * warp + 1) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) X[4 * jb + e] = 0.f;
+      continue;
+    }
     const float2 gj = *reinterpret_cast<const float2*>(&g[8 * jb + 2 * tq]);
+    const float gj2[2] = {gj.x * kLog2e, gj.y * kLog2e};
+    if (kBelowWhole && whole && jb < 2 * warp) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) X[4 * jb + e] *= exp2_ftz(gi[e >> 1] - gj2[e & 1]);
+      continue;
+    }
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int i = i0 + 8 * (e >> 1), j = 8 * jb + 2 * tq + (e & 1);
-      const float d = gi[e >> 1] - ((e & 1) ? gj.y : gj.x);
       const bool in = (DIAG ? j <= i : j < i) && i < len;
-      if (DIAG)
-        X[4 * jb + e] = in ? X[4 * jb + e] * exp2_ftz(d * 1.4426950408889634f) : 0.f;
-      else
-        X[4 * jb + e] = in ? bi[e >> 1] * X[4 * jb + e] * exp2_ftz(d * 1.4426950408889634f) : 0.f;
+      X[4 * jb + e] = in ? X[4 * jb + e] * exp2_ftz(gi[e >> 1] - gj2[e & 1]) : 0.f;
     }
   }
 }
@@ -565,7 +575,7 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
       continue;
     }
     reg_fence(P, 32);
-    gate_lower<true>(P, vec.g, vec.beta, len, warp, lane);
+    gate_lower<true, false, false>(P, vec.g, len, warp, lane);
     store_acc_fp16(st + kOffP, P, 8, 0, warp, lane);
 
     fence_async_smem();
@@ -663,28 +673,27 @@ GDN_DEVICE float chunk_cumsum(float x, float y, int t, int len, const GateParams
 // stage's tiles, once the converter has normalised K and written the gate
 // vectors (normed; the converter also builds P, run_normaliser):
 //   1. beta of the chunk's tokens into the stage (loaded two chunks ahead);
-//   2. K K^T (wgmma from the normaliser's fp16 K), L = StrictLower(diag(beta)
-//      K K^T * Gamma) in registers (gate_lower), stored over the stage's A2
-//      tile in fp16 and its diagonal blocks in fp32 to the scratch;
-//   3. each warp inverts its diagonal block by forward substitution (a
-//      column per lane, lanes 16-31 repeating lanes 0-15), fp32: D_w,
-//      written scaled (D_w diag(beta), A2's diagonal block) over L's, and
-//      unscaled where it will be a left factor (D_1, D_2, D_3: the scratch);
+//   2. K K^T (wgmma from the normaliser's fp16 K), L = StrictLower(K K^T *
+//      Gamma) in registers (gate_lower; no beta), stored over the stage's A2
+//      tile in fp16, and its diagonal blocks with their rows' beta,
+//      diag(beta) L, in fp32 to the scratch;
+//   3. each warp inverts its diagonal block of I + diag(beta) L by forward
+//      substitution (a column per lane, lanes 16-31 repeating lanes 0-15),
+//      fp32: D_w, written as A2's diagonal block D_w diag(beta) over L's;
 //   4. (P is the converter's: Q K^T beside this chain, docs/PERF.md v26);
 //   5. the blocks below the diagonal, as products of fp16 operands with
-//      fp32 sums (mma.sync), right factors taken scaled, so that every
-//      product lands as A2's own block:
-//        A2[2h+1, 2h] = -(D_{2h+1} L[2h+1, 2h]) A2[2h, 2h]    (warp h, h = 0, 1)
-//        A2[23, 01]   = -(X[23] L[23, 01]) A2[01]             (all four warps)
-//      warp 1 also writing X[3, 2] unscaled (X[23]'s, a left factor next).
+//      fp32 sums (mma.sync). Since X = (I + diag(beta) L)^-1 gives
+//      X[a, b] = -X[a, a] diag(beta_a) L[a, b] X[b, b], with L free of beta
+//      both factors are A2's own blocks (A2 = X diag(beta)):
+//        A2[2h+1, 2h] = -(A2[2h+1, 2h+1] L[2h+1, 2h]) A2[2h, 2h]  (warp h, h = 0, 1)
+//        A2[23, 01]   = -(A2[23, 23] L[23, 01]) A2[01, 01]        (all four warps)
+//      so every product lands as A2's block, and no unscaled copy is kept.
 // ref's emulateSolveAFused models this arithmetic, in this order and with
 // these fp16 roundings (ref/precision_test.go).
 GDN_DEVICE void run_aux_fused(unsigned char* smem, Bars& bars, const GdnHopperParams& p, const Work& w) {
   const int tid = threadIdx.x & 127;
   const int bar = kBarAux;
   unsigned char* const inv = smem + kOffInv;
-  unsigned char* const xu = inv + kInvXu;
-  unsigned char* const d1 = inv + kInvD1;
   const int t = tid;
 
   if (t == 0) {
@@ -739,16 +748,19 @@ GDN_DEVICE void run_aux_fused(unsigned char* smem, Bars& bars, const GdnHopperPa
     named_sync(bar, 128);
     wgmma_wait<0>();
     reg_fence(KK, 32);
-    gate_lower<false>(KK, vec.g, vec.beta, len, warp, lane);
+    gate_lower<false>(KK, vec.g, len, warp, lane);
     store_acc_fp16(a2, KK, 8, 0, warp, lane);
-    // The warp's diagonal block (its accumulator's column blocks 2w, 2w + 1),
-    // transposed: ld[m][i] = L[16w + i][16w + m].
+    // The warp's diagonal block (its accumulator's column blocks 2w, 2w + 1)
+    // with its rows' beta, transposed: ld[m][i] = beta_i L[16w + i][16w + m].
+    {
+      const float bi[2] = {vec.beta[16 * warp + gq], vec.beta[16 * warp + gq + 8]};
 #pragma unroll
-    for (int jb = 0; jb < 8; ++jb) {
-      if ((jb >> 1) != warp) continue;
+      for (int jb = 0; jb < 8; ++jb) {
+        if ((jb >> 1) != warp) continue;
 #pragma unroll
-      for (int e = 0; e < 4; ++e)
-        ld[(8 * (jb & 1) + 2 * tq + (e & 1)) * kLdStride + gq + 8 * (e >> 1)] = KK[4 * jb + e];
+        for (int e = 0; e < 4; ++e)
+          ld[(8 * (jb & 1) + 2 * tq + (e & 1)) * kLdStride + gq + 8 * (e >> 1)] = bi[e >> 1] * KK[4 * jb + e];
+      }
     }
     __syncwarp();
 
@@ -767,37 +779,29 @@ GDN_DEVICE void run_aux_fused(unsigned char* smem, Bars& bars, const GdnHopperPa
 #pragma unroll
         for (int i = m + 1; i < 16; ++i) xs[i] = fmaf(-lm[i], xs[m], xs[i]);
       }
-      if (lane < 16) {
-        const float bc = vec.beta[d0 + col];
+      // A2's diagonal block, D diag(beta): lanes 0-15 store rows 0-7 of
+      // their column, lanes 16-31 (the same column's copy) rows 8-15.
+      const float bc = vec.beta[d0 + col];
+      const int h8 = 8 * (lane >> 4);
 #pragma unroll
-        for (int i = 0; i < 16; ++i)
-          *reinterpret_cast<uint16_t*>(a2 + swz128(d0 + i, 2 * (d0 + col))) = fp16_bits(xs[i] * bc);
-      } else if (warp > 0) {
-        unsigned char* u = warp == 1 ? d1 + 2 * col : xu + 16 * (warp - 2) * (kXuRow + 2) + 2 * col;
-        const int row = warp == 1 ? kD1Row : kXuRow;
-#pragma unroll
-        for (int i = 0; i < 16; ++i) *reinterpret_cast<uint16_t*>(u + i * row) = fp16_bits(xs[i]);
-      }
+      for (int i = 0; i < 8; ++i)
+        *reinterpret_cast<uint16_t*>(a2 + swz128(d0 + h8 + i, 2 * (d0 + col))) = fp16_bits((h8 ? xs[i + 8] : xs[i]) * bc);
     }
 
     named_sync(bar, 128);  // every diagonal block written
 
-    // Per-lane ldmatrix row addresses of a 16 x 16 block: A (x4, rows r,
-    // columns 8 (lane / 16)) and B taken as its rows k (x4.trans: the same
-    // addresses; n-tile 0 in b[0], b[1], n-tile 1 in b[2], b[3]).
+    // Per-lane ldmatrix row addresses of a 16 x 16 block of the A2 tile: A
+    // (x4, rows r, columns 8 (lane / 16)) and B taken as its rows k
+    // (x4.trans: the same addresses; n-tile 0 in b[0], b[1], n-tile 1 in
+    // b[2], b[3]).
     const int lr = lane & 15, lc = 8 * (lane >> 4);
     auto tile_at = [&](int r0, int c0) { return reinterpret_cast<const uint16_t*>(a2 + swz128(r0 + lr, 2 * (c0 + lc))); };
-    auto xu_at = [&](int r0, int c0) { return reinterpret_cast<const uint16_t*>(xu + (r0 + lr) * kXuRow + 2 * (c0 + lc)); };
 
-    // 5a. A2[2h+1, 2h] = -(D_{2h+1} L[2h+1, 2h]) A2[2h, 2h], warp h; warp 1
-    // also X[3, 2] = -(D_3 L[3, 2]) D_2 into X[23].
+    // 5a. A2[2h+1, 2h] = -(A2[2h+1, 2h+1] L[2h+1, 2h]) A2[2h, 2h], warp h.
     if (warp < 2) {
       const int d = 32 * warp;
       uint32_t a[4], b[4], ya[4];
-      if (warp == 0)
-        ldmatrix_x4(a, reinterpret_cast<const uint16_t*>(d1 + lr * kD1Row + 2 * lc));
-      else
-        ldmatrix_x4(a, xu_at(16, 16));
+      ldmatrix_x4(a, tile_at(d + 16, d + 16));
       ldmatrix_x4_trans(b, tile_at(d + 16, d));
       float y0[4] = {0.f, 0.f, 0.f, 0.f}, y1[4] = {0.f, 0.f, 0.f, 0.f};
       mma_16816<true>(y0, a, b[0], b[1]);
@@ -810,21 +814,14 @@ GDN_DEVICE void run_aux_fused(unsigned char* smem, Bars& bars, const GdnHopperPa
       // The warp's lanes wrote what the others read (the block it replaces):
       // the mma products order them, a warp barrier says so.
       __syncwarp();
-      if (warp == 1) {
-        ldmatrix_x4_trans(b, xu_at(0, 0));
-        float u0[4] = {0.f, 0.f, 0.f, 0.f}, u1[4] = {0.f, 0.f, 0.f, 0.f};
-        mma_16816<true>(u0, ya, b[0], b[1]);
-        mma_16816<true>(u1, ya, b[2], b[3]);
-        store_neg16(u0, u1, lane, [&](int r, int cc) { return xu + (16 + r) * kXuRow + 2 * cc; });
-      }
       store_neg16(r0, r1, lane, [&](int r, int cc) { return a2 + swz128(d + 16 + r, 2 * (d + cc)); });
     }
     named_sync(bar, 128);
 
-    // 5b. A2[23, 01] = -(X[23] L[23, 01]) A2[01]: warp w takes rows
-    // 32 + 16 mt and columns 16 nh of the block (mt = w / 2, nh = w % 2);
-    // X[23]'s first 16 rows end at column 15, A2[01]'s columns 16.. start
-    // at row 16.
+    // 5b. A2[23, 01] = -(A2[23, 23] L[23, 01]) A2[01, 01]: warp w takes
+    // rows 32 + 16 mt and columns 16 nh of the block (mt = w / 2, nh = w %
+    // 2); A2[23, 23]'s first 16 rows end at its column 15, A2[01, 01]'s
+    // columns 16.. start at its row 16.
     {
       const int mt = warp >> 1, nh = warp & 1;
       float yv[4][4];
@@ -834,7 +831,7 @@ GDN_DEVICE void run_aux_fused(unsigned char* smem, Bars& bars, const GdnHopperPa
       for (int ks = 0; ks < 2; ++ks) {
         if (ks > mt) break;
         uint32_t a[4], b[4];
-        ldmatrix_x4(a, xu_at(16 * mt, 16 * ks));
+        ldmatrix_x4(a, tile_at(32 + 16 * mt, 32 + 16 * ks));
 #pragma unroll
         for (int np = 0; np < 2; ++np) {
           ldmatrix_x4_trans(b, tile_at(32 + 16 * ks, 16 * np));
@@ -973,7 +970,7 @@ GDN_DEVICE void run_normaliser(unsigned char* smem, Bars& bars, const GdnHopperP
       wgmma_commit();
       wgmma_wait<0>();
       reg_fence(P, 32);
-      gate_lower<true>(P, vec.g, nullptr, len, warp, lane);
+      gate_lower<true, true, false>(P, vec.g, len, warp, lane);
       store_acc_fp16(stage + kOffP, P, 8, 0, warp, lane);
       fence_async_smem();
       mbar_arrive(&bars.ready[s]);

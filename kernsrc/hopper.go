@@ -97,11 +97,10 @@ func HopperSharedBytes(dt CoreDtype, consumers int) int {
 	return n
 }
 
-// HopperFusedScratchBytes is the aux group's scratch of CoreBF16Fused: L's
-// four 16 x 16 diagonal blocks in fp32 (rows padded to 20 floats), and the
-// unscaled 32 x 32 block X[23] and 16 x 16 block D_1 of the inverse in fp16
-// (rows of 80 and 48 bytes), rounded up to whole kilobytes.
-const HopperFusedScratchBytes = (4*16*20*4 + 32*80 + 16*48 + 1023) / 1024 * 1024
+// HopperFusedScratchBytes is the aux group's scratch of CoreBF16Fused: the
+// four 16 x 16 diagonal blocks of diag(beta) L in fp32 (rows padded to 20
+// floats), rounded up to whole kilobytes.
+const HopperFusedScratchBytes = (4*16*20*4 + 1023) / 1024 * 1024
 
 // The contract between Go and gdn_hopper.cu's GdnHopperParams, its only
 // kernel parameter: five 128-byte tensor maps (q, k, v, A, o), then eight

@@ -249,20 +249,25 @@ func emulateSolveA(s Shape, k, beta, gcum []float64, r rounding) []float64 {
 // emulateSolveAFused is A as the fused core kernel builds it
 // (kernsrc/gdn_hopper.cu, run_aux_fused), returned as A2 / beta so that
 // emulateChunked's A2 = A diag(beta) is the kernel's A2 before its fp16
-// rounding: the diagonal blocks D by forward substitution (float64; fp32
-// there) and stored as D diag(beta); each block below the diagonal as the
-// left factor (unscaled, fp16) times L (fp16), that product rounded to
-// fp16, times the right factor already scaled by beta (A2's own blocks, as
-// stored in fp16): A2[2h+1, 2h] = -(D_{2h+1} L[2h+1, 2h]) A2[2h, 2h],
-// X[3, 2] = -(D_3 L[3, 2]) D_2 (a left factor next, unscaled),
-// A2[23, 01] = -(X[23] L[23, 01]) A2[01].
+// rounding. The kernel's L carries no beta (StrictLower(K K^T * Gamma), here
+// L1); the diagonal blocks D of (I + diag(beta) L1)^-1 come by forward
+// substitution (float64; fp32 there) and are stored as D diag(beta); each
+// block below the diagonal is the product of two of A2's own blocks around
+// one of L1's, (A2[a, a] L1[a, b]) rounded to fp16, times A2[b, b]:
+// A2[2h+1, 2h] = -(A2[2h+1, 2h+1] L1[2h+1, 2h]) A2[2h, 2h], then
+// A2[23, 01] = -(A2[23, 23] L1[23, 01]) A2[01, 01].
 func emulateSolveAFused(s Shape, k, beta, gcum []float64) []float64 {
 	const r = toFP16
 	A := make([]float64, s.ALen())
-	L := make([]float64, C*C)
-	X := make([]float64, C*C)  // the unscaled inverse's blocks (the left factors)
+	L := make([]float64, C*C)  // diag(beta) L1: the diagonal blocks' substitution
+	L1 := make([]float64, C*C) // the kernel's L, without beta
+	X := make([]float64, C*C)  // the diagonal blocks' inverses D
 	A2 := make([]float64, C*C) // the kernel's A2 blocks, unrounded
 	Y := make([]float64, C*C)
+	ones := make([]float64, len(beta))
+	for i := range ones {
+		ones[i] = 1
+	}
 	chunks(s, func(c0, n int) {
 		for h := range s.Hv {
 			b := func(j int) float64 {
@@ -272,6 +277,7 @@ func emulateSolveAFused(s Shape, k, beta, gcum []float64) []float64 {
 				return 0
 			}
 			chunkL(L, s, k, beta, gcum, c0, n, h)
+			chunkL(L1, s, k, ones, gcum, c0, n, h)
 			invertDiagonalBlocks(X, L)
 			clear(A2)
 			for d := 0; d < C; d += 16 {
@@ -282,13 +288,10 @@ func emulateSolveAFused(s Shape, k, beta, gcum []float64) []float64 {
 				}
 			}
 			for d := 0; d < C; d += 32 {
-				blockMul(r, Y, d+16, d, 16, 16, X, d+16, d+16, L, d+16, d, 16, 1)
+				blockMul(r, Y, d+16, d, 16, 16, A2, d+16, d+16, L1, d+16, d, 16, 1)
 				blockMul(r, A2, d+16, d, 16, 16, Y, d+16, d, A2, d, d, 16, -1)
-				if d == 32 {
-					blockMul(r, X, d+16, d, 16, 16, Y, d+16, d, X, d, d, 16, -1)
-				}
 			}
-			blockMul(r, Y, 32, 0, 32, 32, X, 32, 32, L, 32, 0, 32, 1)
+			blockMul(r, Y, 32, 0, 32, 32, A2, 32, 32, L1, 32, 0, 32, 1)
 			blockMul(r, A2, 32, 0, 32, 32, Y, 32, 0, A2, 0, 0, 32, -1)
 			for i := range n {
 				row := A[((c0+i)*s.Hv+h)*C:][:i+1]
