@@ -401,35 +401,18 @@ GDN_DEVICE void write_gate_vectors(Vec& vec, float g, int t, int len) {
 // and masked in place: X[i][j] e^{g_i - g_j} where j <= i < len (DIAG: P)
 // or j < i < len (the fused aux group's L, without beta), else 0 (a
 // select: rows past the chunk may hold anything, and 0 * NaN would poison).
-// The exponent is taken as g_i log2(e) - g_j log2(e) (each sum scaled
-// once, not each difference). In a whole chunk (len 64) every 8-column
-// block of a warp's 16 rows is known before looking: below the diagonal
-// block, kept whole (no compares, no selects); right of it, zero (no
-// exponentials); only the two diagonal blocks are masked. The tests are
-// the same in every lane of a warp, so the branches do not diverge. (The
-// warp with the most blocks to gate bounds the group's chain: 112 of its
-// instructions a chunk instead of 245, docs/PERF.md v27.)
-template <bool DIAG, bool kZeroRight = true, bool kBelowWhole = true>
+// The exponent is taken as g_i log2(e) - g_j log2(e) (each sum scaled once,
+// not each difference).
+template <bool DIAG>
 GDN_DEVICE void gate_lower(float* X, const float* g, int len, int warp, int lane) {
   constexpr float kLog2e = 1.4426950408889634f;
   const int gq = lane >> 2, tq = lane & 3;
   const int i0 = 16 * warp + gq;
   const float gi[2] = {g[i0] * kLog2e, g[i0 + 8] * kLog2e};
-  const bool whole = len == 64;
 #pragma unroll
   for (int jb = 0; jb < 8; ++jb) {
-    if (kZeroRight && whole && jb > 2 * warp + 1) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) X[4 * jb + e] = 0.f;
-      continue;
-    }
     const float2 gj = *reinterpret_cast<const float2*>(&g[8 * jb + 2 * tq]);
     const float gj2[2] = {gj.x * kLog2e, gj.y * kLog2e};
-    if (kBelowWhole && whole && jb < 2 * warp) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) X[4 * jb + e] *= exp2_ftz(gi[e >> 1] - gj2[e & 1]);
-      continue;
-    }
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int i = i0 + 8 * (e >> 1), j = 8 * jb + 2 * tq + (e & 1);
@@ -575,7 +558,7 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
       continue;
     }
     reg_fence(P, 32);
-    gate_lower<true, false, false>(P, vec.g, len, warp, lane);
+    gate_lower<true>(P, vec.g, len, warp, lane);
     store_acc_fp16(st + kOffP, P, 8, 0, warp, lane);
 
     fence_async_smem();
@@ -970,7 +953,7 @@ GDN_DEVICE void run_normaliser(unsigned char* smem, Bars& bars, const GdnHopperP
       wgmma_commit();
       wgmma_wait<0>();
       reg_fence(P, 32);
-      gate_lower<true, true, false>(P, vec.g, len, warp, lane);
+      gate_lower<true>(P, vec.g, len, warp, lane);
       store_acc_fp16(stage + kOffP, P, 8, 0, warp, lane);
       fence_async_smem();
       mbar_arrive(&bars.ready[s]);
