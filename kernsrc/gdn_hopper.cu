@@ -922,7 +922,7 @@ GDN_DEVICE void run_normaliser(unsigned char* smem, Bars& bars, const GdnHopperP
       ss += __shfl_xor_sync(0xffffffffu, ss, 4);
       ss += __shfl_xor_sync(0xffffffffu, ss, 2);
       ss += __shfl_xor_sync(0xffffffffu, ss, 1);
-      const float inv = rsqrtf(ss + 1e-6f);
+      const float inv = rsqrt_ftz(ss + 1e-6f);
       st[t + 128 * r] = scale_to_fp16x8(a, inv);
       st[t + 128 * (r + 8)] = scale_to_fp16x8(b, inv);
     }

@@ -92,10 +92,11 @@ __device__ __forceinline__ void store_c(const float c[4], float* C, int sc, floa
 // fp16 keeps three more bits than bf16: the core forward then takes the
 // copies as fp16, kernsrc.CoreBF16FP16QK, and K K^T here sees the very rows
 // its products take). Every lane of the warp takes part (the two halves hold
-// two vectors); a zero vector stays zero. The inverse norm is rsqrtf (FLA's
-// form too): its error of a few fp32 ulps vanishes in the 16-bit rounding,
-// and it is one MUFU where 1 / sqrtf was a square root and a division with
-// their slow paths (about 260 fewer instructions in the kernel).
+// two vectors); a zero vector stays zero. The inverse norm is rsqrt_ftz
+// (rsqrtf to the bit here; FLA's form too): its error of a few fp32 ulps
+// vanishes in the 16-bit rounding, and it is one MUFU where 1 / sqrtf was a
+// square root and a division with their slow paths (about 260 fewer
+// instructions in the kernel).
 namespace {
 __device__ __forceinline__ uint4 l2_normalise(uint4 x) {
   const uint32_t* w = reinterpret_cast<const uint32_t*>(&x);
@@ -110,7 +111,7 @@ __device__ __forceinline__ uint4 l2_normalise(uint4 x) {
   for (int e = 0; e < 8; ++e) ss = fmaf(v[e], v[e], ss);
 #pragma unroll
   for (int o = 8; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-  const float inv = rsqrtf(ss + 1e-6f);
+  const float inv = rsqrt_ftz(ss + 1e-6f);
   uint4 out;
   out.x = pack_fp16x2(v[0] * inv, v[1] * inv);
   out.y = pack_fp16x2(v[2] * inv, v[3] * inv);
