@@ -402,7 +402,11 @@ GDN_DEVICE void write_gate_vectors(Vec& vec, float g, int t, int len) {
 // or j < i < len (the fused aux group's L, without beta), else 0 (a
 // select: rows past the chunk may hold anything, and 0 * NaN would poison).
 // The exponent is taken as g_i log2(e) - g_j log2(e) (each sum scaled once,
-// not each difference).
+// not each difference: one FFMA an entry where a difference and a product
+// were two). One straight run for every block: skipping the blocks right of
+// a warp's diagonal and the masks left of it, by branches on the warp
+// index, cost the fused kernel 3-8% (the exponentials no longer interleave
+// across blocks; docs/PERF.md v27), and spilled in the converter.
 template <bool DIAG>
 GDN_DEVICE void gate_lower(float* X, const float* g, int len, int warp, int lane) {
   constexpr float kLog2e = 1.4426950408889634f;

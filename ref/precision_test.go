@@ -419,8 +419,9 @@ func TestKernelOperandPrecision(t *testing.T) {
 			t.Errorf("inverse by %v products: o ratio %.3e, over 1.05x the kernel's %.3e", r, e, kernel)
 		}
 	}
-	// The fused core kernel's own order (left factor first, beta folded
-	// into the right factor, one rounding per A2 entry): no worse.
+	// The fused core kernel's own order (L without beta between two of
+	// A2's own blocks, left product first, one rounding per A2 entry): no
+	// worse.
 	e := worstO(t, cases, kernelPrecision, fusedInverse)
 	t.Logf("METRIC precision %-44s worst o ratio %.3e (%.2fx the kernel's)", "the fused kernel's inverse:", e, e/kernel)
 	if e > 1.05*kernel {

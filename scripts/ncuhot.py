@@ -113,7 +113,7 @@ def ranges(rows, col, reasons, total, args):
             ops[op] = ops.get(op, 0) + num(r[ex]) / args.per
         top = sorted(ops.items(), key=lambda kv: -kv[1])[:8]
         print(f"#{a}-#{b}: {100 * n / total:5.1f}% of samples, {e:.1f} executed")
-        print("    " + ", ".join(f"{h[len('stall_'):]} {100 * v / total:.1f}%" for v, h in why[:4] if v > 0))
+        print("    " + ", ".join(f"{h[len('stall_'):]} {100 * v / total:.1f}%" for v, h in why[:8] if v > 0))
         print("    " + ", ".join(f"{op} {v:.1f}" for op, v in top if v > 0))
     return 0
 
