@@ -183,6 +183,17 @@ static_assert(!kNorm || kConv == 1, "the L2 norm is the converter's");
 #define GDN_FUSED 0
 #endif
 constexpr bool kFused = GDN_FUSED != 0;
+
+// GDN_WHATIF (timing experiments only, wrong outputs; never set by the
+// library): a fused chunk without some of its producers' work, to see what
+// that work costs in time. 1: no inverse (steps 3, 5a, 5b of
+// run_aux_fused); 2: no P in the converter; 3: no norm in the converter;
+// 4: gate_lower without its exponentials; 5: the aux group does nothing
+// past its waits; 6: 2, 3 and 5 together (the consumers alone).
+#ifndef GDN_WHATIF
+#define GDN_WHATIF 0
+#endif
+constexpr int kWhatIf = GDN_WHATIF;
 static_assert(!kFused || (kNorm && kAux == 1), "the fused preparation reads the normaliser's K");
 // The transfer matrix's early exit (run_consumer). GDN_TRANSFER_NO_EXIT is
 // for tests only: the walk to the end that the exit must equal.
@@ -421,7 +432,10 @@ GDN_DEVICE void gate_lower(float* X, const float* g, int len, int warp, int lane
     for (int e = 0; e < 4; ++e) {
       const int i = i0 + 8 * (e >> 1), j = 8 * jb + 2 * tq + (e & 1);
       const bool in = (DIAG ? j <= i : j < i) && i < len;
-      X[4 * jb + e] = in ? X[4 * jb + e] * exp2_ftz(gi[e >> 1] - gj2[e & 1]) : 0.f;
+      if (kWhatIf == 4)
+        X[4 * jb + e] = in ? X[4 * jb + e] + gi[e >> 1] : 0.f;
+      else
+        X[4 * jb + e] = in ? X[4 * jb + e] * exp2_ftz(gi[e >> 1] - gj2[e & 1]) : 0.f;
     }
   }
 }
@@ -721,6 +735,10 @@ GDN_DEVICE void run_aux_fused(unsigned char* smem, Bars& bars, const GdnHopperPa
     // 1. beta (the gates' sums are the converter's, in the stage with K).
     mbar_wait(&bars.full[s], use & 1);
     mbar_wait(&bars.normed[s], use & 1);
+    if (kWhatIf == 5 || kWhatIf == 6) {
+      mbar_arrive(&bars.ready[s]);
+      continue;
+    }
 
     // 2. K K^T, both operands the stage's K rows (k-steps of 16 along d).
     float KK[32];
@@ -750,6 +768,12 @@ GDN_DEVICE void run_aux_fused(unsigned char* smem, Bars& bars, const GdnHopperPa
       }
     }
     __syncwarp();
+    if (kWhatIf == 1) {
+      named_sync(bar, 128);
+      fence_async_smem();
+      mbar_arrive(&bars.ready[s]);
+      continue;
+    }
 
     {
       // x_i = e_col - sum_{m < i} L_im x_m, by columns of L (right-looking:
@@ -921,6 +945,7 @@ GDN_DEVICE void run_normaliser(unsigned char* smem, Bars& bars, const GdnHopperP
     // Row group r: pieces r and r + 8 (the two d halves of the same rows).
 #pragma unroll 2
     for (int r = 0; r < 8; ++r) {
+      if (kWhatIf == 3 || kWhatIf == 6) break;
       const uint4 a = st[t + 128 * r], b = st[t + 128 * (r + 8)];
       float ss = sum_squares8(a) + sum_squares8(b);
       ss += __shfl_xor_sync(0xffffffffu, ss, 4);
@@ -942,6 +967,10 @@ GDN_DEVICE void run_normaliser(unsigned char* smem, Bars& bars, const GdnHopperP
       // are each thread's own, so the group meets before its wgmma (the aux
       // group's wait on normed is that meeting for its K K^T).
       named_sync(kBarConv, 128);
+      if (kWhatIf == 2 || kWhatIf == 6) {
+        mbar_arrive(&bars.ready[s]);
+        continue;
+      }
       int tt = tid;
       asm volatile("" : "+r"(tt));
       const int warp = tt >> 5, lane = tt & 31;
