@@ -184,12 +184,16 @@ static_assert(!kNorm || kConv == 1, "the L2 norm is the converter's");
 #endif
 constexpr bool kFused = GDN_FUSED != 0;
 
-// GDN_WHATIF (timing experiments only, wrong outputs; never set by the
-// library): a fused chunk without some of its producers' work, to see what
-// that work costs in time. 1: no inverse (steps 3, 5a, 5b of
-// run_aux_fused); 2: no P in the converter; 3: no norm in the converter;
-// 4: gate_lower without its exponentials; 5: the aux group does nothing
-// past its waits; 6: 2, 3 and 5 together (the consumers alone).
+// GDN_WHATIF (timing experiments only: its outputs are wrong, and the
+// library never sets it): a fused chunk without some of its producers'
+// work, to see what that work costs in time (scripts/device-run.sh
+// knobfull:GDN_WHATIF=N@cases times it against the same binary without).
+// 1: no inverse (steps 3, 5a, 5b of run_aux_fused); 2: no P in the
+// converter; 3: no norm in the converter; 4: gate_lower without its
+// exponentials; 5: the aux group does nothing past its waits; 6: 2, 3 and
+// 5 together (the consumers alone). At 0 the kernel is instruction for
+// instruction the same as without these lines. docs/PERF.md v27 has what
+// they measured.
 #ifndef GDN_WHATIF
 #define GDN_WHATIF 0
 #endif
