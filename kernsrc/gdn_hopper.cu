@@ -185,15 +185,16 @@ static_assert(!kNorm || kConv == 1, "the L2 norm is the converter's");
 constexpr bool kFused = GDN_FUSED != 0;
 
 // GDN_WHATIF (timing experiments only: its outputs are wrong, and the
-// library never sets it): a fused chunk without some of its producers'
+// library never sets it): the fused chunk without some of its producers'
 // work, to see what that work costs in time (scripts/device-run.sh
 // knobfull:GDN_WHATIF=N@cases times it against the same binary without).
 // 1: no inverse (steps 3, 5a, 5b of run_aux_fused); 2: no P in the
-// converter; 3: no norm in the converter; 4: gate_lower without its
-// exponentials; 5: the aux group does nothing past its waits; 6: 2, 3 and
-// 5 together (the consumers alone). At 0 the kernel is instruction for
-// instruction the same as without these lines. docs/PERF.md v27 has what
-// they measured.
+// converter; 3: no norm in the converter (every kNorm variant's); 4:
+// gate_lower without its exponentials (every variant's); 5: the aux group
+// does nothing past its waits; 6: 2, 3 and 5 together (the consumers, with
+// the converter summing the gates and writing the gate vectors). At 0 the
+// kernel is instruction for instruction the same as without these lines.
+// docs/PERF.md v27 has what they measured.
 #ifndef GDN_WHATIF
 #define GDN_WHATIF 0
 #endif
@@ -417,8 +418,9 @@ GDN_DEVICE void write_gate_vectors(Vec& vec, float g, int t, int len) {
 // or j < i < len (the fused aux group's L, without beta), else 0 (a
 // select: rows past the chunk may hold anything, and 0 * NaN would poison).
 // The exponent is taken as g_i log2(e) - g_j log2(e) (each sum scaled once,
-// not each difference: one FFMA an entry where a difference and a product
-// were two). One straight run for every block: skipping the blocks right of
+// per row and per column pair, not each difference: one subtraction an
+// entry where a subtraction and a multiply were two; its error, about
+// |g| 2^-23, is the cumulative sum's own size). One straight run for every block: skipping the blocks right of
 // a warp's diagonal and the masks left of it, by branches on the warp
 // index, cost the fused kernel 3-8% (the exponentials no longer interleave
 // across blocks; docs/PERF.md v27), and spilled in the converter.
@@ -687,9 +689,13 @@ GDN_DEVICE float chunk_cumsum(float x, float y, int t, int len, const GateParams
 //      fp32: D_w, written as A2's diagonal block D_w diag(beta) over L's;
 //   4. (P is the converter's: Q K^T beside this chain, docs/PERF.md v26);
 //   5. the blocks below the diagonal, as products of fp16 operands with
-//      fp32 sums (mma.sync). Since X = (I + diag(beta) L)^-1 gives
-//      X[a, b] = -X[a, a] diag(beta_a) L[a, b] X[b, b], with L free of beta
-//      both factors are A2's own blocks (A2 = X diag(beta)):
+//      fp32 sums (mma.sync). For a matrix split in two block rows and
+//      columns (a the lower half, b the upper), X = (I + diag(beta)
+//      L)^-1 has X[a, b] = -X[a, a] diag(beta_a) L[a, b] X[b, b]; with L
+//      free of beta both factors are A2's own blocks (A2 = X diag(beta)).
+//      Applied to each 32 x 32 half (a = 2h+1, b = 2h) and then to the
+//      whole (a = rows 32-63, b = rows 0-31, A2[23, 23] the whole 32 x 32
+//      block, A2[3, 2] included):
 //        A2[2h+1, 2h] = -(A2[2h+1, 2h+1] L[2h+1, 2h]) A2[2h, 2h]  (warp h, h = 0, 1)
 //        A2[23, 01]   = -(A2[23, 23] L[23, 01]) A2[01, 01]        (all four warps)
 //      so every product lands as A2's block, and no unscaled copy is kept.
@@ -826,8 +832,8 @@ GDN_DEVICE void run_aux_fused(unsigned char* smem, Bars& bars, const GdnHopperPa
       float r0[4] = {0.f, 0.f, 0.f, 0.f}, r1[4] = {0.f, 0.f, 0.f, 0.f};
       mma_16816<true>(r0, ya, b[0], b[1]);
       mma_16816<true>(r1, ya, b[2], b[3]);
-      // The warp's lanes wrote what the others read (the block it replaces):
-      // the mma products order them, a warp barrier says so.
+      // The warp's lanes will write over what other lanes read (the block
+      // it replaces): the mma products order them, a warp barrier says so.
       __syncwarp();
       store_neg16(r0, r1, lane, [&](int r, int cc) { return a2 + swz128(d + 16 + r, 2 * (d + cc)); });
     }
