@@ -199,6 +199,25 @@ constexpr bool kFused = GDN_FUSED != 0;
 #define GDN_WHATIF 0
 #endif
 constexpr int kWhatIf = GDN_WHATIF;
+
+// GDN_TIMELINE (measurement only; the library never sets it): F + 1 makes
+// the fused kernel's first CTA stamp its chunks F .. F + kTlChunks - 1 with
+// clock() (32 bits: a window of 15 chunks is far below 2^32 cycles) as each
+// warpgroup passes the steps below, and leave the stamps, as raw words,
+// over the start of its ht rows (ht is then wrong there): `gdn bench` with
+// GDN_JIT_DEFINES=GDN_TIMELINE=F+1 prints them (cmd/gdn/timeline.go). They
+// say how far the producers run ahead of the consumers, and where a chunk
+// waits. The steps:
+//   0 converter past full    1 converter's normed arrive   2 converter's ready arrive
+//   3 aux past full          4 aux past normed             5 aux's ready arrive
+//   6 consumer group 0 past ready                          7 its release of the stage
+// At 0 the kernel is instruction for instruction the same as without it.
+// (printf from the kernel made ptxas serialise the wgmma or spill; stamps
+// in a global array spilled the 64-register groups: docs/PERF.md v27.)
+#ifndef GDN_TIMELINE
+#define GDN_TIMELINE 0
+#endif
+constexpr int kTlFirst = GDN_TIMELINE - 1, kTlChunks = 15, kTlSteps = 8;
 static_assert(!kFused || (kNorm && kAux == 1), "the fused preparation reads the normaliser's K");
 // The transfer matrix's early exit (run_consumer). GDN_TRANSFER_NO_EXIT is
 // for tests only: the walk to the end that the exit must equal.
@@ -302,6 +321,17 @@ struct Bars {
   uint64_t normed[kStages];   // kNorm: the converter has normalised K and Q (the aux group's go)
 };
 static_assert(sizeof(Bars) <= kOffStop - kOffBars, "the stop word follows the mbarriers");
+// GDN_TIMELINE's stamps: in the mbarrier block's unused bytes past the stop
+// word, kTlChunks x kTlSteps words.
+constexpr int kOffTl = kOffStop + 16;
+static_assert(kOffTl + kTlChunks * kTlSteps * 4 <= kOffBars + 1024, "the stamps fit the mbarrier block");
+GDN_DEVICE unsigned int* tl_stamps(unsigned char* smem) { return reinterpret_cast<unsigned int*>(smem + kOffTl); }
+GDN_DEVICE void tl_stamp(unsigned char* smem, int c, int step) {
+#if GDN_TIMELINE
+  if (blockIdx.x == 0 && blockIdx.y == 0 && (threadIdx.x & 127) == 0 && c >= kTlFirst && c < kTlFirst + kTlChunks)
+    tl_stamps(smem)[(c - kTlFirst) * kTlSteps + step] = (unsigned int)clock();
+#endif
+}
 
 struct Vec {  // at kOffVec of a stage
   float g[64], beta[64], eg[64], f[64], gamma;
@@ -744,7 +774,9 @@ GDN_DEVICE void run_aux_fused(unsigned char* smem, Bars& bars, const GdnHopperPa
 
     // 1. beta (the gates' sums are the converter's, in the stage with K).
     mbar_wait(&bars.full[s], use & 1);
+    tl_stamp(smem, c, 3);
     mbar_wait(&bars.normed[s], use & 1);
+    tl_stamp(smem, c, 4);
     if (kWhatIf == 5 || kWhatIf == 6) {
       mbar_arrive(&bars.ready[s]);
       continue;
@@ -876,6 +908,7 @@ GDN_DEVICE void run_aux_fused(unsigned char* smem, Bars& bars, const GdnHopperPa
 
     fence_async_smem();
     mbar_arrive(&bars.ready[s]);
+    tl_stamp(smem, c, 5);
   }
 }
 
@@ -945,6 +978,7 @@ GDN_DEVICE void run_normaliser(unsigned char* smem, Bars& bars, const GdnHopperP
       if (tid < 64) x = chunk_cumsum(x, y, tid, chunk_len(w, c), gp);
     }
     mbar_wait(&bars.full[s], use & 1);
+    tl_stamp(smem, c, 0);
     if (kFused) {
       Vec& vec = *reinterpret_cast<Vec*>(smem + s * kStageBytes + kOffVec);
       const int len = chunk_len(w, c);
@@ -967,6 +1001,7 @@ GDN_DEVICE void run_normaliser(unsigned char* smem, Bars& bars, const GdnHopperP
     }
     fence_async_smem();
     mbar_arrive(&bars.normed[s]);
+    tl_stamp(smem, c, 1);
     if (kFused) {
       // The fused preparation's P, beside the aux group's A2: Q K^T, gated
       // and stored; then this group's half of ready.
@@ -1000,6 +1035,7 @@ GDN_DEVICE void run_normaliser(unsigned char* smem, Bars& bars, const GdnHopperP
       store_acc_fp16(stage + kOffP, P, 8, 0, warp, lane);
       fence_async_smem();
       mbar_arrive(&bars.ready[s]);
+      tl_stamp(smem, c, 2);
     }
   }
 }
@@ -1137,6 +1173,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
     const DescBase sd(st);  // the stage's wgmma descriptors
     const Vec& vec = *reinterpret_cast<const Vec*>(st + kOffVec);
     mbar_wait(&bars.ready[s], use & 1);
+    if (cw == 0) tl_stamp(smem, c, 6);
 
     // U^T = S^T K^T into acc[0..31], S^T Q^T into acc[32..63], whose
     // columns then take their factors e^{g_i}: O'^T.
@@ -1293,12 +1330,14 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       wgmma_wait<0>();
       reg_fence(S, 64);
       release(c);
+      if (cw == 0) tl_stamp(smem, c, 7);
     } else {
       update_state();
       if (!kXfer) p_term();
       wgmma_wait<0>();
       reg_fence(S, 64);
       release(c);
+      if (cw == 0) tl_stamp(smem, c, 7);
       if (!kXfer) {
         reg_fence(O, 32);
         if (w.store_o) store_o(c, O);
@@ -1345,6 +1384,14 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
         p.ptr.ht[state + at] = S[4 * j + e];
       }
   }
+#if GDN_TIMELINE
+  // The first CTA's stamps over the start of group 0's ht rows (slot i at
+  // row i / 60, column i % 60), once both groups have stored theirs.
+  named_sync(kBarConsumers, 128 * kNC);
+  if (kFused && cw == 0 && t == 0 && blockIdx.x == 0 && blockIdx.y == 0 && p.ptr.ht != nullptr && w.n < p.sc.n_ht)
+    for (int i = 0; i < kTlChunks * kTlSteps; ++i)
+      reinterpret_cast<unsigned int*>(p.ptr.ht)[state + (i / 60) * 128 + i % 60] = tl_stamps(smem)[i];
+#endif
 }
 
 }  // namespace
