@@ -207,7 +207,9 @@ constexpr int kWhatIf = GDN_WHATIF;
 // over the start of its ht rows (ht is then wrong there): `gdn bench` with
 // GDN_JIT_DEFINES=GDN_TIMELINE=F+1 prints them (cmd/gdn/timeline.go). They
 // say how far the producers run ahead of the consumers, and where a chunk
-// waits. The steps:
+// waits. The first sequence needs chunks past the window (F + 15 < its
+// chunks): the stamps taken after an arrival on ready reach the reader
+// through the next chunk's. The steps:
 //   0 converter past full    1 converter's normed arrive   2 converter's ready arrive
 //   3 aux past full          4 aux past normed             5 aux's ready arrive
 //   6 consumer group 0 past ready                          7 its release of the stage

@@ -21,6 +21,9 @@ import (
 //
 //	GDN_JIT_DEFINES=GDN_TIMELINE=17 gdn bench --full --cases q35_4kx8
 //	.bin/device-run.sh knobfull:GDN_TIMELINE=17@q35_4kx8     (the device)
+//
+// The case's first sequence needs more chunks than the window reaches
+// (GDN_TIMELINE=17: chunks 16-30, so 32 or more; q35_4kx8 has 64).
 const (
 	timelineDefine = "GDN_TIMELINE"
 	timelineChunks = 15 // kTlChunks
