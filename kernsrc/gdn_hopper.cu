@@ -260,11 +260,19 @@ GDN_DEVICE float2 unpack2(uint32_t x) { return unpack2_of<GDN_FP16 != 0>(x); }
 // rounded down to a multiple of 8, per thread), and an increase waits until
 // the pool can serve it: asking for more than the decreases free hangs.
 constexpr int kLaunchRegs = (65536 / kThreads) / 8 * 8 > 255 ? 255 : (65536 / kThreads) / 8 * 8;
-constexpr int kConsumerRegs = kNC == 1 ? 208 : 192;
+// GDN_FUSED_REGS (prepared, not yet measured; 0, the default, is the
+// measured kernel): the fused variant's consumers at this many registers
+// (184: both producer groups then get 72), their fp16 copy of S built in two
+// halves of d (a wait between), so that their peak fits. docs/PERF.md v27.
+#ifndef GDN_FUSED_REGS
+#define GDN_FUSED_REGS 0
+#endif
+constexpr bool kSplitRegs = kFused && GDN_FUSED_REGS != 0;
+constexpr int kConsumerRegs = kSplitRegs ? GDN_FUSED_REGS : kNC == 1 ? 208 : 192;
 // The least setmaxnreg allows: the converter holds two pieces at a time
 // (with kNorm, 48: two row groups at once, each a pair of pieces unpacked
 // to floats, so that the second's loads overlap the first's sums).
-constexpr int kConvRegs = kFused ? 64 : kNorm ? 48 : 24;
+constexpr int kConvRegs = kSplitRegs ? (65536 / 128 - 2 * kConsumerRegs) / 2 / 8 * 8 : kFused ? 64 : kNorm ? 48 : 24;
 constexpr int kAuxRegs =
     ((kLaunchRegs * kThreads - kConsumerRegs * 128 * kNC - kConvRegs * 128 * kConv) / (128 * kAux)) / 8 * 8;
 constexpr bool kSetRegs = kLaunchRegs < kConsumerRegs;
@@ -1204,6 +1212,32 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       // for this chain: measured, ptxas serialises the products otherwise).
 #pragma unroll
       for (int jb = 0; jb < 8; ++jb) {
+        const int i = 8 * jb + 2 * tq;
+        const float e0 = vec.eg[i], e1 = vec.eg[i + 1];
+        O[4 * jb] *= e0, O[4 * jb + 1] *= e1, O[4 * jb + 2] *= e0, O[4 * jb + 3] *= e1;
+      }
+    } else if (kSplitRegs) {
+      // S^T's fp16 copy in two halves of d (16 registers at a time): each
+      // half's products are waited for before the next half overwrites it.
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        uint32_t sa[4][4];
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) acc_to_a(sa[ks], S, 4 * half + ks);
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) {
+          const int k = 4 * half + ks;
+          wgmma_rs_n64<0>(U, sa[ks], sd.at(kOffBQ + half * 2 * kTile + ks * 32, 16, 1024), k > 0);
+          wgmma_rs_n64<0>(O, sa[ks], sd.at(kOffBQ + half * 2 * kTile + kTile + ks * 32, 16, 1024), k > 0);
+        }
+        wgmma_commit();
+        if (half == 0) refill(c - 1);
+        wgmma_wait<0>();
+      }
+      reg_fence(acc, 64);
+#pragma unroll
+      for (int jb = 0; jb < 8; ++jb) {  // O' gets its factors e^{g_i}
         const int i = 8 * jb + 2 * tq;
         const float e0 = vec.eg[i], e1 = vec.eg[i + 1];
         O[4 * jb] *= e0, O[4 * jb + 1] *= e1, O[4 * jb + 2] *= e0, O[4 * jb + 3] *= e1;
