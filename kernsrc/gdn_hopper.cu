@@ -261,18 +261,31 @@ GDN_DEVICE float2 unpack2(uint32_t x) { return unpack2_of<GDN_FP16 != 0>(x); }
 // the pool can serve it: asking for more than the decreases free hangs.
 constexpr int kLaunchRegs = (65536 / kThreads) / 8 * 8 > 255 ? 255 : (65536 / kThreads) / 8 * 8;
 // GDN_FUSED_REGS (prepared, not yet measured; 0, the default, is the
-// measured kernel): the fused variant's consumers at this many registers
-// (184: both producer groups then get 72), their fp16 copy of S built in two
-// halves of d (a wait between), so that their peak fits. docs/PERF.md v27.
+// measured kernel): the fused variant's consumers at this many registers,
+// the rest of the pool split between the two producer groups (176: 80
+// each; 184: 72, but ptxas then serialises the wgmma), the consumers' fp16
+// copy of S built in two halves of d (a wait between) so that their peak
+// fits. docs/PERF.md v27, "Next".
 #ifndef GDN_FUSED_REGS
 #define GDN_FUSED_REGS 0
 #endif
 constexpr bool kSplitRegs = kFused && GDN_FUSED_REGS != 0;
 constexpr int kConsumerRegs = kSplitRegs ? GDN_FUSED_REGS : kNC == 1 ? 208 : 192;
+// The norm loop's unrolling (row groups at once): 2, the measured kernel.
+// GDN_NORM_UNROLL=4 (prepared, not yet measured; the fused variant only)
+// spills at the converter's 64 registers and compiles clean with
+// GDN_FUSED_REGS=176's 80.
+#ifndef GDN_NORM_UNROLL
+#define GDN_NORM_UNROLL 2
+#endif
+constexpr int kNormUnroll = kFused ? GDN_NORM_UNROLL : 2;
 // The least setmaxnreg allows: the converter holds two pieces at a time
 // (with kNorm, 48: two row groups at once, each a pair of pieces unpacked
 // to floats, so that the second's loads overlap the first's sums).
-constexpr int kConvRegs = kSplitRegs ? (65536 / 128 - 2 * kConsumerRegs) / 2 / 8 * 8 : kFused ? 64 : kNorm ? 48 : 24;
+constexpr int kConvRegs = kSplitRegs ? (65536 / 128 - 2 * kConsumerRegs) / 2 / 8 * 8
+                          : kFused ? 64
+                          : kNorm  ? 48
+                                   : 24;
 constexpr int kAuxRegs =
     ((kLaunchRegs * kThreads - kConsumerRegs * 128 * kNC - kConvRegs * 128 * kConv) / (128 * kAux)) / 8 * 8;
 constexpr bool kSetRegs = kLaunchRegs < kConsumerRegs;
@@ -997,7 +1010,7 @@ GDN_DEVICE void run_normaliser(unsigned char* smem, Bars& bars, const GdnHopperP
       write_gate_vectors(vec, x, tid, len);
     }
     // Row group r: pieces r and r + 8 (the two d halves of the same rows).
-#pragma unroll 2
+#pragma unroll(kNormUnroll)
     for (int r = 0; r < 8; ++r) {
       if (kWhatIf == 3 || kWhatIf == 6) break;
       const uint4 a = st[t + 128 * r], b = st[t + 128 * (r + 8)];
