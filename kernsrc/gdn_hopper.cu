@@ -1203,6 +1203,15 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
     float acc[64];
     float* U = acc;
     float* O = acc + 32;
+    // O' takes its factors e^{g_i} (columns of O'^T) once its products are in.
+    auto scale_o = [&] {
+#pragma unroll
+      for (int jb = 0; jb < 8; ++jb) {
+        const int i = 8 * jb + 2 * tq;
+        const float e0 = vec.eg[i], e1 = vec.eg[i + 1];
+        O[4 * jb] *= e0, O[4 * jb + 1] *= e1, O[4 * jb + 2] *= e0, O[4 * jb + 3] *= e1;
+      }
+    };
     if (kWide) {
       // One m64n128 product against [K; Q], in two halves of d so that only
       // half of S^T's fp16 copy is held at a time.
@@ -1223,6 +1232,8 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       reg_fence(acc, 64);
       // O' gets its factors e^{g_i} here (the aux group leaves Q as it is
       // for this chain: measured, ptxas serialises the products otherwise).
+      // (Written out, not scale_o: through the lambda ptxas serialised the
+      // fp16 BV 64 variant's products.)
 #pragma unroll
       for (int jb = 0; jb < 8; ++jb) {
         const int i = 8 * jb + 2 * tq;
@@ -1249,12 +1260,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
         wgmma_wait<0>();
       }
       reg_fence(acc, 64);
-#pragma unroll
-      for (int jb = 0; jb < 8; ++jb) {  // O' gets its factors e^{g_i}
-        const int i = 8 * jb + 2 * tq;
-        const float e0 = vec.eg[i], e1 = vec.eg[i + 1];
-        O[4 * jb] *= e0, O[4 * jb + 1] *= e1, O[4 * jb + 2] *= e0, O[4 * jb + 3] *= e1;
-      }
+      scale_o();
     } else {
       uint32_t sa[8][4];
 #pragma unroll
@@ -1274,14 +1280,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       refill(c - 1);
       wgmma_wait<0>();
       reg_fence(acc, kXfer ? 32 : 64);
-      if (!kXfer) {  // O' gets its factors e^{g_i}
-#pragma unroll
-        for (int jb = 0; jb < 8; ++jb) {
-          const int i = 8 * jb + 2 * tq;
-          const float e0 = vec.eg[i], e1 = vec.eg[i + 1];
-          O[4 * jb] *= e0, O[4 * jb + 1] *= e1, O[4 * jb + 2] *= e0, O[4 * jb + 3] *= e1;
-        }
-      }
+      if (!kXfer) scale_o();
     }
 
     // Vn^T = (V - diag(e^g) U)^T A2^T, into acc[0..31] (the transfer
