@@ -192,9 +192,11 @@ constexpr bool kFused = GDN_FUSED != 0;
 // converter; 3: no norm in the converter (every kNorm variant's); 4:
 // gate_lower without its exponentials (every variant's); 5: the aux group
 // does nothing past its waits; 6: 2, 3 and 5 together (the consumers, with
-// the converter summing the gates and writing the gate vectors). At 0 the
+// the converter summing the gates and writing the gate vectors); 7: the
+// converter's gate sums without the gate (softplus) and without the scan
+// (the raw values as they are). At 0 the
 // kernel is instruction for instruction the same as without these lines.
-// docs/PERF.md v27 has what they measured.
+// docs/PERF.md v27 and v28 have what they measured.
 #ifndef GDN_WHATIF
 #define GDN_WHATIF 0
 #endif
@@ -202,24 +204,25 @@ constexpr int kWhatIf = GDN_WHATIF;
 
 // GDN_TIMELINE (measurement only; the library never sets it): F + 1 makes
 // the fused kernel's first CTA stamp its chunks F .. F + kTlChunks - 1 with
-// clock() (32 bits: a window of 15 chunks is far below 2^32 cycles) as each
+// clock() (32 bits: a window of 13 chunks is far below 2^32 cycles) as each
 // warpgroup passes the steps below, and leave the stamps, as raw words,
 // over the start of its ht rows (ht is then wrong there): `gdn bench` with
 // GDN_JIT_DEFINES=GDN_TIMELINE=F+1 prints them (cmd/gdn/timeline.go). They
 // say how far the producers run ahead of the consumers, and where a chunk
-// waits. The first sequence needs chunks past the window (F + 15 < its
+// waits. The first sequence needs chunks past the window (F + 13 < its
 // chunks): the stamps taken after an arrival on ready reach the reader
 // through the next chunk's. The steps:
 //   0 converter past full    1 converter's normed arrive   2 converter's ready arrive
 //   3 aux past full          4 aux past normed             5 aux's ready arrive
 //   6 consumer group 0 past ready                          7 its release of the stage
+//   8 the chunk's copies issued (the refill, kStages chunks earlier)
 // At 0 the kernel is instruction for instruction the same as without it.
 // (printf from the kernel made ptxas serialise the wgmma or spill; stamps
 // in a global array spilled the 64-register groups: docs/PERF.md v27.)
 #ifndef GDN_TIMELINE
 #define GDN_TIMELINE 0
 #endif
-constexpr int kTlFirst = GDN_TIMELINE - 1, kTlChunks = 15, kTlSteps = 8;
+constexpr int kTlFirst = GDN_TIMELINE - 1, kTlChunks = 13, kTlSteps = 9;
 static_assert(!kFused || (kNorm && kAux == 1), "the fused preparation reads the normaliser's K");
 // The transfer matrix's early exit (run_consumer). GDN_TRANSFER_NO_EXIT is
 // for tests only: the walk to the end that the exit must equal.
@@ -260,32 +263,14 @@ GDN_DEVICE float2 unpack2(uint32_t x) { return unpack2_of<GDN_FP16 != 0>(x); }
 // rounded down to a multiple of 8, per thread), and an increase waits until
 // the pool can serve it: asking for more than the decreases free hangs.
 constexpr int kLaunchRegs = (65536 / kThreads) / 8 * 8 > 255 ? 255 : (65536 / kThreads) / 8 * 8;
-// GDN_FUSED_REGS (prepared, not yet measured; 0, the default, is the
-// measured kernel): the fused variant's consumers at this many registers,
-// the rest of the pool split between the two producer groups (176: 80
-// each; 184: 72, but ptxas then serialises the wgmma), the consumers' fp16
-// copy of S built in two halves of d (a wait between) so that their peak
-// fits. docs/PERF.md v27, "Next".
-#ifndef GDN_FUSED_REGS
-#define GDN_FUSED_REGS 0
-#endif
-constexpr bool kSplitRegs = kFused && GDN_FUSED_REGS != 0;
-constexpr int kConsumerRegs = kSplitRegs ? GDN_FUSED_REGS : kNC == 1 ? 208 : 192;
-// The norm loop's unrolling (row groups at once): 2, the measured kernel.
-// GDN_NORM_UNROLL=4 (prepared, not yet measured; the fused variant only)
-// spills at the converter's 64 registers and compiles clean with
-// GDN_FUSED_REGS=176's 80.
-#ifndef GDN_NORM_UNROLL
-#define GDN_NORM_UNROLL 2
-#endif
-constexpr int kNormUnroll = kFused ? GDN_NORM_UNROLL : 2;
+// (176 for the fused consumers, the producers at 80 each, with S's fp16
+// copy in two halves, and the converter's norm four row groups at once
+// with those 80: measured 1.00x, docs/PERF.md v28.)
+constexpr int kConsumerRegs = kNC == 1 ? 208 : 192;
 // The least setmaxnreg allows: the converter holds two pieces at a time
 // (with kNorm, 48: two row groups at once, each a pair of pieces unpacked
 // to floats, so that the second's loads overlap the first's sums).
-constexpr int kConvRegs = kSplitRegs ? (65536 / 128 - 2 * kConsumerRegs) / 2 / 8 * 8
-                          : kFused ? 64
-                          : kNorm  ? 48
-                                   : 24;
+constexpr int kConvRegs = kFused ? 64 : kNorm ? 48 : 24;
 constexpr int kAuxRegs =
     ((kLaunchRegs * kThreads - kConsumerRegs * 128 * kNC - kConvRegs * 128 * kConv) / (128 * kAux)) / 8 * 8;
 constexpr bool kSetRegs = kLaunchRegs < kConsumerRegs;
@@ -714,6 +699,7 @@ GDN_DEVICE GateParams gate_params(const GdnHopperParams& p, const Work& w) {
 // adds the first's last sum).
 GDN_DEVICE float chunk_cumsum(float x, float y, int t, int len, const GateParams& gp) {
   const int lane = t & 31;
+  if (kWhatIf == 7) return x;
   if (gp.on) {
     if (t < len) x = gp.ga * gate_softplus(x + gp.gb);
     if (t >= 32 && t - 32 < len) y = gp.ga * gate_softplus(y + gp.gb);
@@ -1010,7 +996,7 @@ GDN_DEVICE void run_normaliser(unsigned char* smem, Bars& bars, const GdnHopperP
       write_gate_vectors(vec, x, tid, len);
     }
     // Row group r: pieces r and r + 8 (the two d halves of the same rows).
-#pragma unroll(kNormUnroll)
+#pragma unroll 2
     for (int r = 0; r < 8; ++r) {
       if (kWhatIf == 3 || kWhatIf == 6) break;
       const uint4 a = st[t + 128 * r], b = st[t + 128 * (r + 8)];
@@ -1132,6 +1118,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       const int s = c % kStages, use = c / kStages;
       mbar_wait(&bars.empty[s], use & 1);
       issue_loads(smem + s * kStageBytes, &bars.full[s], p, w, c + kStages);
+      tl_stamp(smem, c + kStages, 8);
     }
   };
   // The early exit after chunk c (one thread): the aux groups prepare the
@@ -1240,27 +1227,6 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
         const float e0 = vec.eg[i], e1 = vec.eg[i + 1];
         O[4 * jb] *= e0, O[4 * jb + 1] *= e1, O[4 * jb + 2] *= e0, O[4 * jb + 3] *= e1;
       }
-    } else if (kSplitRegs) {
-      // S^T's fp16 copy in two halves of d (16 registers at a time): each
-      // half's products are waited for before the next half overwrites it.
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        uint32_t sa[4][4];
-#pragma unroll
-        for (int ks = 0; ks < 4; ++ks) acc_to_a(sa[ks], S, 4 * half + ks);
-        wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < 4; ++ks) {
-          const int k = 4 * half + ks;
-          wgmma_rs_n64<0>(U, sa[ks], sd.at(kOffBQ + half * 2 * kTile + ks * 32, 16, 1024), k > 0);
-          wgmma_rs_n64<0>(O, sa[ks], sd.at(kOffBQ + half * 2 * kTile + kTile + ks * 32, 16, 1024), k > 0);
-        }
-        wgmma_commit();
-        if (half == 0) refill(c - 1);
-        wgmma_wait<0>();
-      }
-      reg_fence(acc, 64);
-      scale_o();
     } else {
       uint32_t sa[8][4];
 #pragma unroll

@@ -23,17 +23,17 @@ import (
 //	.bin/device-run.sh knobfull:GDN_TIMELINE=17@q35_4kx8     (the device)
 //
 // The case's first sequence needs more chunks than the window reaches
-// (GDN_TIMELINE=17: chunks 16-30, so 32 or more; q35_4kx8 has 64).
+// (GDN_TIMELINE=17: chunks 16-28, so 30 or more; q35_4kx8 has 64).
 const (
 	timelineDefine = "GDN_TIMELINE"
-	timelineChunks = 15 // kTlChunks
-	timelineSteps  = 8  // kTlSteps
+	timelineChunks = 13 // kTlChunks
+	timelineSteps  = 9  // kTlSteps
 	timelineRowLen = 60 // stamps a row of ht (slot i at row i / 60, column i % 60)
 )
 
 // timelineStepNames are the kernel's steps, in its order.
 var timelineStepNames = [timelineSteps]string{
-	"conv full", "conv normed", "conv ready", "aux full", "aux normed", "aux ready", "cons ready", "cons release",
+	"conv full", "conv normed", "conv ready", "aux full", "aux normed", "aux ready", "cons ready", "cons release", "copies issued",
 }
 
 // timelineFirstChunk is the first chunk of the window that defines (the
@@ -72,6 +72,8 @@ func timelineStamps(ht []float32) ([timelineChunks][timelineSteps]uint32, error)
 // writeTimeline prints the window: each step's time from the window's
 // first stamp (thousands of cycles), and per chunk what a reader wants to
 // compare:
+//   - load: from the chunk's copies issued to the converter past full
+//     (the copies' latency, or the converter's lateness);
 //   - conv, aux: each producer group's time from its wait on full to its
 //     arrival on ready;
 //   - period: the consumers' time from one chunk's ready to the next;
@@ -92,8 +94,8 @@ func writeTimeline(w io.Writer, first int, st [timelineChunks][timelineSteps]uin
 	for _, n := range timelineStepNames {
 		fmt.Fprintf(tw, "%s\t", n)
 	}
-	fmt.Fprint(tw, "conv\taux\tperiod\twaited\tslack\t\n")
-	var conv, aux, period, waited, slack []float64
+	fmt.Fprint(tw, "load\tconv\taux\tperiod\twaited\tslack\t\n")
+	var load, conv, aux, period, waited, slack []float64
 	for c := range timelineChunks {
 		s := st[c]
 		fmt.Fprintf(tw, "%d\t", first+c)
@@ -104,14 +106,14 @@ func writeTimeline(w io.Writer, first int, st [timelineChunks][timelineSteps]uin
 		if int32(s[5]-s[2]) > 0 {
 			later = s[5]
 		}
-		row := []float64{diff(s[2], s[0]), diff(s[5], s[3]), math.NaN(), math.NaN(), diff(s[6], later)}
+		row := []float64{diff(s[0], s[8]), diff(s[2], s[0]), diff(s[5], s[3]), math.NaN(), math.NaN(), diff(s[6], later)}
 		if c > 0 {
-			row[2] = diff(s[6], st[c-1][6])
-			row[3] = diff(s[6], st[c-1][7])
-			period = append(period, row[2])
-			waited = append(waited, row[3])
+			row[3] = diff(s[6], st[c-1][6])
+			row[4] = diff(s[6], st[c-1][7])
+			period = append(period, row[3])
+			waited = append(waited, row[4])
 		}
-		conv, aux, slack = append(conv, row[0]), append(aux, row[1]), append(slack, row[4])
+		load, conv, aux, slack = append(load, row[0]), append(conv, row[1]), append(aux, row[2]), append(slack, row[5])
 		for _, x := range row {
 			if math.IsNaN(x) {
 				fmt.Fprint(tw, "-\t")
@@ -122,8 +124,8 @@ func writeTimeline(w io.Writer, first int, st [timelineChunks][timelineSteps]uin
 		fmt.Fprintln(tw)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "timeline medians (thousands of cycles): conv %.2f, aux %.2f, period %.2f, waited %.2f, slack %.2f\n",
-		median(conv), median(aux), median(period), median(waited), median(slack))
+	fmt.Fprintf(w, "timeline medians (thousands of cycles): load %.2f, conv %.2f, aux %.2f, period %.2f, waited %.2f, slack %.2f\n",
+		median(load), median(conv), median(aux), median(period), median(waited), median(slack))
 }
 
 // benchTimeline prints the timeline of a case's last call when the

@@ -37,12 +37,13 @@ func TestTimelineStampsAndSummary(t *testing.T) {
 	// A steady pipeline, starting just below the 32-bit clock's wrap:
 	// chunk c lands at 5000 c; the converter takes 3000, the aux group
 	// 4000 from 500 after landing; the consumers pass ready 100 after the
-	// aux group's arrival and release 2000 later.
+	// aux group's arrival and release 2000 later; its copies were issued
+	// 1800 before it landed.
 	base := uint32(math.MaxUint32 - 20000)
 	var want [timelineChunks][timelineSteps]uint32
 	for c := range timelineChunks {
 		land := base + uint32(5000*c)
-		want[c] = [timelineSteps]uint32{land, land + 1000, land + 3000, land + 500, land + 1200, land + 4500, land + 4600, land + 6600}
+		want[c] = [timelineSteps]uint32{land, land + 1000, land + 3000, land + 500, land + 1200, land + 4500, land + 4600, land + 6600, land - 1800}
 		for s, v := range want[c] {
 			i := c*timelineSteps + s
 			ht[i/timelineRowLen*128+i%timelineRowLen] = math.Float32frombits(v)
@@ -58,12 +59,12 @@ func TestTimelineStampsAndSummary(t *testing.T) {
 	var b strings.Builder
 	writeTimeline(&b, 16, got)
 	out := b.String()
-	if !strings.Contains(out, "chunks 16-30") {
+	if !strings.Contains(out, "chunks 16-28") {
 		t.Errorf("window not named:\n%s", out)
 	}
 	// conv 3.00, aux 4.00, period 5.00, waited (4600 - (6600 - 5000)) =
 	// 3.00, slack (4600 - 4500) = 0.10.
-	if !strings.Contains(out, "conv 3.00, aux 4.00, period 5.00, waited 3.00, slack 0.10") {
+	if !strings.Contains(out, "load 1.80, conv 3.00, aux 4.00, period 5.00, waited 3.00, slack 0.10") {
 		t.Errorf("medians wrong:\n%s", out)
 	}
 	if _, err := timelineStamps(ht[:100]); err == nil {
