@@ -174,9 +174,10 @@ constexpr int kThreads = 128 * (kAux + kNC + kConv);
 constexpr bool kNorm = GDN_QK_NORM != 0;
 static_assert(!kNorm || kConv == 1, "the L2 norm is the converter's");
 // GDN_FUSED 1: the full forward's whole preparation done here, so that it
-// needs no kernel before this one: the converter takes the raw log-gates
-// (or the gate's raw input, kGateInKernel), sums them in the chunk and
-// builds P (run_normaliser), and the aux group builds A2 itself from the
+// needs no kernel before this one: the first consumer warp takes the raw
+// log-gates (or the gate's raw input, kGateInKernel) and writes each
+// chunk's gate vectors (run_consumer), the converter builds P
+// (run_normaliser), and the aux group builds A2 itself from the
 // converter's normalised K: K K^T, L, the inverse by 16 x 16 blocks
 // (run_aux_fused). No A is loaded.
 #ifndef GDN_FUSED
@@ -192,9 +193,9 @@ constexpr bool kFused = GDN_FUSED != 0;
 // converter; 3: no norm in the converter (every kNorm variant's); 4:
 // gate_lower without its exponentials (every variant's); 5: the aux group
 // does nothing past its waits; 6: 2, 3 and 5 together (the consumers, with
-// the converter summing the gates and writing the gate vectors); 7: the
-// converter's gate sums without the gate (softplus) and without the scan
-// (the raw values as they are). At 0 the
+// their first warp writing the gate vectors); 7: the gate vectors
+// without the gate (softplus) and without the scan (the raw values as
+// they are). At 0 the
 // kernel is instruction for instruction the same as without these lines.
 // docs/PERF.md v27 and v28 have what they measured.
 #ifndef GDN_WHATIF
@@ -312,7 +313,10 @@ constexpr int kOffStop = kOffBars + 512;          // int: the transfer matrix's 
 constexpr int kOffInv = kOffBars + 1024;
 constexpr int kLdStride = 20;
 constexpr int kInvLd = 0;  // fp32 [4 warps][16 m][kLdStride]: beta_i L[16w + i][16w + m] at [w][m][i]
-constexpr int kInvBytes = (kInvLd + 4 * 16 * kLdStride * 4 + 1023) / 1024 * 1024;  // (whole kilobytes)
+// After it, the raw gates of the consumers' gate warp (run_consumer): fp32
+// [2][64], chunk x's at slot x % 2, copied a chunk ahead.
+constexpr int kRawGates = kInvLd + 4 * 16 * kLdStride * 4;
+constexpr int kInvBytes = (kRawGates + 2 * 64 * 4 + 1023) / 1024 * 1024;  // (whole kilobytes)
 constexpr int kSmemBytes = kOffInv + (kFused ? kInvBytes : 0) + 1024;  // + alignment slack of the dynamic base
 
 #ifdef GDN_SMEM_BYTES
@@ -660,27 +664,6 @@ GDN_DEVICE void acc16_to_a(uint32_t a[4], const float y0[4], const float y1[4]) 
 // x itself above 20.
 GDN_DEVICE float gate_softplus(float x) { return x > 20.f ? x : log1pf(__expf(x)); }
 
-// The raw gate inputs of chunk c for the fused preparation, thread tid <
-// 64 (0 past the chunk): token tid's gate (gv) and beta (bv, when asked),
-// and for threads 32..63 also token tid - 32's gate (gw), so that the second
-// warp can form the first one's total itself.
-GDN_DEVICE void load_raw_gates(const GdnHopperParams& p, const Work& w, int tid, int c, float& gv, float& gw,
-                               float* bv) {
-  gv = gw = 0.f;
-  if (bv) *bv = 0.f;
-  int t = tid;
-  asm volatile("" : "+r"(t));  // (no 64-bit bos + t kept live across the chunk loop)
-  if (c < w.nch && t < 64) {
-    const int len = chunk_len(w, c);
-    const int64_t tok = w.bos + 64 * c + t;
-    if (t < len) {
-      gv = p.ptr.g[tok * p.sc.Hv + w.h];
-      if (bv) *bv = read_beta(p, tok * p.sc.Hv + w.h);
-    }
-    if (t >= 32 && t - 32 < len) gw = p.ptr.g[(tok - 32) * p.sc.Hv + w.h];
-  }
-}
-
 // The gate's parameters under kGateInKernel: g = ga softplus(a + gb), ga =
 // -e^{A_log} (gdn_prep_chunk's product, to the bit).
 struct GateParams {
@@ -693,25 +676,44 @@ GDN_DEVICE GateParams gate_params(const GdnHopperParams& p, const Work& w) {
   return g;
 }
 
-// Token t's chunk-local cumulative log-gate (threads t < 64, whole warps),
-// from load_raw_gates' x (its own) and y (the first warp's token t - 32):
-// gdn_prep_chunk's scan to the bit (an inclusive warp scan; the second warp
-// adds the first's last sum).
-GDN_DEVICE float chunk_cumsum(float x, float y, int t, int len, const GateParams& gp) {
-  const int lane = t & 31;
-  if (kWhatIf == 7) return x;
-  if (gp.on) {
-    if (t < len) x = gp.ga * gate_softplus(x + gp.gb);
-    if (t >= 32 && t - 32 < len) y = gp.ga * gate_softplus(y + gp.gb);
+// Chunk x's raw gates (lane's token and token lane + 32, 0 past the
+// chunk; x < w.nch) into raw[64 (x % 2) ..] by cp.async, then a commit:
+// one warp.
+GDN_DEVICE void fetch_raw_gates(float* raw, const GdnHopperParams& p, const Work& w, int lane, int x) {
+  const int len = chunk_len(w, x);
+  const int64_t tok = w.bos + 64 * x + lane;
+  float* const d = raw + (x & 1) * 64;
+  cp_async4(d + lane, p.ptr.g + (lane < len ? tok * p.sc.Hv + w.h : 0), lane < len);
+  cp_async4(d + lane + 32, p.ptr.g + (lane + 32 < len ? (tok + 32) * p.sc.Hv + w.h : 0), lane + 32 < len);
+  cp_async_commit();
+}
+// A chunk's gate vectors (vec: g, eg, f and gamma, as write_gate_vectors
+// leaves them), one warp, from the raw gates of lane's token (a) and of
+// token lane + 32 (b), 0 past the chunk: g the chunk-local cumulative
+// log-gates, gdn_prep_chunk's to the bit (an inclusive warp scan of each
+// half of the chunk, the second half then adding the first's total: its
+// two warps' order of additions).
+GDN_DEVICE void write_chunk_gates(Vec& vec, float a, float b, int lane, int len, const GateParams& gp) {
+  if (kWhatIf != 7 && gp.on) {
+    if (lane < len) a = gp.ga * gate_softplus(a + gp.gb);
+    if (lane + 32 < len) b = gp.ga * gate_softplus(b + gp.gb);
   }
 #pragma unroll
   for (int o = 1; o < 32; o <<= 1) {
-    const float u = __shfl_up_sync(0xffffffffu, x, o), v = __shfl_up_sync(0xffffffffu, y, o);
-    if (lane >= o) x += u, y += v;
+    const float u = __shfl_up_sync(0xffffffffu, a, o), v = __shfl_up_sync(0xffffffffu, b, o);
+    if (lane >= o) a += u, b += v;
   }
-  const float first = __shfl_sync(0xffffffffu, y, 31);
-  if (t >= 32) x += first;
-  return x;
+  b += __shfl_sync(0xffffffffu, a, 31);
+  const int last = (len - 1) & 31;
+  const float last_a = __shfl_sync(0xffffffffu, a, last), last_b = __shfl_sync(0xffffffffu, b, last);
+  const float g_last = len > 32 ? last_b : last_a;
+  vec.g[lane] = a;
+  vec.g[lane + 32] = b;
+  vec.eg[lane] = lane < len ? __expf(a) : 0.f;
+  vec.eg[lane + 32] = lane + 32 < len ? __expf(b) : 0.f;
+  vec.f[lane] = lane < len ? __expf(g_last - a) : 0.f;
+  vec.f[lane + 32] = lane + 32 < len ? __expf(g_last - b) : 0.f;
+  if (lane == 0) vec.gamma = __expf(g_last);
 }
 
 // ---- The aux warpgroup of the fused full forward (kFused): per chunk, A2,
@@ -957,44 +959,18 @@ GDN_DEVICE uint4 scale_to_fp16x8(uint4 x, float s) {
 // pair the two halves first and then lanes 4, 2, 1 apart, which is
 // l2_normalise's order of additions, so every row's inverse norm, and with
 // it every fp16 value, is the preparation's to the bit.
-// Under kFused this group also writes each chunk's gate vectors (from the
-// raw gates, before the norm, so that the aux group finds them with K) and
-// builds P after it: the aux group's chain (A2) is the longer, and P beside
-// it measured 1.11-1.15x the fused kernel with both in the aux group
-// (docs/PERF.md v26).
+// Under kFused this group also builds P after the norm: P beside the aux
+// group's chain (A2) measured 1.11-1.15x the fused kernel with both in the
+// aux group (docs/PERF.md v26). (It also wrote the gate vectors, before
+// the norm, until v28 gave them to the consumers.)
 GDN_DEVICE void run_normaliser(unsigned char* smem, Bars& bars, const GdnHopperParams& p, const Work& w) {
   const int tid = threadIdx.x & 127;
   const int t = tid;
-  GateParams gp{};
-  float g_next = 0.f, w_next = 0.f, g_next2 = 0.f, w_next2 = 0.f;
-  if (kFused) {
-    gp = gate_params(p, w);
-    load_raw_gates(p, w, tid, 0, g_next, w_next, nullptr);
-    load_raw_gates(p, w, tid, 1, g_next2, w_next2, nullptr);
-  }
   for (int c = 0; c < w.nch; ++c) {
     const int s = c % kStages, use = c / kStages;
     uint4* st = reinterpret_cast<uint4*>(smem + s * kStageBytes + kOffBQ);
-    float x = 0.f;
-    if (kFused) {
-      // The fused preparation's gate vectors, before the norm (the aux
-      // group reads them once normed completes): the chunk-local sums of
-      // the log-gates, e^g, e^{g_last - g} and e^{g_last}.
-      const float y = w_next;
-      x = g_next;
-      g_next = g_next2, w_next = w_next2;
-      load_raw_gates(p, w, tid, c + 2, g_next2, w_next2, nullptr);
-      if (tid < 64) x = chunk_cumsum(x, y, tid, chunk_len(w, c), gp);
-    }
     mbar_wait(&bars.full[s], use & 1);
     tl_stamp(smem, c, 0);
-    if (kFused) {
-      Vec& vec = *reinterpret_cast<Vec*>(smem + s * kStageBytes + kOffVec);
-      const int len = chunk_len(w, c);
-      if (tid < 64) vec.g[tid] = x;
-      named_sync(kBarConv, 128);
-      write_gate_vectors(vec, x, tid, len);
-    }
     // Row group r: pieces r and r + 8 (the two d halves of the same rows).
 #pragma unroll 2
     for (int r = 0; r < 8; ++r) {
@@ -1091,6 +1067,33 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
   // start state is the scan's result: nothing before this point reads or
   // writes what the scan touches, and everything after it may. (The aux
   // group never waits: it reads only the call's inputs.)
+  // kFused: each chunk's gate vectors (Vec's g, eg, f and gamma) come from
+  // this group's first warp, two chunks ahead, at the top of a chunk while
+  // the consumers wait for ready anyway (the fused chunk is bound by its
+  // producers; the converter, which wrote them before its norm, spent
+  // about 850 of a chunk's 6000 cycles on it: docs/PERF.md v28). Its 32
+  // lanes arrive on the stage's full beside the copies' bytes, so the
+  // producers find the vectors with the tiles. Chunks 0 and 1 are written
+  // here; chunk c + 2 at the top of chunk c, after the refill of the same
+  // stage (both once chunk c - 1, its last user, is released by both
+  // groups). The raw gates come a chunk ahead by cp.async into kRawGates:
+  // held in registers across the chunk they spilled.
+  const bool gate_warp = kFused && cw == 0 && warp == 0;
+  GateParams gp{};
+  float* const raw = reinterpret_cast<float*>(smem + kOffInv + kRawGates);
+  auto write_gates = [&](int x, float a, float b) {
+    Vec& v = *reinterpret_cast<Vec*>(smem + (x % kStages) * kStageBytes + kOffVec);
+    write_chunk_gates(v, a, b, lane, chunk_len(w, x), gp);
+    mbar_arrive(&bars.full[x % kStages]);
+  };
+  if (gate_warp) {
+    gp = gate_params(p, w);
+    if (w.nch > 0) fetch_raw_gates(raw, p, w, lane, 0);
+    if (w.nch > 1) fetch_raw_gates(raw, p, w, lane, 1);
+    cp_async_wait_all();
+    for (int x = 0; x < 2 && x < w.nch; ++x) write_gates(x, raw[64 * x + lane], raw[64 * x + lane + 32]);
+    if (w.nch > 2) fetch_raw_gates(raw, p, w, lane, 2);
+  }
   griddep_wait();
 
   // S^T: rows v = vb + 16 warp + gq (+8), columns k = 8 j + 2 tq (+1).
@@ -1112,7 +1115,8 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
   // the kWide chain's Vn, where ptxas keeps the products pipelined).
   // (Issued at the release, the copies held up the other three warps of
   // that group at its next barrier: 8% of the consumers' stall samples on
-  // q35_4kx8, docs/PERF.md v22.)
+  // q35_4kx8, docs/PERF.md v22.) Under kFused, at the top of the chunk
+  // (below).
   auto refill = [&](int c) {
     if (cw == 0 && t == 0 && c >= 0 && c + kStages < w.nch) {
       const int s = c % kStages, use = c / kStages;
@@ -1182,6 +1186,17 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
     unsigned char* st = smem + s * kStageBytes;
     const DescBase sd(st);  // the stage's wgmma descriptors
     const Vec& vec = *reinterpret_cast<const Vec*>(st + kOffVec);
+    // Under kFused the refill goes first, at the top of the chunk: behind
+    // the gate work and the first products, the copies were late enough
+    // for the converter to wait on full (docs/PERF.md v28).
+    if (kFused) refill(c - 1);
+    if (gate_warp && c + 2 < w.nch) {
+      if (c >= 1) mbar_wait(&bars.empty[(c - 1) % kStages], ((c - 1) / kStages) & 1);
+      cp_async_wait_all();
+      const float* const r = raw + ((c + 2) & 1) * 64;
+      write_gates(c + 2, r[lane], r[lane + 32]);
+      if (c + 3 < w.nch) fetch_raw_gates(raw, p, w, lane, c + 3);
+    }
     mbar_wait(&bars.ready[s], use & 1);
     if (cw == 0) tl_stamp(smem, c, 6);
 
@@ -1243,7 +1258,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
                           sd.at(kOffBQ + (ks >> 2) * 2 * kTile + kTile + (ks & 3) * 32, 16, 1024), ks > 0);
       }
       wgmma_commit();
-      refill(c - 1);
+      if (!kFused) refill(c - 1);
       wgmma_wait<0>();
       reg_fence(acc, kXfer ? 32 : 64);
       if (!kXfer) scale_o();
@@ -1481,7 +1496,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_hopper_fwd(const _
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(&bars.full[s], 1);             // the TMA issuer, plus bytes
+      // The TMA issuer, plus bytes; under kFused also the consumers' gate
+      // warp's 32 lanes, whose gate vectors the producers find with the
+      // tiles (run_consumer).
+      mbar_init(&bars.full[s], 1 + (kFused ? 32 : 0));
       // The aux group, and the converter but under kNorm without kFused
       // (where it hands its tiles to the aux group instead).
       mbar_init(&bars.ready[s], 128 * (1 + (kConv && (!kNorm || kFused))));

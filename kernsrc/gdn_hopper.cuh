@@ -106,6 +106,17 @@ GDN_DEVICE void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* 
                : "memory");
 }
 
+// Copies 4 bytes from global src to shared dst asynchronously (cp.async),
+// or writes 4 zero bytes there when !valid (src then not read). Completion
+// through cp.async groups: cp_async_commit, then cp_async_wait_all by the
+// same thread before it reads dst.
+GDN_DEVICE void cp_async4(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 4 : 0)
+               : "memory");
+}
+GDN_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+GDN_DEVICE void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+
 // Stores a shared-memory box to the 4-D tensor at (c0..c3); elements outside
 // the tensor are not written. Completion through bulk groups.
 GDN_DEVICE void tma_store_4d(const TmaDesc* map, const void* src, int c0, int c1, int c2, int c3) {

@@ -100,7 +100,7 @@ func HopperSharedBytes(dt CoreDtype, consumers int) int {
 // HopperFusedScratchBytes is the aux group's scratch of CoreBF16Fused: the
 // four 16 x 16 diagonal blocks of diag(beta) L in fp32 (rows padded to 20
 // floats), rounded up to whole kilobytes.
-const HopperFusedScratchBytes = (4*16*20*4 + 1023) / 1024 * 1024
+const HopperFusedScratchBytes = (4*16*20*4 + 2*64*4 + 1023) / 1024 * 1024
 
 // The contract between Go and gdn_hopper.cu's GdnHopperParams, its only
 // kernel parameter: five 128-byte tensor maps (q, k, v, A, o), then eight

@@ -10,7 +10,10 @@ import (
 // mbarriers with their parity waits, the TMA loads that land after a
 // delay, the aux groups (run_aux: each takes every kAux-th chunk) and the
 // consumer groups (run_consumer: every chunk; the first refills a stage
-// once all are done with it, during the chunk after it). It mirrors the kernel's order of waits and
+// once all are done with it, during the chunk after it; under GDN_FUSED
+// at the top of that chunk, and its first warp then writes the gate
+// vectors of the chunk refilled into the stage, an arrival on full). It
+// mirrors the kernel's order of waits and
 // arrivals; a change to that protocol in the kernel belongs here too.
 //
 // The model checks what the parity waits are meant to guarantee: an aux
@@ -59,6 +62,7 @@ type ringModel struct {
 	data, loading, prep []int      // chunk landed (-1: none or being overwritten), in flight, prepared
 	read, conv          []int      // chunk whose K and Q the aux group has read, the converter converted
 	pBuilt              []int      // chunk whose P the converter has built (normaliserThenP)
+	gates               []int      // chunk whose gate vectors the stage holds (normaliserThenP)
 	done                []int      // per chunk: consumer groups done with it
 	consumers           int
 	inFlight            []int // stages with a load in flight, in issue order
@@ -128,6 +132,13 @@ var auxSkipsNormed = false
 // is caught.
 var fusedReadyCountOne = false
 
+// gatesAhead is how many chunks ahead the gate warp (normaliserThenP)
+// writes the gate vectors: the kernel's 2 (the chunk its group refills).
+// A variable only so that a test can check that the model catches 3 (a
+// stage still in use). (The model runs the gate warp as one thread with
+// the refill's; in the kernel its other lanes wait on empty themselves.)
+var gatesAhead = 2
+
 // convMode is the converter warpgroup a run has, if any.
 type convMode int
 
@@ -158,14 +169,37 @@ func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool, exitAt int, conv
 	m := &ringModel{stages: stages, consumers: consumers, stop: nch,
 		full: make([]mbarrier, stages), ready: make([]mbarrier, stages), empty: make([]mbarrier, stages),
 		qkRead: make([]mbarrier, stages), normed: make([]mbarrier, stages), data: make([]int, stages), loading: make([]int, stages),
-		prep: make([]int, stages), read: make([]int, stages), conv: make([]int, stages), pBuilt: make([]int, stages), done: make([]int, nch)}
+		prep: make([]int, stages), read: make([]int, stages), conv: make([]int, stages), pBuilt: make([]int, stages),
+		gates: make([]int, stages), done: make([]int, nch)}
 	readyCount := 1
 	if converter || fused && !fusedReadyCountOne {
 		readyCount = 2 // the aux group and the converter
 	}
+	fullCount := 1
+	if fused {
+		fullCount = 2 // the TMA issuer and the gate warp (its 32 lanes as one)
+	}
 	for s := range stages {
-		m.full[s].count, m.ready[s].count, m.empty[s].count, m.qkRead[s].count, m.normed[s].count = 1, readyCount, consumers, 1, 1
-		m.data[s], m.loading[s], m.prep[s], m.read[s], m.conv[s], m.pBuilt[s] = -1, -1, -1, -1, -1, -1
+		m.full[s].count, m.ready[s].count, m.empty[s].count, m.qkRead[s].count, m.normed[s].count = fullCount, readyCount, consumers, 1, 1
+		m.data[s], m.loading[s], m.prep[s], m.read[s], m.conv[s], m.pBuilt[s], m.gates[s] = -1, -1, -1, -1, -1, -1, -1
+	}
+	// The gate warp's writes of chunk x's vectors (write_gates), checked
+	// against the stage's last user, then its arrival on full.
+	writeGates := func(x int) op {
+		return op{do: func(m *ringModel) {
+			s := x % stages
+			if x >= stages && m.done[x-stages] != m.consumers {
+				m.fail("chunk %d's gate vectors overwrite stage %d while consumers still read chunk %d", x, s, x-stages)
+			}
+			m.gates[s] = x
+			m.arriveOn(&m.full[s], "full", s)
+		}}
+	}
+	// usesGates is a reader's check that stage s holds chunk c's gate vectors.
+	usesGates := func(who string, c, s int) {
+		if fused && m.gates[s] != c {
+			m.fail("%s takes chunk %d's gate vectors from stage %d holding chunk %d's", who, c, s, m.gates[s])
+		}
 	}
 	var roles [][]op
 	for a := range aux {
@@ -193,6 +227,7 @@ func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool, exitAt int, conv
 					if norm && m.conv[s] != c { // Q K^T of the normalised rows
 						m.fail("aux %d reads chunk %d's K and Q in stage %d normalised for chunk %d", a, c, s, m.conv[s])
 					}
+					usesGates("the aux group", c, s)
 					if converter { // Q K^T done: the converter may rewrite K and Q
 						m.read[s] = c
 						m.arriveOn(&m.qkRead[s], "qk_read", s)
@@ -235,6 +270,7 @@ func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool, exitAt int, conv
 					if m.data[s] != c {
 						m.fail("the converter builds chunk %d's P in stage %d holding chunk %d", c, s, m.data[s])
 					}
+					usesGates("the converter's P", c, s)
 					m.pBuilt[s] = c
 					m.arriveOn(&m.ready[s], "ready", s)
 				}})
@@ -244,12 +280,34 @@ func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool, exitAt int, conv
 	}
 	for g := range consumers {
 		var prog []op
+		gateWarp := fused && g == 0
+		if gateWarp { // chunks 0 and 1 before the loop
+			for x := range min(gatesAhead, nch) {
+				prog = append(prog, writeGates(x))
+			}
+		}
 		for c := range nch {
 			s, use := c%stages, c/stages
+			// Under GDN_FUSED the refill first, at the top of the chunk, then
+			// the gate warp's vectors of chunk c + 2 (the chunk refilled),
+			// once chunk c - 1 (the stage's last user) is released.
+			if fused && g == 0 && c >= 1 && c-1+stages < nch {
+				ps, puse := (c-1)%stages, (c-1)/stages
+				prog = append(prog,
+					op{wait: func() bool { return m.empty[ps].passes(puse & 1) }},
+					op{do: func(m *ringModel) { m.issue(c - 1 + stages) }})
+			}
+			if gateWarp && c+gatesAhead < nch {
+				if c >= 1 {
+					ps, puse := (c-1)%stages, (c-1)/stages
+					prog = append(prog, op{wait: func() bool { return m.empty[ps].passes(puse & 1) }})
+				}
+				prog = append(prog, writeGates(c+gatesAhead))
+			}
 			prog = append(prog, op{wait: func() bool { return m.ready[s].passes(use & 1) }})
 			// The first group refills the stage of the chunk before (refill,
 			// issued with this chunk's first products).
-			if g == 0 && c >= 1 && c-1+stages < nch {
+			if !fused && g == 0 && c >= 1 && c-1+stages < nch {
 				ps, puse := (c-1)%stages, (c-1)/stages
 				prog = append(prog,
 					op{wait: func() bool { return m.empty[ps].passes(puse & 1) }},
@@ -260,6 +318,7 @@ func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool, exitAt int, conv
 					if m.prep[s] != c || m.data[s] != c || (conv != noConverter && m.conv[s] != c) || (fused && m.pBuilt[s] != c) {
 						m.fail("consumer %d takes chunk %d from stage %d prepared for %d, converted for %d, P for %d, holding %d", g, c, s, m.prep[s], m.conv[s], m.pBuilt[s], m.data[s])
 					}
+					usesGates(fmt.Sprintf("consumer %d", g), c, s)
 					m.done[c]++
 					m.arriveOn(&m.empty[s], "empty", s)
 				}})
@@ -420,6 +479,26 @@ func TestStageRingNormaliser(t *testing.T) {
 // be caught.
 func TestStageRingFused(t *testing.T) {
 	ringWithConverter(t, rand.New(rand.NewPCG(9, 10)), normaliserThenP, &fusedReadyCountOne, "ready counting the aux group alone")
+}
+
+// The fused kernel's gate warp (run_consumer's write_gates): each chunk's
+// gate vectors reach the producers and consumers through full, with the
+// tiles, and overwrite a stage's only once its chunk before is released;
+// a gate warp three chunks ahead must be caught.
+func TestStageRingFusedGates(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	const trials = 20000
+	for n := range trials {
+		nch := 1 + r.IntN(12)
+		if v := runRing(r, nch, 1, 2, true, -1, normaliserThenP); v != "" {
+			t.Fatalf("%d chunks, schedule %d: %s", nch, n, v)
+		}
+	}
+	gatesAhead = 3
+	defer func() { gatesAhead = 2 }()
+	mustFind(t, trials, "a gate warp three chunks ahead", func() string {
+		return runRing(r, 4+r.IntN(9), 1, 2, true, -1, normaliserThenP)
+	})
 }
 
 // ringWithConverter runs conv's protocol (one aux group, two consumer
