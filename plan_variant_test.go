@@ -127,16 +127,23 @@ func TestNormInCore(t *testing.T) {
 	if pl, err := PlanFor(long, 132, "", 0); err != nil || pl.SegmentChunks != 0 {
 		t.Errorf("QKNorm plan of a long sequence %v (%v): split", pl, err)
 	}
-	c := newPlanCache(132, "")
 	copies := full(8, 4096, 16, 32, BF16)
 	copies.QKDtype = FP16
 	normed := full(8, 4096, 16, 32, BF16)
 	normed.QKNorm = true
-	a, _ := c.plan(copies)
-	b, _ := c.plan(normed)
-	if a.Variant.Name != "gdn_hopper_bf16_fp16qk_bv128" || b.Variant.Name != "gdn_hopper_bf16_l2norm_bv128" {
-		t.Errorf("plan cache: copies %s, in-core norm %s", a.Variant.Name, b.Variant.Name)
+	if a, b := cachedVariants(copies, normed); a != "gdn_hopper_bf16_fp16qk_bv128" || b != "gdn_hopper_bf16_l2norm_bv128" {
+		t.Errorf("plan cache: copies %s, in-core norm %s", a, b)
 	}
+}
+
+// cachedVariants plans a and then b through one plan cache (132 SMs) and
+// names the variant each got: problems that differ only in how q and k
+// reach the core must not share an entry.
+func cachedVariants(a, b Problem) (string, string) {
+	c := newPlanCache(132, "")
+	pa, _ := c.plan(a)
+	pb, _ := c.plan(b)
+	return pa.Variant.Name, pb.Variant.Name
 }
 
 // The core kernel does the full forward's whole preparation wherever it
@@ -174,15 +181,12 @@ func TestFusedPrep(t *testing.T) {
 		pl.SharedBytes != kernsrc.HopperSharedBytes(kernsrc.CoreBF16Fused, 2) || pl.Block[0] != 512 {
 		t.Errorf("fused plan %v (%v), want gdn_hopper_bf16_fused_bv128 unsplit, its shared memory, 512 threads", pl, err)
 	}
-	c := newPlanCache(132, "")
 	normed := full(8, 4096, 16, 32, BF16)
 	normed.QKNorm = true
 	fused := normed
 	fused.Fused = true
-	a, _ := c.plan(normed)
-	b, _ := c.plan(fused)
-	if a.Variant.Name != "gdn_hopper_bf16_l2norm_bv128" || b.Variant.Name != "gdn_hopper_bf16_fused_bv128" {
-		t.Errorf("plan cache: in-core norm %s, fused %s", a.Variant.Name, b.Variant.Name)
+	if a, b := cachedVariants(normed, fused); a != "gdn_hopper_bf16_l2norm_bv128" || b != "gdn_hopper_bf16_fused_bv128" {
+		t.Errorf("plan cache: in-core norm %s, fused %s", a, b)
 	}
 }
 
