@@ -47,6 +47,7 @@
 // this kernel: below), and the contract defines of kernsrc/hopper.go (sizes,
 // offsets, flags), checked.
 #include "gdn_hopper.cuh"
+#include "gdn_solve.cuh"
 
 #ifndef GDN_FP16
 #define GDN_FP16 0
@@ -189,9 +190,9 @@ constexpr bool kFused = GDN_FUSED != 0;
 // library never sets it): the fused chunk without some of its producers'
 // work, to see what that work costs in time (scripts/device-run.sh
 // knobfull:GDN_WHATIF=N@cases times it against the same binary without).
-// 1: no inverse (steps 3, 5a, 5b of run_aux_fused); 2: no P in the
-// converter; 3: no norm in the converter (every kNorm variant's); 4:
-// gate_lower without its exponentials (every variant's); 5: the aux group
+// 1: no inverse (gdn_solve.cuh's steps 2 and 3 in run_aux_fused); 2: no
+// P in the converter; 3: no norm in the converter (every kNorm variant's);
+// (4, gate_lower without its exponentials, retired); 5: the aux group
 // does nothing past its waits; 6: 2, 3 and 5 together (the consumers, with
 // their first warp writing the gate vectors); 7: the gate vectors
 // without the gate (softplus) and without the scan (the raw values as
@@ -311,11 +312,10 @@ constexpr int kOffStop = kOffBars + 512;          // int: the transfer matrix's 
 // broadcast loads). (The products' factors are all A2's and L's own blocks,
 // in the stage.)
 constexpr int kOffInv = kOffBars + 1024;
-constexpr int kLdStride = 20;
-constexpr int kInvLd = 0;  // fp32 [4 warps][16 m][kLdStride]: beta_i L[16w + i][16w + m] at [w][m][i]
+constexpr int kInvLd = 0;  // gdn_solve.cuh's scratch of the diagonal blocks (kLdBytes)
 // After it, the raw gates of the consumers' gate warp (run_consumer): fp32
 // [2][64], chunk x's at slot x % 2, copied a chunk ahead.
-constexpr int kRawGates = kInvLd + 4 * 16 * kLdStride * 4;
+constexpr int kRawGates = kInvLd + kLdBytes;
 constexpr int kInvBytes = (kRawGates + 2 * 64 * 4 + 1023) / 1024 * 1024;  // (whole kilobytes)
 constexpr int kSmemBytes = kOffInv + (kFused ? kInvBytes : 0) + 1024;  // + alignment slack of the dynamic base
 
@@ -455,38 +455,7 @@ GDN_DEVICE void write_gate_vectors(Vec& vec, float g, int t, int len) {
   if (t == 0) vec.gamma = __expf(g_last);
 }
 
-// A chunk's m64n64 accumulator (rows i, columns j: Q K^T or K K^T) gated
-// and masked in place: X[i][j] e^{g_i - g_j} where j <= i < len (DIAG: P)
-// or j < i < len (the fused aux group's L, without beta), else 0 (a
-// select: rows past the chunk may hold anything, and 0 * NaN would poison).
-// The exponent is taken as g_i log2(e) - g_j log2(e) (each sum scaled once,
-// per row and per column pair, not each difference: one subtraction an
-// entry where a subtraction and a multiply were two; its error, about
-// |g| 2^-23, is the cumulative sum's own size). One straight run for every block: skipping the blocks right of
-// a warp's diagonal and the masks left of it, by branches on the warp
-// index, cost the fused kernel 3-8% (the exponentials no longer interleave
-// across blocks; docs/PERF.md v27), and spilled in the converter.
-template <bool DIAG>
-GDN_DEVICE void gate_lower(float* X, const float* g, int len, int warp, int lane) {
-  constexpr float kLog2e = 1.4426950408889634f;
-  const int gq = lane >> 2, tq = lane & 3;
-  const int i0 = 16 * warp + gq;
-  const float gi[2] = {g[i0] * kLog2e, g[i0 + 8] * kLog2e};
-#pragma unroll
-  for (int jb = 0; jb < 8; ++jb) {
-    const float2 gj = *reinterpret_cast<const float2*>(&g[8 * jb + 2 * tq]);
-    const float gj2[2] = {gj.x * kLog2e, gj.y * kLog2e};
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int i = i0 + 8 * (e >> 1), j = 8 * jb + 2 * tq + (e & 1);
-      const bool in = (DIAG ? j <= i : j < i) && i < len;
-      if (kWhatIf == 4)
-        X[4 * jb + e] = in ? X[4 * jb + e] + gi[e >> 1] : 0.f;
-      else
-        X[4 * jb + e] = in ? X[4 * jb + e] * exp2_ftz(gi[e >> 1] - gj2[e & 1]) : 0.f;
-    }
-  }
-}
+// (gate_lower, the gating of P and L: gdn_solve.cuh.)
 
 // ---- An aux warpgroup: everything about a chunk that does not need the
 // state.
@@ -633,33 +602,6 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
 }
 
 
-GDN_DEVICE uint16_t fp16_bits(float x) { return (uint16_t)(pack_fp16x2(x, 0.f) & 0xffffu); }
-
-// The pair (lo, hi) of fp16 values at (row, col) of a row-major 16-bit
-// buffer; col even.
-GDN_DEVICE void store_pair(unsigned char* p, uint32_t v) { *reinterpret_cast<uint32_t*>(p) = v; }
-
-// -R of an m16n16 product (two m16n8 accumulators, n-tiles 0 and 1) stored
-// as fp16 pairs, rows gq and gq + 8, columns 2 tq and 8 + 2 tq, at(row, col)
-// giving the address of a pair.
-template <typename At>
-GDN_DEVICE void store_neg16(const float r0[4], const float r1[4], int lane, At at) {
-  const int gq = lane >> 2, tq = lane & 3;
-  store_pair(at(gq, 2 * tq), pack_fp16x2(-r0[0], -r0[1]));
-  store_pair(at(gq + 8, 2 * tq), pack_fp16x2(-r0[2], -r0[3]));
-  store_pair(at(gq, 8 + 2 * tq), pack_fp16x2(-r1[0], -r1[1]));
-  store_pair(at(gq + 8, 8 + 2 * tq), pack_fp16x2(-r1[2], -r1[3]));
-}
-
-// Two m16n8 accumulators (n-tiles 0, 1 of 16 columns) as the A operand of
-// an m16n8k16 product (k = those 16 columns).
-GDN_DEVICE void acc16_to_a(uint32_t a[4], const float y0[4], const float y1[4]) {
-  a[0] = pack_fp16x2(y0[0], y0[1]);
-  a[1] = pack_fp16x2(y0[2], y0[3]);
-  a[2] = pack_fp16x2(y1[0], y1[1]);
-  a[3] = pack_fp16x2(y1[2], y1[3]);
-}
-
 // softplus as FLA's gate takes it (gdn_prep.cu's, to the bit): log(1 + e^x),
 // x itself above 20.
 GDN_DEVICE float gate_softplus(float x) { return x > 20.f ? x : log1pf(__expf(x)); }
@@ -716,32 +658,14 @@ GDN_DEVICE void write_chunk_gates(Vec& vec, float a, float b, int lane, int len,
   if (lane == 0) vec.gamma = __expf(g_last);
 }
 
-// ---- The aux warpgroup of the fused full forward (kFused): per chunk, A2,
-// the preparation's steps 2-5 (gdn_prep.cu, gdn_prep_chunk) from the
-// stage's tiles, once the converter has normalised K and written the gate
-// vectors (normed; the converter also builds P, run_normaliser):
-//   1. beta of the chunk's tokens into the stage (loaded two chunks ahead);
-//   2. K K^T (wgmma from the normaliser's fp16 K), L = StrictLower(K K^T *
-//      Gamma) in registers (gate_lower; no beta), stored over the stage's A2
-//      tile in fp16, and its diagonal blocks with their rows' beta,
-//      diag(beta) L, in fp32 to the scratch;
-//   3. each warp inverts its diagonal block of I + diag(beta) L by forward
-//      substitution (a column per lane, lanes 16-31 repeating lanes 0-15),
-//      fp32: D_w, written as A2's diagonal block D_w diag(beta) over L's;
-//   4. (P is the converter's: Q K^T beside this chain, docs/PERF.md v26);
-//   5. the blocks below the diagonal, as products of fp16 operands with
-//      fp32 sums (mma.sync). For a matrix split in two block rows and
-//      columns (a the lower half, b the upper), X = (I + diag(beta)
-//      L)^-1 has X[a, b] = -X[a, a] diag(beta_a) L[a, b] X[b, b]; with L
-//      free of beta both factors are A2's own blocks (A2 = X diag(beta)).
-//      Applied to each 32 x 32 half (a = 2h+1, b = 2h) and then to the
-//      whole (a = rows 32-63, b = rows 0-31, A2[23, 23] the whole 32 x 32
-//      block, A2[3, 2] included):
-//        A2[2h+1, 2h] = -(A2[2h+1, 2h+1] L[2h+1, 2h]) A2[2h, 2h]  (warp h, h = 0, 1)
-//        A2[23, 01]   = -(A2[23, 23] L[23, 01]) A2[01, 01]        (all four warps)
-//      so every product lands as A2's block, and no unscaled copy is kept.
-// ref's emulateSolveAFused models this arithmetic, in this order and with
-// these fp16 roundings (ref/precision_test.go).
+// ---- The aux warpgroup of the fused full forward (kFused): per chunk, A2
+// from the stage's tiles, once the converter has normalised K and written
+// the gate vectors (normed; the converter also builds P, run_normaliser,
+// beside this chain: docs/PERF.md v26): beta of the chunk's tokens into the
+// stage (loaded two chunks ahead), K K^T (wgmma from the normaliser's fp16
+// K), then gdn_solve.cuh's steps over the stage's A2 tile: L, the diagonal
+// blocks' inverses, the blocks below them (gdn_prep_chunk does the same
+// per chunk and value head where the preparation is a kernel).
 GDN_DEVICE void run_aux_fused(unsigned char* smem, Bars& bars, const GdnHopperParams& p, const Work& w) {
   const int tid = threadIdx.x & 127;
   const int bar = kBarAux;
@@ -772,7 +696,7 @@ GDN_DEVICE void run_aux_fused(unsigned char* smem, Bars& bars, const GdnHopperPa
     int t = tid;
     asm volatile("" : "+r"(t));
     const int warp = t >> 5, lane = t & 31, gq = lane >> 2, tq = lane & 3;
-    float* const ld = reinterpret_cast<float*>(inv + kInvLd) + warp * 16 * kLdStride;
+    float* const ld = reinterpret_cast<float*>(inv + kInvLd);
     const int s = c % kStages, use = c / kStages;
     unsigned char* st = smem + s * kStageBytes;
     unsigned char* a2 = st + kOffA2;
@@ -807,115 +731,18 @@ GDN_DEVICE void run_aux_fused(unsigned char* smem, Bars& bars, const GdnHopperPa
     wgmma_wait<0>();
     reg_fence(KK, 32);
     gate_lower<false>(KK, vec.g, len, warp, lane);
-    store_acc_fp16(a2, KK, 8, 0, warp, lane);
-    // The warp's diagonal block (its accumulator's column blocks 2w, 2w + 1)
-    // with its rows' beta, transposed: ld[m][i] = beta_i L[16w + i][16w + m].
-    {
-      const float bi[2] = {vec.beta[16 * warp + gq], vec.beta[16 * warp + gq + 8]};
-#pragma unroll
-      for (int jb = 0; jb < 8; ++jb) {
-        if ((jb >> 1) != warp) continue;
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          ld[(8 * (jb & 1) + 2 * tq + (e & 1)) * kLdStride + gq + 8 * (e >> 1)] = bi[e >> 1] * KK[4 * jb + e];
-      }
-    }
-    __syncwarp();
+    store_l_and_diag(a2, ld, KK, vec.beta, warp, lane);
     if (kWhatIf == 1) {
       named_sync(bar, 128);
       fence_async_smem();
       mbar_arrive(&bars.ready[s]);
       continue;
     }
-
-    {
-      // x_i = e_col - sum_{m < i} L_im x_m, by columns of L (right-looking:
-      // each step's updates are independent), rows 16w..16w+15.
-      const int col = lane & 15, d0 = 16 * warp;
-      float xs[16];
-#pragma unroll
-      for (int i = 0; i < 16; ++i) xs[i] = i == col ? 1.f : 0.f;
-#pragma unroll
-      for (int m = 0; m < 15; ++m) {
-        float lm[16];
-#pragma unroll
-        for (int q = m / 4; q < 4; ++q) *reinterpret_cast<float4*>(&lm[4 * q]) = *reinterpret_cast<const float4*>(ld + m * kLdStride + 4 * q);
-#pragma unroll
-        for (int i = m + 1; i < 16; ++i) xs[i] = fmaf(-lm[i], xs[m], xs[i]);
-      }
-      // A2's diagonal block, D diag(beta): lanes 0-15 store rows 0-7 of
-      // their column, lanes 16-31 (the same column's copy) rows 8-15.
-      const float bc = vec.beta[d0 + col];
-      const int h8 = 8 * (lane >> 4);
-#pragma unroll
-      for (int i = 0; i < 8; ++i)
-        *reinterpret_cast<uint16_t*>(a2 + swz128(d0 + h8 + i, 2 * (d0 + col))) = fp16_bits((h8 ? xs[i + 8] : xs[i]) * bc);
-    }
-
+    invert_diag_block(a2, ld, vec.beta, warp, lane);
     named_sync(bar, 128);  // every diagonal block written
-
-    // Per-lane ldmatrix row addresses of a 16 x 16 block of the A2 tile: A
-    // (x4, rows r, columns 8 (lane / 16)) and B taken as its rows k
-    // (x4.trans: the same addresses; n-tile 0 in b[0], b[1], n-tile 1 in
-    // b[2], b[3]).
-    const int lr = lane & 15, lc = 8 * (lane >> 4);
-    auto tile_at = [&](int r0, int c0) { return reinterpret_cast<const uint16_t*>(a2 + swz128(r0 + lr, 2 * (c0 + lc))); };
-
-    // 5a. A2[2h+1, 2h] = -(A2[2h+1, 2h+1] L[2h+1, 2h]) A2[2h, 2h], warp h.
-    if (warp < 2) {
-      const int d = 32 * warp;
-      uint32_t a[4], b[4], ya[4];
-      ldmatrix_x4(a, tile_at(d + 16, d + 16));
-      ldmatrix_x4_trans(b, tile_at(d + 16, d));
-      float y0[4] = {0.f, 0.f, 0.f, 0.f}, y1[4] = {0.f, 0.f, 0.f, 0.f};
-      mma_16816<true>(y0, a, b[0], b[1]);
-      mma_16816<true>(y1, a, b[2], b[3]);
-      acc16_to_a(ya, y0, y1);
-      ldmatrix_x4_trans(b, tile_at(d, d));
-      float r0[4] = {0.f, 0.f, 0.f, 0.f}, r1[4] = {0.f, 0.f, 0.f, 0.f};
-      mma_16816<true>(r0, ya, b[0], b[1]);
-      mma_16816<true>(r1, ya, b[2], b[3]);
-      // The warp's lanes will write over what other lanes read (the block
-      // it replaces): the mma products order them, a warp barrier says so.
-      __syncwarp();
-      store_neg16(r0, r1, lane, [&](int r, int cc) { return a2 + swz128(d + 16 + r, 2 * (d + cc)); });
-    }
+    merge_halves(a2, warp, lane);
     named_sync(bar, 128);
-
-    // 5b. A2[23, 01] = -(A2[23, 23] L[23, 01]) A2[01, 01]: warp w takes
-    // rows 32 + 16 mt and columns 16 nh of the block (mt = w / 2, nh = w %
-    // 2); A2[23, 23]'s first 16 rows end at its column 15, A2[01, 01]'s
-    // columns 16.. start at its row 16.
-    {
-      const int mt = warp >> 1, nh = warp & 1;
-      float yv[4][4];
-#pragma unroll
-      for (int n = 0; n < 4; ++n) yv[n][0] = yv[n][1] = yv[n][2] = yv[n][3] = 0.f;
-#pragma unroll
-      for (int ks = 0; ks < 2; ++ks) {
-        if (ks > mt) break;
-        uint32_t a[4], b[4];
-        ldmatrix_x4(a, tile_at(32 + 16 * mt, 32 + 16 * ks));
-#pragma unroll
-        for (int np = 0; np < 2; ++np) {
-          ldmatrix_x4_trans(b, tile_at(32 + 16 * ks, 16 * np));
-          mma_16816<true>(yv[2 * np], a, b[0], b[1]);
-          mma_16816<true>(yv[2 * np + 1], a, b[2], b[3]);
-        }
-      }
-      float r0[4] = {0.f, 0.f, 0.f, 0.f}, r1[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-      for (int ks = 0; ks < 2; ++ks) {
-        if (ks < nh) continue;
-        uint32_t ya[4], b[4];
-        acc16_to_a(ya, yv[2 * ks], yv[2 * ks + 1]);
-        ldmatrix_x4_trans(b, tile_at(16 * ks, 16 * nh));
-        mma_16816<true>(r0, ya, b[0], b[1]);
-        mma_16816<true>(r1, ya, b[2], b[3]);
-      }
-      named_sync(bar, 128);  // every warp has read L[23, 01]
-      store_neg16(r0, r1, lane, [&](int r, int cc) { return a2 + swz128(32 + 16 * mt + r, 2 * (16 * nh + cc)); });
-    }
+    merge_whole(a2, warp, lane, [&] { named_sync(bar, 128); });
 
     fence_async_smem();
     mbar_arrive(&bars.ready[s]);

@@ -3,7 +3,8 @@
 // chunk and value head: the L2 normalisation of q and k (when asked), the
 // per-token log-gate (from the raw gate inputs, when asked), its
 // chunk-local cumulative sum, and A, the inverse of the gated, beta-scaled
-// K K^T of the chunk (K K^T on the tensor cores, everything after it fp32),
+// K K^T of the chunk (K K^T on the tensor cores, the inverse by
+// gdn_solve.cuh's 16 x 16 blocks: the fused core kernel's arithmetic),
 // written as A2 = A diag(beta) in fp16.
 //
 // Chunks are listed by the host as int32 (begin, end) token pairs (flat
@@ -11,7 +12,7 @@
 // one possibly shorter, no chunk across two sequences.
 //
 // Defines: GDN_FP16 (q and k are fp16, else bf16).
-#include "gdn_common.cuh"
+#include "gdn_solve.cuh"
 
 #ifndef GDN_FP16
 #define GDN_FP16 0
@@ -44,46 +45,6 @@ static_assert(GDN_PREP_FLAG_GATE == kGateInKernel && GDN_PREP_FLAG_BETA_FP32 == 
 
 // softplus as FLA's gate takes it: log(1 + e^x), x itself above 20.
 __device__ __forceinline__ float softplus(float x) { return x > 20.f ? x : log1pf(__expf(x)); }
-}  // namespace
-
-// The block products below use the TF32 pair split (split_tf32, mma_tf32:
-// gdn_common.cuh); the bit lost to its truncation is far below the fp16
-// that A2 is stored in.
-namespace {
-// c = A B for a warp: A 16 rows (stride sa), B 8 columns (stride sb), both
-// fp32 in shared memory, over k-steps ks0 <= ks < ks1 of 8. Three TF32
-// products per step, the small ones first: lo(a) hi(b) + hi(a) lo(b) +
-// hi(a) hi(b) leaves out only lo(a) lo(b) and the truncated bits of the
-// lo parts, about 2^-20 of a term: close to fp32 FMA's sums, and 2^9 below
-// the fp16 rounding of A2. Fragments (m16n8k8): a thread holds A's
-// rows g, g + 8 at columns t, t + 4, and B's rows t, t + 4 at column g.
-__device__ __forceinline__ void tf32_mma3(float c[4], const float* A, int sa, const float* B, int sb, int ks0, int ks1,
-                                          int lane) {
-  const int g = lane >> 2, t = lane & 3;
-  c[0] = c[1] = c[2] = c[3] = 0.f;
-  for (int ks = ks0; ks < ks1; ++ks) {
-    const float* a = A + g * sa + 8 * ks + t;
-    const float* b = B + (8 * ks + t) * sb + g;
-    uint32_t ah[4], al[4], bh[2], bl[2];
-    split_tf32(a[0], ah[0], al[0]);
-    split_tf32(a[8 * sa], ah[1], al[1]);
-    split_tf32(a[4], ah[2], al[2]);
-    split_tf32(a[8 * sa + 4], ah[3], al[3]);
-    split_tf32(b[0], bh[0], bl[0]);
-    split_tf32(b[4 * sb], bh[1], bl[1]);
-    mma_tf32(c, al, bh[0], bh[1]);
-    mma_tf32(c, ah, bl[0], bl[1]);
-    mma_tf32(c, ah, bh[0], bh[1]);
-  }
-}
-
-// s c into C (stride sc), the accumulator's layout: rows g, g + 8, columns
-// 2t, 2t + 1.
-__device__ __forceinline__ void store_c(const float c[4], float* C, int sc, float s, int lane) {
-  const int g = lane >> 2, t = lane & 3;
-  *reinterpret_cast<float2*>(C + g * sc + 2 * t) = make_float2(s * c[0], s * c[1]);
-  *reinterpret_cast<float2*>(C + (g + 8) * sc + 2 * t) = make_float2(s * c[2], s * c[3]);
-}
 }  // namespace
 
 // A 128-vector held by a half-warp, eight 16-bit values (16 bytes) a lane,
@@ -135,32 +96,33 @@ __device__ __forceinline__ uint4 l2_normalise(uint4 x) {
 //   2. K K^T of the chunk's k rows on the tensor cores (m16n8k16, exact
 //      16-bit products, fp32 sums; warp w takes rows 16w..16w+15 and only
 //      the column tiles that reach the diagonal), kept for every head;
-//   3. L = StrictLower(diag(beta) K K^T * Gamma), Gamma_ij = exp(g_i - g_j)
-//      (one exponential of the difference: exp(-g_j) alone overflows under
-//      strong decay), zero from row len on;
-//   4. X = (I + L)^-1 by 16 x 16 blocks: the four diagonal blocks D_r^-1 by
-//      forward substitution (a column per thread, rows of L in registers),
-//      then the two 32 x 32 halves' off-diagonal blocks and the lower-left
-//      32 x 32 block, each as two products on the tensor cores (TF32 in
-//      three passes, sums to about 2^-20): four dependent steps in all;
-//   5. the chunk's rows of A2 = X diag(beta), fp16: what the core kernel's
-//      products take (kernsrc.HopperFlagAPrepared).
-// One 64 x 64 fp32 buffer M holds in turn the k rows, L, and X: X's blocks
-// overwrite the blocks of L that are no longer needed (the diagonal ones
-// after step 4a has read them, the others once the product that reads them
-// is in Y): the CTA needs about 22 KB of shared memory (26 KB for several
-// heads) and 64 registers a thread (__launch_bounds__ holds it there), so
-// eight fit an SM
-// (the kernel issues an instruction on about 2 of every 3 cycles of its
-// schedulers, ncu: its instruction count, not memory, bounds it).
+//   3-5. A2 = (I + diag(beta) L)^-1 diag(beta) with L = StrictLower(K K^T
+//      * Gamma), Gamma_ij = exp(g_i - g_j) (one exponential of the
+//      difference: exp(-g_j) alone overflows under strong decay), zero from
+//      row len on: gdn_solve.cuh's steps in a 64 x 64 fp16 tile T (L, then
+//      the diagonal blocks' inverses by forward substitution in fp32, then
+//      the blocks below them as fp16 products with fp32 sums), the fused
+//      core kernel's arithmetic to the operation; then T's rows < len to A2,
+//      the operand the core kernel's products take
+//      (kernsrc.HopperFlagAPrepared).
+// Shared memory, in two phases: the k rows (steps 0-2), then T, the
+// diagonal blocks' fp32 scratch and, with several heads, K K^T kept in its
+// accumulator layout for each head's L (kept in registers, it spills); g,
+// beta and a warp total after both. About 18 KB (24 KB for several heads)
+// and 64 registers a thread (__launch_bounds__ holds it there), so eight
+// CTAs fit an SM (the kernel's instruction count, not memory, bounds it:
+// ncu, docs/PERF.md v29).
 // Dynamic shared memory: kernsrc.PrepChunkSharedBytes.
 namespace {
 constexpr int kKs = 136;  // k row stride (16-bit values): ldmatrix rows land in distinct banks
-constexpr int kLs = 68;   // M row stride (floats): 16-byte rows for float4 loads and stores
-constexpr int kYs = 36;   // Y row stride (floats): like kLs, 4 mod 32, for conflict-free A fragments
-constexpr int kKKdFloats = kHeads > 1 ? 4 * 256 : 0;  // K K^T's diagonal blocks, kept for several heads
-constexpr int kPrepChunkSmem = 64 * kLs * 4 + 32 * kYs * 4 + kKKdFloats * 4 + 2 * 64 * 4 + 16;
-static_assert(64 * kKs * 2 <= 64 * kLs * 4, "the k rows fit M");
+constexpr int kKsBytes = 64 * kKs * 2;
+constexpr int kTBytes = 64 * 128;  // T: fp16 [64][64], 128-byte rows swizzled by swz128
+// K K^T for several heads: warp w's n-tiles 0 .. 2w + 1 (those that reach
+// the diagonal), a float4 a lane each, tile n of warp w at w (w + 1) + n.
+constexpr int kKKBytes = kHeads > 1 ? 20 * 32 * 16 : 0;
+constexpr int kPhase2Bytes = kTBytes + kLdBytes + kKKBytes;
+constexpr int kVecOff = kKsBytes > kPhase2Bytes ? kKsBytes : kPhase2Bytes;  // g, beta, the warp total
+constexpr int kPrepChunkSmem = kVecOff + 2 * 64 * 4 + 16;
 }  // namespace
 #ifdef GDN_PREP_CHUNK_SMEM
 static_assert(GDN_PREP_CHUNK_SMEM == kPrepChunkSmem, "kernsrc.PrepChunkSharedBytes");
@@ -172,13 +134,14 @@ extern "C" __global__ void __launch_bounds__(128, 8) gdn_prep_chunk(
     const float* __restrict__ a_log, const float* __restrict__ dt_bias, float* __restrict__ gcum,
     uint16_t* __restrict__ A2, const int* __restrict__ chunks, int Hq, int Hv, int flags) {
   extern __shared__ float4 smem_raw[];
-  float* M = reinterpret_cast<float*>(smem_raw);  // [64][kLs]: k rows, then L, then X
-  uint16_t* Ks = reinterpret_cast<uint16_t*>(M);  // [64][kKs]
-  float* Y = M + 64 * kLs;                        // [32][kYs]: the inner products of 4b
-  float2* KKd = reinterpret_cast<float2*>(Y + 32 * kYs);  // kHeads > 1: [4 warps][2][2][32 lanes]
-  float* gv = Y + 32 * kYs + kKKdFloats;          // [64]
-  float* bv = gv + 64;                            // [64]
-  float* wsum = bv + 64;                          // [1]
+  unsigned char* const base = reinterpret_cast<unsigned char*>(smem_raw);
+  uint16_t* Ks = reinterpret_cast<uint16_t*>(base);  // [64][kKs]: steps 0-2
+  unsigned char* const T = base;                     // steps 3-5: A2 of the head
+  float* const ld = reinterpret_cast<float*>(base + kTBytes);        // gdn_solve.cuh's scratch
+  float4* const KK = reinterpret_cast<float4*>(base + kTBytes + kLdBytes);  // kHeads > 1
+  float* gv = reinterpret_cast<float*>(base + kVecOff);  // [64]
+  float* bv = gv + 64;                                   // [64]
+  float* wsum = bv + 64;                                 // [1]
   const int c = blockIdx.x, h0 = kHeads * blockIdx.y, hk = h0 / (Hv / Hq);
   int t = threadIdx.x, warp = t >> 5, lane = t & 31, gq = lane >> 2, tq = lane & 3;  // see the head loop
   const int b = chunks[2 * c], len = chunks[2 * c + 1] - b;
@@ -276,30 +239,16 @@ extern "C" __global__ void __launch_bounds__(128, 8) gdn_prep_chunk(
       }
     }
   }
-  __syncthreads();  // gv complete; every warp done with the k rows (L replaces them)
+  __syncthreads();  // gv complete; every warp done with the k rows (T and K K^T's copy replace them)
 
-  // With several value heads, K K^T is kept for each head's step 3, every
-  // thread's own entries where it reads them back: the blocks left of the
-  // diagonal at their mirror images in M's blocks right of it (K K^T is
-  // symmetric, and no later step writes or reads those blocks: L and X are
-  // lower triangular, and step 5 masks them), the diagonal blocks in KKd,
-  // a float2 a lane. (Kept in registers instead, they spill.) A mirrored
-  // entry's bank is 8 tq + gq (+ 4): the scalar accesses are free of
-  // conflicts.
+  // With several value heads, K K^T is kept for each head's L: each
+  // warp's n-tiles that reach the diagonal (the others are zero), a float4
+  // a lane (conflict-free 16-byte accesses).
   if (kHeads > 1) {
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
       if (n > 2 * warp + 1) break;
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int i = 16 * warp + gq + 8 * r, j = 8 * n + 2 * tq;
-        if (n < 2 * warp) {
-          M[j * kLs + i] = acc[n][2 * r];
-          M[(j + 1) * kLs + i] = acc[n][2 * r + 1];
-        } else {
-          KKd[((warp * 2 + (n & 1)) * 2 + r) * 32 + lane] = make_float2(acc[n][2 * r], acc[n][2 * r + 1]);
-        }
-      }
+      KK[(warp * (warp + 1) + n) * 32 + lane] = make_float4(acc[n][0], acc[n][1], acc[n][2], acc[n][3]);
     }
   }
 
@@ -314,126 +263,38 @@ extern "C" __global__ void __launch_bounds__(128, 8) gdn_prep_chunk(
       warp = t >> 5, lane = t & 31, gq = lane >> 2, tq = lane & 3;
     }
     if (kHeads > 1 && vh > 0) {
-      __syncthreads();  // the last head's step 5 done with M and bv
+      __syncthreads();  // the last head's step 5 done with T and bv
       gates(h, t, lane);
       __syncthreads();  // gv complete
     }
     float x_next = 0.f, bb_next = 0.f;
     if (kHeads > 1 && vh + 1 < kHeads) load_gates(h + 1, x_next, bb_next);
 
-    // 3. L into M (zero above the diagonal and past len; with several
-    // heads only the blocks on and left of the diagonal), two adjacent
-    // columns a store.
+    // 3-4. gdn_solve.cuh's steps over T: L and the diagonal blocks'
+    // scratch, their inverses, then the blocks below them.
+    float X[32];
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
-      if (kHeads > 1 && n > 2 * warp + 1) break;
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int i = 16 * warp + gq + 8 * r, j = 8 * n + 2 * tq;
-        float2 kk = make_float2(acc[n][2 * r], acc[n][2 * r + 1]);
-        if (kHeads > 1)
-          kk = n < 2 * warp ? make_float2(M[j * kLs + i], M[(j + 1) * kLs + i])
-                            : KKd[((warp * 2 + (n & 1)) * 2 + r) * 32 + lane];
-        float2 l;
-        l.x = (j < i && i < len) ? bv[i] * kk.x * __expf(gv[i] - gv[j]) : 0.f;
-        l.y = (j + 1 < i && i < len) ? bv[i] * kk.y * __expf(gv[i] - gv[j + 1]) : 0.f;
-        *reinterpret_cast<float2*>(M + i * kLs + j) = l;
-      }
+      const float4 v = kHeads == 1            ? make_float4(acc[n][0], acc[n][1], acc[n][2], acc[n][3])
+                       : n <= 2 * warp + 1 ? KK[(warp * (warp + 1) + n) * 32 + lane]
+                                           : make_float4(0.f, 0.f, 0.f, 0.f);
+      X[4 * n] = v.x, X[4 * n + 1] = v.y, X[4 * n + 2] = v.z, X[4 * n + 3] = v.w;
     }
+    gate_lower<false>(X, gv, len, warp, lane);
+    store_l_and_diag(T, ld, X, bv, warp, lane);
+    invert_diag_block(T, ld, bv, warp, lane);
+    __syncthreads();  // every diagonal block written
+    merge_halves(T, warp, lane);
+    __syncthreads();
+    merge_whole(T, warp, lane, [] { __syncthreads(); });
     __syncthreads();
 
-    // 4a. Diagonal blocks (threads 0..63: block t/16, column t%16): x_i = 1 at
-    // the diagonal, else -sum_{m<i} L_im x_m (x_m = 0 above the column), each
-    // row of the block's L read into registers before its dependent sums.
-    // Written over L's diagonal blocks once all are read. (The blocks right
-    // of the diagonal hold step 3's zeros with one head, K K^T's mirror
-    // with several: only step 5 reads them, and it masks them.)
-    float xs[16];
-    const int d0 = 16 * (t >> 4), col = t & 15;
-    if (t < 64) {
-#pragma unroll
-      for (int i = 0; i < 16; ++i) {
-        float s = 0.f;
-#pragma unroll
-        for (int m = 0; m < i; m += 4) {
-          const float4 l = *reinterpret_cast<const float4*>(M + (d0 + i) * kLs + d0 + m);
-          s = fmaf(l.x, xs[m], s);
-          if (m + 1 < i) s = fmaf(l.y, xs[m + 1], s);
-          if (m + 2 < i) s = fmaf(l.z, xs[m + 2], s);
-          if (m + 3 < i) s = fmaf(l.w, xs[m + 3], s);
-        }
-        xs[i] = i == col ? 1.f : -s;
-      }
-    }
-    __syncthreads();
-    if (t < 64) {
-#pragma unroll
-      for (int i = 0; i < 16; ++i) M[(d0 + i) * kLs + d0 + col] = xs[i];
-    }
-    __syncthreads();
-
-    // 4b. The 32 x 32 inverses of the two halves, then the whole: with D the
-    // diagonal blocks' inverses (4a),
-    //   X[2h+1, 2h] = -D_{2h+1} (L[2h+1, 2h] D_{2h})       (16 x 16 blocks, h = 0, 1)
-    //   X[23, 01]   = -X[23] (L[23, 01] X[01])             (32 x 32 blocks)
-    // each product on the tensor cores in three TF32 passes (tf32_mma3: as
-    // exact as fp32 FMA for these sums), the inner product into Y first, the
-    // outer one over the L block it replaces. Each step's four warps share
-    // the work evenly; the k-steps that meet only the zeros of a triangular
-    // factor are skipped.
-    {
-      float c[4];
-      // Y[16h.., 8nt..] = L[2h+1, 2h] D_{2h}, n-tile nt of half h (warp 2h + nt);
-      // D_{2h}'s columns 8nt.. are zero above row 8nt.
-      const int half = warp >> 1, nt = warp & 1, d = 32 * half;
-      tf32_mma3(c, M + (d + 16) * kLs + d, kLs, M + d * kLs + d + 8 * nt, kLs, nt, 2, lane);
-      store_c(c, Y + 16 * half * kYs + 8 * nt, kYs, 1.f, lane);
-      __syncthreads();
-      tf32_mma3(c, M + (d + 16) * kLs + d + 16, kLs, Y + 16 * half * kYs + 8 * nt, kYs, 0, 2, lane);
-      store_c(c, M + (d + 16) * kLs + d + 8 * nt, kLs, -1.f, lane);
-      __syncthreads();
-      // Y[16mt.., 8nt..] = L[23, 01] X[01]: warp w takes n-tile w of the first
-      // m-tile and 3 - w of the second (X[01]'s columns 8nt.. are zero above
-      // row 8nt: 5 k-steps a warp).
-#pragma unroll
-      for (int u = 0; u < 2; ++u) {
-        const int mt = u, n = u ? 3 - warp : warp;
-        tf32_mma3(c, M + (32 + 16 * mt) * kLs, kLs, M + 8 * n, kLs, n, 4, lane);
-        store_c(c, Y + 16 * mt * kYs + 8 * n, kYs, 1.f, lane);
-      }
-      __syncthreads();
-      // X[23, 01] = -X[23] Y: X[23]'s rows 16mt.. end at column 16mt + 15.
-#pragma unroll
-      for (int u = 0; u < 2; ++u) {
-        const int mt = u, n = u ? 3 - warp : warp;
-        tf32_mma3(c, M + (32 + 16 * mt) * kLs + 32, kLs, Y + 8 * n, kYs, 0, 2 * mt + 2, lane);
-        store_c(c, M + (32 + 16 * mt) * kLs + 8 * n, kLs, -1.f, lane);
-      }
-      __syncthreads();
-    }
-
-    // 5. The chunk's rows of A2 = X diag(beta) in fp16, the operand the core
-    // kernel's products take (it would otherwise build it from an fp32 A, with
-    // the same multiply and the same rounding): row i for token b + i, four
-    // columns at 4m and four at 32 + 4m a thread (m = e % 8), so that the
-    // eight threads of a row read 128 contiguous bytes of M a load (eight
-    // columns at 8m, 16-byte loads 32 bytes apart, met in pairs in the same
-    // banks: twice the wavefronts, ncu).
+    // 5. The chunk's rows of A2 (T's rows < len), 16 bytes a thread a step:
+    // the eight threads of a row write its 128 contiguous bytes.
     for (int e = t; e < len * 8; e += 128) {
-      const int i = e >> 3, m = e & 7;
-      uint16_t* row = A2 + ((long long)(b + i) * Hv + h) * 64;
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int j = 32 * half + 4 * m;
-        uint2 y = make_uint2(0, 0);  // right of the diagonal block (kHeads > 1: K K^T there)
-        if (kHeads == 1 || j >> 4 <= i >> 4) {
-          const float4 x = *reinterpret_cast<const float4*>(M + i * kLs + j);
-          const float4 bj = *reinterpret_cast<const float4*>(bv + j);
-          y.x = pack_fp16x2(x.x * bj.x, x.y * bj.y);
-          y.y = pack_fp16x2(x.z * bj.z, x.w * bj.w);
-        }
-        reinterpret_cast<uint2*>(row + j)[0] = y;
-      }
+      const int i = e >> 3, part = e & 7;
+      reinterpret_cast<uint4*>(A2 + ((long long)(b + i) * Hv + h) * 64)[part] =
+          *reinterpret_cast<const uint4*>(T + swz128(i, 16 * part));
     }
     x = x_next, bb = bb_next;
   }

@@ -23,16 +23,17 @@ const PrepThreads = 128
 func PrepHeads() []int { return []int{4, 1} }
 
 // PrepChunkSharedBytes is the prep kernel's dynamic shared memory for blocks
-// of heads value heads: one 64 x 64 fp32 buffer for the k rows, then L,
-// then its inverse; a 32 x 32 fp32 block for the inner products of the
-// inverse; with several heads, K K^T's four diagonal 16 x 16 blocks (kept
-// for each head's L); g, beta and a warp total.
+// of heads value heads, in two phases: the chunk's k rows (64 rows of 136
+// 16-bit values), then the 64 x 64 fp16 tile A2 is built in, the fp32
+// scratch of its diagonal blocks (4 x 16 x 20 floats) and, with several
+// heads, K K^T kept in its accumulator layout for each head (20 m16n8
+// tiles of 32 lanes x 16 bytes); then g, beta and a warp total.
 func PrepChunkSharedBytes(heads int) int {
-	kkd := 0
+	phase2 := 64*128 + 4*16*20*4
 	if heads > 1 {
-		kkd = 4 * 256 * 4
+		phase2 += 20 * 32 * 16
 	}
-	return 64*68*4 + 32*36*4 + kkd + 2*64*4 + 16
+	return max(64*136*2, phase2) + 2*64*4 + 16
 }
 
 // Flags of the chunk kernel.
