@@ -696,7 +696,7 @@ GDN_DEVICE void run_aux_fused(unsigned char* smem, Bars& bars, const GdnHopperPa
     int t = tid;
     asm volatile("" : "+r"(t));
     const int warp = t >> 5, lane = t & 31, gq = lane >> 2, tq = lane & 3;
-    float* const ld = reinterpret_cast<float*>(inv + kInvLd);
+    float* const ld = warp_ld(reinterpret_cast<float*>(inv + kInvLd), warp);
     const int s = c % kStages, use = c / kStages;
     unsigned char* st = smem + s * kStageBytes;
     unsigned char* a2 = st + kOffA2;
@@ -731,7 +731,7 @@ GDN_DEVICE void run_aux_fused(unsigned char* smem, Bars& bars, const GdnHopperPa
     wgmma_wait<0>();
     reg_fence(KK, 32);
     gate_lower<false>(KK, vec.g, len, warp, lane);
-    store_l_and_diag(a2, ld, KK, vec.beta, warp, lane);
+    store_l_and_diag(a2, ld, KK, vec.beta, warp, lane, gq, tq);
     if (kWhatIf == 1) {
       named_sync(bar, 128);
       fence_async_smem();

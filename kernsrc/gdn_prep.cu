@@ -280,9 +280,10 @@ extern "C" __global__ void __launch_bounds__(128, 8) gdn_prep_chunk(
                                            : make_float4(0.f, 0.f, 0.f, 0.f);
       X[4 * n] = v.x, X[4 * n + 1] = v.y, X[4 * n + 2] = v.z, X[4 * n + 3] = v.w;
     }
+    float* const ldw = warp_ld(ld, warp);
     gate_lower<false>(X, gv, len, warp, lane);
-    store_l_and_diag(T, ld, X, bv, warp, lane);
-    invert_diag_block(T, ld, bv, warp, lane);
+    store_l_and_diag(T, ldw, X, bv, warp, lane, gq, tq);
+    invert_diag_block(T, ldw, bv, warp, lane);
     __syncthreads();  // every diagonal block written
     merge_halves(T, warp, lane);
     __syncthreads();

@@ -39,8 +39,10 @@
 // [kLdStride], beta_i L[16w + i][16w + m] at [w][m][i] (transposed: rows
 // of 16-byte groups for broadcast loads, conflict-free stores from the
 // accumulator layout).
+namespace {
 constexpr int kLdStride = 20;
 constexpr int kLdBytes = 4 * 16 * kLdStride * 4;
+}  // namespace
 
 // A chunk's m64n64 accumulator (rows i, columns j: Q K^T or K K^T) gated
 // and masked in place: X[i][j] e^{g_i - g_j} where j <= i < len (DIAG: P)
@@ -73,15 +75,16 @@ GDN_DEVICE void gate_lower(float* X, const float* g, int len, int warp, int lane
   }
 }
 
+// The warp's part of the diagonal blocks' scratch (kLdBytes at ld).
+GDN_DEVICE float* warp_ld(float* ld, int warp) { return ld + warp * 16 * kLdStride; }
+
 // Step 1: L (gated and masked K K^T in KK) stored over the tile in fp16,
 // and the warp's diagonal block (its accumulator's column blocks 2w,
-// 2w + 1) with its rows' beta, transposed, to ld (the whole scratch):
-// ld[w][m][i] = beta_i L[16w + i][16w + m].
-GDN_DEVICE void store_l_and_diag(unsigned char* a2, float* ld, const float* KK, const float* beta, int warp,
-                                 int lane) {
-  const int gq = lane >> 2, tq = lane & 3;
+// 2w + 1) with its rows' beta, transposed, to the warp's scratch w
+// (warp_ld): w[m][i] = beta_i L[16w + i][16w + m].
+GDN_DEVICE void store_l_and_diag(unsigned char* a2, float* w, const float* KK, const float* beta, int warp,
+                                 int lane, int gq, int tq) {
   store_acc_fp16(a2, KK, 8, 0, warp, lane);
-  float* const w = ld + warp * 16 * kLdStride;
   const float bi[2] = {beta[16 * warp + gq], beta[16 * warp + gq + 8]};
 #pragma unroll
   for (int jb = 0; jb < 8; ++jb) {
@@ -94,12 +97,11 @@ GDN_DEVICE void store_l_and_diag(unsigned char* a2, float* ld, const float* KK, 
 }
 
 // Step 2: the warp's diagonal block of A2, D diag(beta), from its scratch
-// (store_l_and_diag's, the same warp's: a warp barrier orders them). x_i =
+// w (store_l_and_diag's, the same warp's: a warp barrier orders them). x_i =
 // e_col - sum_{m < i} L_im x_m, by columns of L (right-looking: each step's
 // updates are independent), rows 16w..16w+15; lanes 0-15 store rows 0-7
 // of their column, lanes 16-31 (the same column's copy) rows 8-15.
-GDN_DEVICE void invert_diag_block(unsigned char* a2, const float* ld, const float* beta, int warp, int lane) {
-  const float* const w = ld + warp * 16 * kLdStride;
+GDN_DEVICE void invert_diag_block(unsigned char* a2, const float* w, const float* beta, int warp, int lane) {
   const int col = lane & 15, d0 = 16 * warp;
   float xs[16];
 #pragma unroll
@@ -124,13 +126,14 @@ GDN_DEVICE void invert_diag_block(unsigned char* a2, const float* ld, const floa
 // -R of an m16n16 product (two m16n8 accumulators, n-tiles 0 and 1) stored
 // as fp16 pairs, rows gq and gq + 8, columns 2 tq and 8 + 2 tq, at(row, col)
 // giving the address of a pair.
+GDN_DEVICE void store_pair(unsigned char* p, uint32_t v) { *reinterpret_cast<uint32_t*>(p) = v; }
 template <typename At>
 GDN_DEVICE void store_neg16(const float r0[4], const float r1[4], int lane, At at) {
   const int gq = lane >> 2, tq = lane & 3;
-  *reinterpret_cast<uint32_t*>(at(gq, 2 * tq)) = pack_fp16x2(-r0[0], -r0[1]);
-  *reinterpret_cast<uint32_t*>(at(gq + 8, 2 * tq)) = pack_fp16x2(-r0[2], -r0[3]);
-  *reinterpret_cast<uint32_t*>(at(gq, 8 + 2 * tq)) = pack_fp16x2(-r1[0], -r1[1]);
-  *reinterpret_cast<uint32_t*>(at(gq + 8, 8 + 2 * tq)) = pack_fp16x2(-r1[2], -r1[3]);
+  store_pair(at(gq, 2 * tq), pack_fp16x2(-r0[0], -r0[1]));
+  store_pair(at(gq + 8, 2 * tq), pack_fp16x2(-r0[2], -r0[3]));
+  store_pair(at(gq, 8 + 2 * tq), pack_fp16x2(-r1[0], -r1[1]));
+  store_pair(at(gq + 8, 8 + 2 * tq), pack_fp16x2(-r1[2], -r1[3]));
 }
 
 // Two m16n8 accumulators (n-tiles 0, 1 of 16 columns) as the A operand of
@@ -142,35 +145,42 @@ GDN_DEVICE void acc16_to_a(uint32_t a[4], const float y0[4], const float y1[4]) 
   a[3] = pack_fp16x2(y1[2], y1[3]);
 }
 
-// Per-lane ldmatrix row address of the 16 x 16 block at (r0, c0) of the
-// tile: A (x4, rows r, columns 8 (lane / 16)) and B taken as its rows k
-// (x4.trans: the same addresses; n-tile 0 in b[0], b[1], n-tile 1 in b[2],
-// b[3]).
-GDN_DEVICE const uint16_t* solve_tile_at(const unsigned char* a2, int r0, int c0, int lane) {
-  return reinterpret_cast<const uint16_t*>(a2 + swz128(r0 + (lane & 15), 2 * (c0 + 8 * (lane >> 4))));
-}
+// Per-lane ldmatrix row addresses of the tile's 16 x 16 blocks: A (x4,
+// rows r, columns 8 (lane / 16)) and B taken as its rows k (x4.trans: the
+// same addresses; n-tile 0 in b[0], b[1], n-tile 1 in b[2], b[3]);
+// tile_at(r0, c0) is lane's address in the block at (r0, c0).
+struct SolveTile {
+  const unsigned char* a2;
+  int lr, lc;
+  GDN_DEVICE SolveTile(const unsigned char* t, int lane) : a2(t), lr(lane & 15), lc(8 * (lane >> 4)) {}
+  GDN_DEVICE const uint16_t* operator()(int r0, int c0) const {
+    return reinterpret_cast<const uint16_t*>(a2 + swz128(r0 + lr, 2 * (c0 + lc)));
+  }
+};
 
 // Step 3, first half: A2[2h+1, 2h] = -(A2[2h+1, 2h+1] L[2h+1, 2h])
 // A2[2h, 2h], by warp h < 2 (the others return). Once every diagonal block
 // is written (a barrier of the four warps before it).
 GDN_DEVICE void merge_halves(unsigned char* a2, int warp, int lane) {
-  if (warp >= 2) return;
-  const int d = 32 * warp;
-  uint32_t a[4], b[4], ya[4];
-  ldmatrix_x4(a, solve_tile_at(a2, d + 16, d + 16, lane));
-  ldmatrix_x4_trans(b, solve_tile_at(a2, d + 16, d, lane));
-  float y0[4] = {0.f, 0.f, 0.f, 0.f}, y1[4] = {0.f, 0.f, 0.f, 0.f};
-  mma_16816<true>(y0, a, b[0], b[1]);
-  mma_16816<true>(y1, a, b[2], b[3]);
-  acc16_to_a(ya, y0, y1);
-  ldmatrix_x4_trans(b, solve_tile_at(a2, d, d, lane));
-  float r0[4] = {0.f, 0.f, 0.f, 0.f}, r1[4] = {0.f, 0.f, 0.f, 0.f};
-  mma_16816<true>(r0, ya, b[0], b[1]);
-  mma_16816<true>(r1, ya, b[2], b[3]);
-  // The warp's lanes will write over what other lanes read (the block it
-  // replaces): the mma products order them, a warp barrier says so.
-  __syncwarp();
-  store_neg16(r0, r1, lane, [&](int r, int cc) { return a2 + swz128(d + 16 + r, 2 * (d + cc)); });
+  const SolveTile tile_at(a2, lane);
+  if (warp < 2) {
+    const int d = 32 * warp;
+    uint32_t a[4], b[4], ya[4];
+    ldmatrix_x4(a, tile_at(d + 16, d + 16));
+    ldmatrix_x4_trans(b, tile_at(d + 16, d));
+    float y0[4] = {0.f, 0.f, 0.f, 0.f}, y1[4] = {0.f, 0.f, 0.f, 0.f};
+    mma_16816<true>(y0, a, b[0], b[1]);
+    mma_16816<true>(y1, a, b[2], b[3]);
+    acc16_to_a(ya, y0, y1);
+    ldmatrix_x4_trans(b, tile_at(d, d));
+    float r0[4] = {0.f, 0.f, 0.f, 0.f}, r1[4] = {0.f, 0.f, 0.f, 0.f};
+    mma_16816<true>(r0, ya, b[0], b[1]);
+    mma_16816<true>(r1, ya, b[2], b[3]);
+    // The warp's lanes will write over what other lanes read (the block
+    // it replaces): the mma products order them, a warp barrier says so.
+    __syncwarp();
+    store_neg16(r0, r1, lane, [&](int r, int cc) { return a2 + swz128(d + 16 + r, 2 * (d + cc)); });
+  }
 }
 
 // Step 3, second half: A2[23, 01] = -(A2[23, 23] L[23, 01]) A2[01, 01],
@@ -182,6 +192,7 @@ GDN_DEVICE void merge_halves(unsigned char* a2, int warp, int lane) {
 // row 16.
 template <typename Sync>
 GDN_DEVICE void merge_whole(unsigned char* a2, int warp, int lane, Sync sync) {
+  const SolveTile tile_at(a2, lane);
   const int mt = warp >> 1, nh = warp & 1;
   float yv[4][4];
 #pragma unroll
@@ -190,10 +201,10 @@ GDN_DEVICE void merge_whole(unsigned char* a2, int warp, int lane, Sync sync) {
   for (int ks = 0; ks < 2; ++ks) {
     if (ks > mt) break;
     uint32_t a[4], b[4];
-    ldmatrix_x4(a, solve_tile_at(a2, 32 + 16 * mt, 32 + 16 * ks, lane));
+    ldmatrix_x4(a, tile_at(32 + 16 * mt, 32 + 16 * ks));
 #pragma unroll
     for (int np = 0; np < 2; ++np) {
-      ldmatrix_x4_trans(b, solve_tile_at(a2, 32 + 16 * ks, 16 * np, lane));
+      ldmatrix_x4_trans(b, tile_at(32 + 16 * ks, 16 * np));
       mma_16816<true>(yv[2 * np], a, b[0], b[1]);
       mma_16816<true>(yv[2 * np + 1], a, b[2], b[3]);
     }
@@ -204,7 +215,7 @@ GDN_DEVICE void merge_whole(unsigned char* a2, int warp, int lane, Sync sync) {
     if (ks < nh) continue;
     uint32_t ya[4], b[4];
     acc16_to_a(ya, yv[2 * ks], yv[2 * ks + 1]);
-    ldmatrix_x4_trans(b, solve_tile_at(a2, 16 * ks, 16 * nh, lane));
+    ldmatrix_x4_trans(b, tile_at(16 * ks, 16 * nh));
     mma_16816<true>(r0, ya, b[0], b[1]);
     mma_16816<true>(r1, ya, b[2], b[3]);
   }
