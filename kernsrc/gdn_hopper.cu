@@ -740,9 +740,7 @@ GDN_DEVICE void run_aux_fused(unsigned char* smem, Bars& bars, const GdnHopperPa
     }
     invert_diag_block(a2, ld, vec.beta, warp, lane);
     named_sync(bar, 128);  // every diagonal block written
-    merge_halves(a2, warp, lane);
-    named_sync(bar, 128);
-    merge_whole(a2, warp, lane, [&] { named_sync(bar, 128); });
+    merge_blocks(a2, warp, lane, bar);
 
     fence_async_smem();
     mbar_arrive(&bars.ready[s]);

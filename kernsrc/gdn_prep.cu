@@ -285,9 +285,7 @@ extern "C" __global__ void __launch_bounds__(128, 8) gdn_prep_chunk(
     store_l_and_diag(T, ldw, X, bv, warp, lane, gq, tq);
     invert_diag_block(T, ldw, bv, warp, lane);
     __syncthreads();  // every diagonal block written
-    merge_halves(T, warp, lane);
-    __syncthreads();
-    merge_whole(T, warp, lane, [] { __syncthreads(); });
+    merge_blocks(T, warp, lane, 0);  // (barrier 0 of the CTA's 128 threads: __syncthreads)
     __syncthreads();
 
     // 5. The chunk's rows of A2 (T's rows < len), 16 bytes a thread a step:

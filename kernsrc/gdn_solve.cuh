@@ -26,10 +26,10 @@
 //      to each 32 x 32 half (a = 2h+1, b = 2h) and then to the whole (a =
 //      rows 32-63, b = rows 0-31, A2[23, 23] the whole 32 x 32 block,
 //      A2[3, 2] included):
-//        A2[2h+1, 2h] = -(A2[2h+1, 2h+1] L[2h+1, 2h]) A2[2h, 2h]  (warp h, h = 0, 1: merge_halves)
-//        A2[23, 01]   = -(A2[23, 23] L[23, 01]) A2[01, 01]        (all four warps: merge_whole)
-//      with a barrier of the four warps between the two, so every product
-//      lands as A2's block, and no unscaled copy is kept.
+//        A2[2h+1, 2h] = -(A2[2h+1, 2h+1] L[2h+1, 2h]) A2[2h, 2h]  (warp h, h = 0, 1)
+//        A2[23, 01]   = -(A2[23, 23] L[23, 01]) A2[01, 01]        (all four warps)
+//      with a barrier of the four warps between the two (merge_blocks), so
+//      every product lands as A2's block, and no unscaled copy is kept.
 // The tile has 128-byte rows swizzled by swz128 (gdn_hopper.cuh), as a
 // wgmma operand of the core kernel's stage wants them.
 #pragma once
@@ -158,10 +158,17 @@ struct SolveTile {
   }
 };
 
-// Step 3, first half: A2[2h+1, 2h] = -(A2[2h+1, 2h+1] L[2h+1, 2h])
-// A2[2h, 2h], by warp h < 2 (the others return). Once every diagonal block
-// is written (a barrier of the four warps before it).
-GDN_DEVICE void merge_halves(unsigned char* a2, int warp, int lane) {
+// Step 3: the blocks below the diagonal, once every diagonal block is
+// written (a barrier of the four warps before the call). First
+// A2[2h+1, 2h] = -(A2[2h+1, 2h+1] L[2h+1, 2h]) A2[2h, 2h] by warp h < 2;
+// then, after named barrier bar of the group's 128 threads (bar 0 is
+// __syncthreads in a CTA of 128), A2[23, 01] = -(A2[23, 23] L[23, 01])
+// A2[01, 01] by all four warps, the same barrier again between the reads
+// of L[23, 01] and the stores over it. In the second, warp w takes rows
+// 32 + 16 mt and columns 16 nh of the block (mt = w / 2, nh = w % 2);
+// A2[23, 23]'s first 16 rows end at its column 15, A2[01, 01]'s columns
+// 16.. start at its row 16.
+GDN_DEVICE void merge_blocks(unsigned char* a2, int warp, int lane, int bar) {
   const SolveTile tile_at(a2, lane);
   if (warp < 2) {
     const int d = 32 * warp;
@@ -181,44 +188,35 @@ GDN_DEVICE void merge_halves(unsigned char* a2, int warp, int lane) {
     __syncwarp();
     store_neg16(r0, r1, lane, [&](int r, int cc) { return a2 + swz128(d + 16 + r, 2 * (d + cc)); });
   }
-}
-
-// Step 3, second half: A2[23, 01] = -(A2[23, 23] L[23, 01]) A2[01, 01],
-// all four warps, once merge_halves' blocks are written (a barrier of the
-// four warps before it); sync() is that barrier, called between the reads
-// of L[23, 01] and the stores over it. Warp w takes rows 32 + 16 mt and
-// columns 16 nh of the block (mt = w / 2, nh = w % 2); A2[23, 23]'s first
-// 16 rows end at its column 15, A2[01, 01]'s columns 16.. start at its
-// row 16.
-template <typename Sync>
-GDN_DEVICE void merge_whole(unsigned char* a2, int warp, int lane, Sync sync) {
-  const SolveTile tile_at(a2, lane);
-  const int mt = warp >> 1, nh = warp & 1;
-  float yv[4][4];
+  named_sync(bar, 128);
+  {
+    const int mt = warp >> 1, nh = warp & 1;
+    float yv[4][4];
 #pragma unroll
-  for (int n = 0; n < 4; ++n) yv[n][0] = yv[n][1] = yv[n][2] = yv[n][3] = 0.f;
+    for (int n = 0; n < 4; ++n) yv[n][0] = yv[n][1] = yv[n][2] = yv[n][3] = 0.f;
 #pragma unroll
-  for (int ks = 0; ks < 2; ++ks) {
-    if (ks > mt) break;
-    uint32_t a[4], b[4];
-    ldmatrix_x4(a, tile_at(32 + 16 * mt, 32 + 16 * ks));
+    for (int ks = 0; ks < 2; ++ks) {
+      if (ks > mt) break;
+      uint32_t a[4], b[4];
+      ldmatrix_x4(a, tile_at(32 + 16 * mt, 32 + 16 * ks));
 #pragma unroll
-    for (int np = 0; np < 2; ++np) {
-      ldmatrix_x4_trans(b, tile_at(32 + 16 * ks, 16 * np));
-      mma_16816<true>(yv[2 * np], a, b[0], b[1]);
-      mma_16816<true>(yv[2 * np + 1], a, b[2], b[3]);
+      for (int np = 0; np < 2; ++np) {
+        ldmatrix_x4_trans(b, tile_at(32 + 16 * ks, 16 * np));
+        mma_16816<true>(yv[2 * np], a, b[0], b[1]);
+        mma_16816<true>(yv[2 * np + 1], a, b[2], b[3]);
+      }
     }
-  }
-  float r0[4] = {0.f, 0.f, 0.f, 0.f}, r1[4] = {0.f, 0.f, 0.f, 0.f};
+    float r0[4] = {0.f, 0.f, 0.f, 0.f}, r1[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-  for (int ks = 0; ks < 2; ++ks) {
-    if (ks < nh) continue;
-    uint32_t ya[4], b[4];
-    acc16_to_a(ya, yv[2 * ks], yv[2 * ks + 1]);
-    ldmatrix_x4_trans(b, tile_at(16 * ks, 16 * nh));
-    mma_16816<true>(r0, ya, b[0], b[1]);
-    mma_16816<true>(r1, ya, b[2], b[3]);
+    for (int ks = 0; ks < 2; ++ks) {
+      if (ks < nh) continue;
+      uint32_t ya[4], b[4];
+      acc16_to_a(ya, yv[2 * ks], yv[2 * ks + 1]);
+      ldmatrix_x4_trans(b, tile_at(16 * ks, 16 * nh));
+      mma_16816<true>(r0, ya, b[0], b[1]);
+      mma_16816<true>(r1, ya, b[2], b[3]);
+    }
+    named_sync(bar, 128);  // every warp has read L[23, 01]
+    store_neg16(r0, r1, lane, [&](int r, int cc) { return a2 + swz128(32 + 16 * mt + r, 2 * (16 * nh + cc)); });
   }
-  sync();  // every warp has read L[23, 01]
-  store_neg16(r0, r1, lane, [&](int r, int cc) { return a2 + swz128(32 + 16 * mt + r, 2 * (16 * nh + cc)); });
 }
