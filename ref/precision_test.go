@@ -216,8 +216,9 @@ func invertDiagonalBlocks(X, L []float64) {
 	}
 }
 
-// emulateSolveA is SolveA by 16 x 16 blocks, as the preparation kernel
-// and FlashInfer's aux group compute it: the four diagonal blocks' inverses
+// emulateSolveA is SolveA by 16 x 16 blocks, as FlashInfer's aux group
+// (and this project's preparation kernel until docs/PERF.md v29, with r
+// tf32) compute it: the four diagonal blocks' inverses
 // D by forward substitution (float64), then the two 32 x 32 halves'
 // off-diagonal blocks -D_{2h+1} (L_{2h+1,2h} D_{2h}) and the lower-left 32 x
 // 32 block -X_23 (L_{23,01} X_01), every matrix rounded as r before it
@@ -246,8 +247,8 @@ func emulateSolveA(s Shape, k, beta, gcum []float64, r rounding) []float64 {
 	return A
 }
 
-// emulateSolveAFused is A as the fused core kernel builds it
-// (kernsrc/gdn_hopper.cu, run_aux_fused), returned as A2 / beta so that
+// emulateSolveAFused is A as the fused core kernel and the preparation
+// kernel build it (kernsrc/gdn_solve.cuh), returned as A2 / beta so that
 // emulateChunked's A2 = A diag(beta) is the kernel's A2 before its fp16
 // rounding. The kernel's L carries no beta (StrictLower(K K^T * Gamma), here
 // L1); the diagonal blocks D of (I + diag(beta) L1)^-1 come by forward
