@@ -194,9 +194,9 @@ extern "C" __global__ void __launch_bounds__(128, 8) gdn_prep_chunk(
 
   // 1. Gates of value head h: token t of the chunk in thread t (two warps),
   // an inclusive warp scan, then warp 1 adds warp 0's total. For the first
-  // head its barrier also completes step 0's k rows; for the others a
-  // barrier before the call orders the last head's step 5 before bv is
-  // rewritten. gv is complete after the next barrier (before step 3).
+  // head its barrier also completes step 0's k rows; for the others the
+  // head loop puts a barrier before the call. gv is complete after the
+  // next barrier (before step 3).
   auto gates = [&](int h, int t, int lane) {
     if (t < 64) {
       if (t < len && (flags & kGateInKernel)) x = -__expf(a_log[h]) * softplus(x + dt_bias[h]);
@@ -263,15 +263,19 @@ extern "C" __global__ void __launch_bounds__(128, 8) gdn_prep_chunk(
       warp = t >> 5, lane = t & 31, gq = lane >> 2, tq = lane & 3;
     }
     if (kHeads > 1 && vh > 0) {
-      __syncthreads();  // the last head's step 5 done with T and bv
+      // (Since v29 the previous head's last barrier already orders its
+      // reads of bv and gv, and gates' own barrier its step 5's of T, before
+      // anything here rewrites them: this one is redundant, kept until a
+      // device run measures and checks the kernel without it.)
+      __syncthreads();
       gates(h, t, lane);
       __syncthreads();  // gv complete
     }
     float x_next = 0.f, bb_next = 0.f;
     if (kHeads > 1 && vh + 1 < kHeads) load_gates(h + 1, x_next, bb_next);
 
-    // 3-4. gdn_solve.cuh's steps over T: L and the diagonal blocks'
-    // scratch, their inverses, then the blocks below them.
+    // 3-4 (of 3-5 above). gdn_solve.cuh's steps over T: L and the
+    // diagonal blocks' scratch, their inverses, then the blocks below them.
     float X[32];
 #pragma unroll
     for (int n = 0; n < 8; ++n) {

@@ -7,8 +7,8 @@
 // roundings (ref/precision_test.go).
 //
 // One warpgroup (four warps) takes a chunk: warp w holds rows 16w..16w+15
-// of an m64n64 accumulator (the layout of wgmma's and of four m16n8
-// mma.sync tiles alike: X[4 jb + e] is row 16w + gq + 8 (e / 2), column
+// of an m64n64 accumulator (the layout of wgmma's and of a warp's eight
+// m16n8 mma.sync tiles alike: X[4 jb + e] is row 16w + gq + 8 (e / 2), column
 // 8 jb + 2 tq + e % 2, with gq = lane / 4, tq = lane % 4). The steps:
 //   1. L = StrictLower(K K^T * Gamma) (gate_lower<false>: no beta), stored
 //      over the tile in fp16 (store_acc_fp16), and the warp's diagonal

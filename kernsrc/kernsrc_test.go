@@ -173,7 +173,7 @@ func TestPrepVariants(t *testing.T) {
 		}
 	}
 	if PrepChunkSharedBytes(4) <= PrepChunkSharedBytes(1) {
-		t.Error("blocks of several heads need room for K K^T's diagonal blocks")
+		t.Error("blocks of several heads need room for their copy of K K^T")
 	}
 	for _, h := range []int{0, 3, -1} {
 		if _, err := PrepVariant(PrepChunkKernel, CoreBF16, h); err == nil {

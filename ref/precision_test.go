@@ -217,8 +217,9 @@ func invertDiagonalBlocks(X, L []float64) {
 }
 
 // emulateSolveA is SolveA by 16 x 16 blocks, as FlashInfer's aux group
-// (and this project's preparation kernel until docs/PERF.md v29, with r
-// tf32) compute it: the four diagonal blocks' inverses
+// computes it (and, with its products in three TF32 passes, near exact,
+// this project's preparation kernel did until docs/PERF.md v29): the four
+// diagonal blocks' inverses
 // D by forward substitution (float64), then the two 32 x 32 halves'
 // off-diagonal blocks -D_{2h+1} (L_{2h+1,2h} D_{2h}) and the lower-left 32 x
 // 32 block -X_23 (L_{23,01} X_01), every matrix rounded as r before it
@@ -420,9 +421,11 @@ func TestKernelOperandPrecision(t *testing.T) {
 			t.Errorf("inverse by %v products: o ratio %.3e, over 1.05x the kernel's %.3e", r, e, kernel)
 		}
 	}
-	// The fused core kernel's own order (L without beta between two of
-	// A2's own blocks, left product first, one rounding per A2 entry): no
-	// worse.
+	// The order of the inverse both kernels of the full forward use
+	// (kernsrc/gdn_solve.cuh: L without beta between two of A2's own
+	// blocks, left product first, one rounding per A2 entry): no worse than
+	// "the kernel's" (the core kernel's operands with A exact, as the core
+	// forward takes A given).
 	e := worstO(t, cases, kernelPrecision, fusedInverse)
 	t.Logf("METRIC precision %-44s worst o ratio %.3e (%.2fx the kernel's)", "the fused kernel's inverse:", e, e/kernel)
 	if e > 1.05*kernel {
