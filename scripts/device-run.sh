@@ -104,8 +104,21 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,
 status=0
 fail() { status=1; echo "FAIL $*" >&2; }
 # all_ok FILE: every variant row of a gdn warmup table in FILE ends in "ok"
-# (no spills, no serialised wgmma, no compile error).
+# (no spills, no serialised wgmma, no compile error; "ok (no report)", a
+# cubin whose ptxas report NVRTC left out, is not enough).
 all_ok() { ! grep -E "^gdn_" "$1" | grep -vqE "[[:space:]]ok( \(ptx\))?$"; }
+# fresh_home CMD...: CMD with an empty HOME and XDG_CACHE_HOME (removed
+# after), so that NVRTC 13 compiles every program anew and reports ptxas's
+# registers and spills: from a cache of its own under the home it returns
+# cubins without the report (docs/PERF.md v29).
+fresh_home() {
+	local h rc
+	h=$(mktemp -d)
+	HOME="$h" XDG_CACHE_HOME="$h/.cache" "$@"
+	rc=$?
+	rm -rf "$h"
+	return $rc
+}
 # same_outputs OLD.csv NEW.csv: one line saying which cases gave the same
 # output digest (out_hash: the last call's o of each input set) in both
 # runs, bit for bit, and which did not; a change meant to keep the bits (a
@@ -301,7 +314,7 @@ for step in "${@:-tests}"; do
 	warmup)
 		echo "== warmup (this machine's NVRTC, empty cache)" >&2
 		wc=$(mktemp -d)
-		timeout 300 .bin/gdn warmup --cache-dir "$wc" >"$out/warmup.txt" 2>&1 || fail warmup
+		fresh_home timeout 300 .bin/gdn warmup --cache-dir "$wc" >"$out/warmup.txt" 2>&1 || fail warmup
 		rm -rf "$wc"
 		grep -E "^(variant|gdn_)" "$out/warmup.txt" >&2
 		# Every row of the table must end in "ok".
@@ -345,7 +358,7 @@ for step in "${@:-tests}"; do
 		[[ $name == knobfull ]] && full="--full"
 		echo "== $name [$defines] $cases" | tee -a "$out/$name.txt" >&2
 		tmp=$(mktemp -d)
-		GDN_JIT_DEFINES="$defines" timeout 300 .bin/gdn warmup --cache-dir "$tmp/cache" >"$tmp/warmup.txt" 2>&1 || fail "$name: warmup with $defines"
+		GDN_JIT_DEFINES="$defines" fresh_home timeout 300 .bin/gdn warmup --cache-dir "$tmp/cache" >"$tmp/warmup.txt" 2>&1 || fail "$name: warmup with $defines"
 		cat "$tmp/warmup.txt" >>"$out/$name.txt"
 		all_ok "$tmp/warmup.txt" || fail "$name: a variant spills, is serialised or failed with $defines"
 		timeout 240 .bin/gdn bench $full $cases --csv "$tmp/without.csv" >>"$out/$name.txt" 2>&1 || fail "$name (without)"

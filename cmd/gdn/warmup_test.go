@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"regexp"
 	"strings"
@@ -217,4 +218,27 @@ func reportMayBeMissing() bool {
 	}
 	major, _ := n.Version()
 	return major >= 13
+}
+
+// TestWarmTableNoReport: a cubin whose ptxas report lacks the kernel (NVRTC
+// 13's own cache returns such) is not called "ok", so that device-run.sh's
+// check of the table does not pass a kernel nobody saw the registers of;
+// one with a report, or a PTX image, is.
+func TestWarmTableNoReport(t *testing.T) {
+	var out bytes.Buffer
+	old := stdout
+	stdout = &out
+	defer func() { stdout = old }()
+	v := func(name string) kernsrc.Variant { return kernsrc.Variant{Name: name, Kernel: "k"} }
+	reported := jit.Report{Functions: []jit.FunctionReport{{Name: "k", Entry: true, Registers: 40}}}
+	printWarmTable([]warmResult{
+		{variant: v("with_report"), art: &jit.Artifact{Report: reported}},
+		{variant: v("without_report"), art: &jit.Artifact{}},
+		{variant: v("ptx_image"), art: &jit.Artifact{IsPTX: true}},
+	})
+	for _, re := range []string{`(?m)^with_report\s+\d+\s+40\s+0\s.*\sok$`, `(?m)^without_report\s.*\sok \(no report\)$`, `(?m)^ptx_image\s.*\sok \(ptx\)$`} {
+		if !regexp.MustCompile(re).MatchString(out.String()) {
+			t.Errorf("table lacks %s:\n%s", re, out.String())
+		}
+	}
 }
