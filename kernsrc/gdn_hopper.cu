@@ -443,15 +443,20 @@ GDN_DEVICE void build_a2(unsigned char* st, const Vec& vec, int len, int warp, i
   }
 }
 
+// Token t's entries of the gate vectors the consumers take, from its
+// chunk-local cumulative log-gate g and the chunk's last, g_last: e^{g_t}
+// and e^{g_last - g_t}, 0 past the chunk's len tokens.
+GDN_DEVICE void write_gate_entries(Vec& vec, float g, float g_last, int t, int len) {
+  vec.eg[t] = t < len ? __expf(g) : 0.f;
+  vec.f[t] = t < len ? __expf(g_last - g) : 0.f;
+}
+
 // The gate vectors the consumers take, once vec.g holds the chunk's
-// cumulative log-gates (g: thread t's, t < 64): e^{g_t}, e^{g_last - g_t}
-// (0 past the chunk's len tokens) and e^{g_last}.
+// cumulative log-gates (g: thread t's, t < 64): write_gate_entries' and
+// e^{g_last}.
 GDN_DEVICE void write_gate_vectors(Vec& vec, float g, int t, int len) {
   const float g_last = vec.g[len - 1];
-  if (t < 64) {
-    vec.eg[t] = t < len ? __expf(g) : 0.f;
-    vec.f[t] = t < len ? __expf(g_last - g) : 0.f;
-  }
+  if (t < 64) write_gate_entries(vec, g, g_last, t, len);
   if (t == 0) vec.gamma = __expf(g_last);
 }
 
@@ -651,10 +656,8 @@ GDN_DEVICE void write_chunk_gates(Vec& vec, float a, float b, int lane, int len,
   const float g_last = len > 32 ? last_b : last_a;
   vec.g[lane] = a;
   vec.g[lane + 32] = b;
-  vec.eg[lane] = lane < len ? __expf(a) : 0.f;
-  vec.eg[lane + 32] = lane + 32 < len ? __expf(b) : 0.f;
-  vec.f[lane] = lane < len ? __expf(g_last - a) : 0.f;
-  vec.f[lane + 32] = lane + 32 < len ? __expf(g_last - b) : 0.f;
+  write_gate_entries(vec, a, g_last, lane, len);
+  write_gate_entries(vec, b, g_last, lane + 32, len);
   if (lane == 0) vec.gamma = __expf(g_last);
 }
 
