@@ -263,11 +263,9 @@ extern "C" __global__ void __launch_bounds__(128, 8) gdn_prep_chunk(
       warp = t >> 5, lane = t & 31, gq = lane >> 2, tq = lane & 3;
     }
     if (kHeads > 1 && vh > 0) {
-      // (Since v29 the previous head's last barrier already orders its
-      // reads of bv and gv, and gates' own barrier its step 5's of T, before
-      // anything here rewrites them: this one is redundant, kept until a
-      // device run measures and checks the kernel without it.)
-      __syncthreads();
+      // No barrier before: the previous head's last one orders its reads
+      // of bv and gv before gates rewrites them, and gates' own barrier its
+      // step 5's reads of T before this head's L is stored over them.
       gates(h, t, lane);
       __syncthreads();  // gv complete
     }
