@@ -551,7 +551,11 @@ func KernelsFor(p Problem, sms int, full bool) ([]kernsrc.Variant, error) {
 				return err
 			}
 			add(v)
-			add(kernsrc.ScanVariant())
+			scan, err := kernsrc.ScanVariant(pl.ScanColumns)
+			if err != nil {
+				return err
+			}
+			add(scan)
 		}
 		return nil
 	}

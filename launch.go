@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/gdnjit/gdn/driver"
-	"github.com/gdnjit/gdn/kernsrc"
 )
 
 // launch enqueues prepared call e on stream s: through its graph from the
@@ -25,7 +24,7 @@ func (rt *Runtime) launch(e *callEntry, s Stream) error {
 			return err
 		}
 		e.split.xferFn.Store(k.fn)
-		if k, err = rt.kernel(kernsrc.ScanVariant(), kernsrc.ScanSharedBytes); err != nil {
+		if k, err = rt.kernel(e.split.scanVariant, e.split.scanSmem); err != nil {
 			return err
 		}
 		e.split.scanFn.Store(k.fn)

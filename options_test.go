@@ -60,11 +60,19 @@ func TestOpenBadTransferTile(t *testing.T) {
 	}
 }
 
+// An Options.ScanColumns other than 0, 8, 16 or 32 is refused before any
+// device is touched.
+func TestOpenBadScanColumns(t *testing.T) {
+	for _, cols := range []int{-8, 1, 4, 24, 64, 128} {
+		wantOpenRefused(t, Options{ScanColumns: cols}, "Options.ScanColumns")
+	}
+}
+
 // An Options.Variant that names no core-forward variant (a typo, a transfer
 // pass) is refused by Open, not at the first call; every real one passes
 // this check (without a GPU Open then fails for want of CUDA).
 func TestOpenBadVariant(t *testing.T) {
-	for _, name := range []string{"gdn_hopper_bf16_bv96", "gdn_hopper_bf16_bv64_transfer", "gdn_scan_states"} {
+	for _, name := range []string{"gdn_hopper_bf16_bv96", "gdn_hopper_bf16_bv64_transfer", "gdn_scan_states_c8"} {
 		wantOpenRefused(t, Options{Variant: name}, "Options.Variant")
 	}
 	for _, name := range []string{"gdn_hopper_bf16_bv64", "gdn_hopper_fp16_bv128", "gdn_hopper_bf16_fp16qk_bv128"} {

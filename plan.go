@@ -24,6 +24,9 @@ type Plan struct {
 	// TransferTileWidth is the transfer pass's tile when it differs from
 	// TileWidth (0 otherwise).
 	TransferTileWidth int
+	// ScanColumns is the value columns of one CTA of a split plan's scan
+	// (one of kernsrc.ScanColumnChoices; 0 when not split).
+	ScanColumns int
 }
 
 func (pl Plan) String() string {
@@ -33,6 +36,7 @@ func (pl Plan) String() string {
 		if pl.TransferTileWidth > 0 {
 			s += fmt.Sprintf(" transfer-tile=%d", pl.TransferTileWidth)
 		}
+		s += fmt.Sprintf(" scan-columns=%d", pl.ScanColumns)
 	}
 	return s
 }
@@ -76,16 +80,17 @@ func PlanFor(p Problem, sms int, variant string, segmentChunks int) (Plan, error
 	if err != nil {
 		return Plan{}, err
 	}
-	pl, _, err = withSplit(p, pl, sms, segmentChunks, 0, variant != "")
+	pl, _, err = withSplit(p, pl, sms, segmentChunks, 0, 0, variant != "")
 	return pl, err
 }
 
 // withSplit decides on a split plan for p given its unsplit plan pl (whose
 // tile it keeps when forced) and returns the plan to run, with the split's
 // details (zero when not split). transferTile > 0 (Options.TransferTile:
-// 64 or 128) fixes the transfer pass's tile of a split plan; the planner
-// still decides whether to split, and how, as it would have.
-func withSplit(p Problem, pl Plan, sms, segmentChunks, transferTile int, forced bool) (Plan, splitPlan, error) {
+// 64 or 128) fixes the transfer pass's tile of a split plan, and
+// scanColumns > 0 (Options.ScanColumns: 8, 16 or 32) its scan's CTA width;
+// the planner still decides whether to split, and how, as it would have.
+func withSplit(p Problem, pl Plan, sms, segmentChunks, transferTile, scanColumns int, forced bool) (Plan, splitPlan, error) {
 	consumers := 0
 	if forced {
 		consumers = pl.TileWidth / 64
@@ -97,8 +102,11 @@ func withSplit(p Problem, pl Plan, sms, segmentChunks, transferTile int, forced 
 	if transferTile > 0 {
 		sp.xferConsumers = transferTile / 64
 	}
+	if scanColumns > 0 {
+		sp.scanColumns = scanColumns
+	}
 	split, err := planHopper(p, sp.consumers)
-	split.SegmentChunks, split.Segments = sp.segChunks, sp.transfer
+	split.SegmentChunks, split.Segments, split.ScanColumns = sp.segChunks, sp.transfer, sp.scanColumns
 	if sp.xferConsumers != sp.consumers {
 		split.TransferTileWidth = kernsrc.HopperTileWidth(sp.xferConsumers)
 	}

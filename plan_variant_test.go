@@ -258,7 +258,8 @@ func TestKernelsFor(t *testing.T) {
 		{q35, true, "gdn_hopper_bf16_fp16qk_bv128", false},
 		{q397, true, "gdn_hopper_bf16_fused_bv128", true},
 		{q397, true, "gdn_hopper_bf16_fp16qk_bv128", false},
-		{tp8, false, "gdn_scan_states", true},
+		{tp8, false, "gdn_scan_states_c8", true},
+		{tp8, false, "gdn_scan_states_c32", false},
 		{tp8, true, "gdn_hopper_bf16_fused_bv128", false},
 		{tp8, true, "gdn_hopper_bf16_fp16qk_bv128_transfer", true},
 	} {

@@ -3,6 +3,7 @@ package gdn
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,6 +43,12 @@ type Options struct {
 	// split, only that pass's tile when it is. Other values are an
 	// *ArgError.
 	TransferTile int
+	// ScanColumns, when positive, is the value columns (8, 16 or 32) of
+	// one CTA of every split call's scan, whatever the planner would choose
+	// (tests, benchmarks); 0 lets the planner choose by the waves of the
+	// scan's grid (split.go). Results are the same to the bit at every
+	// width. Other values are an *ArgError.
+	ScanColumns int
 	// PrepHeads, when positive, caps how many value heads of one key head
 	// each block of the full forward's preparation kernel takes (it loads
 	// the chunk's k rows and forms K K^T once for all of them): the most of
@@ -135,6 +142,9 @@ func Open(opts Options) (*Runtime, error) {
 	if opts.TransferTile != 0 && opts.TransferTile != 64 && opts.TransferTile != 128 {
 		return nil, argErrorf("Options.TransferTile", "is %d; want 0 (the planner's), 64 or 128", opts.TransferTile)
 	}
+	if opts.ScanColumns != 0 && !slices.Contains(kernsrc.ScanColumnChoices(), opts.ScanColumns) {
+		return nil, argErrorf("Options.ScanColumns", "is %d; want 0 (the planner's) or one of %v", opts.ScanColumns, kernsrc.ScanColumnChoices())
+	}
 	if opts.PrepHeads < 0 {
 		return nil, argErrorf("Options.PrepHeads", "is %d; want 0 (chosen by shape) or a count of value heads", opts.PrepHeads)
 	}
@@ -197,6 +207,7 @@ func newRuntime(ctx *driver.Context, opts Options) (*Runtime, error) {
 		calls:    newCallCache(newPlanCache(info.SMs, opts.Variant), ctx.EncodeTiled, packParams),
 	}
 	rt.calls.dev, rt.calls.segChunks, rt.calls.xferTile = contextScratch{ctx}, opts.SegmentChunks, opts.TransferTile
+	rt.calls.scanCols = opts.ScanColumns
 	rt.prepHeads = opts.PrepHeads
 	rt.normInPrep = opts.L2NormInPrep
 	rt.prepKernel = opts.PrepKernel

@@ -3,6 +3,8 @@ package gdn
 import (
 	"fmt"
 	"math"
+
+	"github.com/gdnjit/gdn/kernsrc"
 )
 
 // Sequence parallelism: with few value heads a long sequence gives the GPU
@@ -33,6 +35,8 @@ type splitPlan struct {
 	// mFirst: the transfer pass's grid is more than one wave, so it starts
 	// every segment's M CTA before any B CTA (kernsrc.HopperFlagMFirst).
 	mFirst bool
+	// scanColumns: the value columns of a scan CTA (scanColumns below).
+	scanColumns int
 }
 
 // Cost-model constants of the split plan, in microseconds, fitted by least
@@ -206,6 +210,38 @@ func planSplit(p Problem, sms, force, consumers int) splitPlan {
 	}
 	if best.segChunks > 0 {
 		best.mFirst = transferCTAs(p, best.transfer, best.xferConsumers) > sms
+		best.scanColumns = scanColumns(p, sms)
+	}
+	return best
+}
+
+// scanStepCost is a scan step's time with CTAs of c value columns against
+// one of 8 (gdn_scan.cu): measured with ncu on the H200 (docs/PERF.md v30),
+// tp8_32k's scan, one wave at every width, took 24.0, 33.4 and 58 us at 8,
+// 16 and 32 columns.
+func scanStepCost(c int) float64 {
+	switch c {
+	case 16:
+		return 1.4
+	case 32:
+		return 2.4
+	}
+	return 1
+}
+
+// scanColumns picks the scan's CTA width for p on sms multiprocessors: the
+// least waves x scanStepCost of its grid (128 / c, Hv, N), one CTA an SM
+// (its shared memory), the narrowest on a tie. On the H200 that is 8
+// columns up to 132 / 16 heads (tp8_32k: one wave of 128 CTAs), 16 for
+// tp4_32k (two waves of 8 columns against one of 16: 23.6 -> 17.5 us) and
+// 32 for tp2_32k (four against one: 23.3 -> 15.3 us).
+func scanColumns(p Problem, sms int) int {
+	best, bestCost := 0, math.Inf(1)
+	for _, c := range kernsrc.ScanColumnChoices() {
+		waves := ceilDiv(HeadDim/c*p.Hv*max(p.N, 1), max(sms, 1))
+		if cost := float64(waves) * scanStepCost(c); cost < bestCost {
+			best, bestCost = c, cost
+		}
 	}
 	return best
 }

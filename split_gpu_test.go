@@ -143,6 +143,46 @@ func TestSplitTransferTileApart(t *testing.T) {
 	}
 }
 
+// The scan at each CTA width (Options.ScanColumns 8, 16, 32; the planner
+// picks the width by its grid's waves, so that on one GPU some widths run
+// only for other shapes): every split case, forced into segments of two
+// chunks, against the float64 recurrence, and o and ht the same to the bit
+// at every width (each state element's products and sums do not depend on
+// the width).
+func TestSplitScanColumns(t *testing.T) {
+	for _, c := range splitCases() {
+		t.Run(c.name, func(t *testing.T) {
+			var firstO, firstHt []float32
+			for _, cols := range []int{8, 16, 32} {
+				r := splitRuntime(t, gdn.Options{SegmentChunks: 2, ScanColumns: cols})
+				h, in := splitCaseArgs(t, c, uint64(4000+len(c.name)))
+				res, err := r.ForwardHost(h)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantO, wantHt, err := ref.Recurrent(in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				o, ht := ref.Compare32(res.O, wantO), ref.Compare32(res.Ht, wantHt)
+				if err := o.Within(ref.PassO); err != nil {
+					t.Errorf("%d columns: o: %v", cols, err)
+				}
+				if err := ht.Within(ref.PassHt); err != nil {
+					t.Errorf("%d columns: ht: %v", cols, err)
+				}
+				t.Logf("METRIC split scan-columns %d o %v ht %v", cols, o, ht)
+				if firstO == nil {
+					firstO, firstHt = res.O, res.Ht
+					continue
+				}
+				sameBits(t, fmt.Sprintf("o at %d columns", cols), res.O, firstO)
+				sameBits(t, fmt.Sprintf("ht at %d columns", cols), res.Ht, firstHt)
+			}
+		})
+	}
+}
+
 // Segments long enough for the transfer pass's early exit (a transfer
 // matrix whose state is exactly zero stops; checked every four chunks, so
 // segments of 5 chunks or more): strong decay zeroes it within a segment,

@@ -1,6 +1,7 @@
 package gdn
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -196,12 +197,12 @@ func TestWithSplitTransferTile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, free, err := withSplit(tp8, pl, 132, 0, 0, false)
+	_, free, err := withSplit(tp8, pl, 132, 0, 0, 0, false)
 	if err != nil || free.segChunks == 0 {
 		t.Fatalf("tp8_8k: %+v, %v; want a split", free, err)
 	}
 	for _, tile := range []int{64, 128} {
-		got, sp, err := withSplit(tp8, pl, 132, 0, tile, false)
+		got, sp, err := withSplit(tp8, pl, 132, 0, tile, 0, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -220,7 +221,54 @@ func TestWithSplitTransferTile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, sp, err := withSplit(q35, pq, 132, 0, 128, false); err != nil || sp.segChunks != 0 {
+	if _, sp, err := withSplit(q35, pq, 132, 0, 128, 0, false); err != nil || sp.segChunks != 0 {
 		t.Errorf("q35_4kx8 with transfer tile 128: %+v, %v; want no split", sp, err)
+	}
+}
+
+// The scan's CTA width: the fewest waves x step cost on the H200's 132
+// SMs (8 columns where one wave holds the narrow grid, 16 for 16 heads, 32
+// for 32), and on slices; Options.ScanColumns overrides it and nothing
+// else; and the plan names the width it runs.
+func TestScanColumns(t *testing.T) {
+	for _, c := range []struct {
+		hv, n, sms, want int
+	}{
+		{8, 1, 132, 8},   // tp8_32k: 128 CTAs of 8, one wave
+		{4, 1, 132, 8},   // chain_equal
+		{16, 1, 132, 16}, // tp4_32k: 256 CTAs of 8 are two waves, 128 of 16 one
+		{32, 1, 132, 32}, // tp2_32k: four waves of 8, two of 16, one of 32
+		{32, 2, 132, 32},
+		{8, 1, 16, 32}, // a 16-SM slice: 128 CTAs of 8 are 8 waves, 32 of 32 two
+		{8, 1, 64, 16}, // 2 waves of 8 (2) against 1 of 16 (1.4)
+		{1, 1, 132, 8},
+	} {
+		p := Problem{B: 1, T: 32768, Hq: 1, Hv: c.hv, N: c.n, Dtype: BF16}
+		if got := scanColumns(p, c.sms); got != c.want {
+			t.Errorf("Hv %d N %d on %d SMs: %d columns, want %d", c.hv, c.n, c.sms, got, c.want)
+		}
+	}
+	tp4 := Problem{B: 1, T: 32768, Hq: 1, Hv: 16, N: 1, Dtype: BF16}
+	pl, err := planHopper(tp4, chooseConsumers(tp4, 132))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, free, err := withSplit(tp4, pl, 132, 0, 0, 0, false)
+	if err != nil || free.segChunks == 0 || free.scanColumns != 16 || got.ScanColumns != 16 {
+		t.Fatalf("tp4_32k: plan %v, split %+v, %v; want a split with 16-column scan CTAs", got, free, err)
+	}
+	if !strings.Contains(got.String(), "scan-columns=16") {
+		t.Errorf("plan %q does not name its scan width", got)
+	}
+	for _, cols := range []int{8, 32} {
+		got, sp, err := withSplit(tp4, pl, 132, 0, 0, cols, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := free
+		want.scanColumns = cols
+		if sp != want || got.ScanColumns != cols {
+			t.Errorf("scan columns %d: %+v (plan %v), want %+v", cols, sp, got, want)
+		}
 	}
 }

@@ -164,6 +164,8 @@ type splitCall struct {
 	xferVariant kernsrc.Variant // the transfer pass's kernel
 	xferBlock   uint32          // its threads and shared memory (its own tile's)
 	xferSmem    int
+	scanVariant kernsrc.Variant // the scan's kernel (the plan's CTA width) and its shared memory
+	scanSmem    int
 	xferFn      atomic.Pointer[driver.Function]
 	scanFn      atomic.Pointer[driver.Function]
 	// pinned: launched on a stream that was capturing (the caller's
@@ -211,6 +213,10 @@ func newSplitCall(dev scratchDevice, grave *scratchGraveyard, slabs *scratchSlab
 		return nil, err
 	}
 	sc.xferBlock, sc.xferSmem = uint32(kernsrc.HopperThreads(coreDtype(p), sp.xferConsumers, true)), kernsrc.HopperSharedBytes(coreDtype(p), sp.xferConsumers)
+	if sc.scanVariant, err = kernsrc.ScanVariant(sp.scanColumns); err != nil {
+		return nil, err
+	}
+	sc.scanSmem = kernsrc.ScanSharedBytes(sp.scanColumns)
 	err = dev.RelaxedCapture(func() error {
 		var err error
 		sc.memBytes = tableBytes
@@ -268,7 +274,7 @@ func newSplitCall(dev scratchDevice, grave *scratchGraveyard, slabs *scratchSlab
 	hp.Pack(&sc.output.block)
 	sc.output.grid = [3]uint32{uint32(p.Hv) * tiles, uint32(nSeg), 1}
 
-	sc.scan.grid = [3]uint32{HeadDim / kernsrc.ScanColumns, uint32(p.Hv), uint32(p.N)}
+	sc.scan.grid = [3]uint32{uint32(HeadDim / sp.scanColumns), uint32(p.Hv), uint32(p.N)}
 	if pack != nil {
 		if sc.transfer.params, err = pack(sc.transfer.block[:]); err == nil {
 			sc.output.params, err = pack(sc.output.block[:])
@@ -329,8 +335,8 @@ func (sc *splitCall) enqueue(ctx *driver.Context, fn *driver.Function, plan Plan
 	// output pass's consumers before their start state (its aux group loads
 	// and prepares the first chunks meanwhile). The transfer pass is an
 	// ordinary launch, so a call never overlaps the work before it.
-	if err := ctx.LaunchParamsDependent(sc.scanFn.Load(), dim(sc.scan.grid), driver.Dim3{X: kernsrc.ScanThreads, Y: 1, Z: 1}, kernsrc.ScanSharedBytes, s, sc.scan.params); err != nil {
-		return fmt.Errorf("gdn: launch %s: %w", kernsrc.ScanKernel, err)
+	if err := ctx.LaunchParamsDependent(sc.scanFn.Load(), dim(sc.scan.grid), driver.Dim3{X: kernsrc.ScanThreads, Y: 1, Z: 1}, sc.scanSmem, s, sc.scan.params); err != nil {
+		return fmt.Errorf("gdn: launch %s: %w", sc.scanVariant.Name, err)
 	}
 	if err := ctx.LaunchParamsDependent(fn, dim(sc.output.grid), b, plan.SharedBytes, s, sc.output.params); err != nil {
 		return fmt.Errorf("gdn: launch %s (output pass): %w", plan.Variant.Name, err)

@@ -3,6 +3,7 @@ package gdn
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -135,8 +136,9 @@ func TestSplitCallPrepared(t *testing.T) {
 		out.cuSeqlens != uintptr(sc.mem) {
 		t.Errorf("output block %+v", out)
 	}
-	if sc.scan.grid != [3]uint32{HeadDim / kernsrc.ScanColumns, 4, 3} {
-		t.Errorf("scan grid %v", sc.scan.grid)
+	if cols := sc.plan.scanColumns; cols != scanColumns(Problem{Hv: 4, N: 3}, c.plans.sms) || e.plan.ScanColumns != cols || sc.scan.grid != [3]uint32{uint32(HeadDim / cols), 4, 3} ||
+		sc.scanVariant.Name != fmt.Sprintf("gdn_scan_states_c%d", cols) || sc.scanSmem != kernsrc.ScanSharedBytes(cols) {
+		t.Errorf("scan: %d columns, grid %v, %s, %d bytes", cols, sc.scan.grid, sc.scanVariant.Name, sc.scanSmem)
 	}
 
 	// A repeated call finds the prepared split call without allocating.

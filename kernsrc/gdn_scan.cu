@@ -21,20 +21,29 @@
 //   first   [N + 1]               sequence n's transfer segments are
 //           first[n] .. first[n+1] - 1, in token order
 //
-// Grid (16, Hv, N), 256 threads: a CTA owns 8 value columns of one head of
-// one sequence. Nothing but the product depends on the previous step: M
-// (into shared memory) and B (into registers) of the next segment load
-// while this one's product runs.
+// Grid (128 / C, Hv, N), 256 threads: a CTA owns C value columns of one
+// head of one sequence, C = GDN_SCAN_COLUMNS (8, 16 or 32: three variants,
+// kernsrc.ScanVariant). Nothing but the product depends on the previous
+// step: M (into shared memory) and B (into registers) of the next segment
+// load while this one's product runs. Every CTA of a head reads all of
+// each M, and its step's product grows with C: measured (docs/PERF.md
+// v30), a step with 16 columns takes about 1.4 times one with 8, with 32
+// about 2.4 times, so wider CTAs pay only where the 8-column grid would
+// run in more waves than the wider one (one CTA an SM: shared memory);
+// the planner picks C (split.go, scanColumns).
 //
-// The product (128 x 128 times 128 x 8) runs on the tensor cores as three
+// The product (128 x 128 times 128 x C) runs on the tensor cores as three
 // TF32 products of split operands (split_tf32, mma_tf32: about 2^-20 of a
 // term, close to fp32 FMA; M and the states stay fp32 in memory). Warp w
-// computes the state's rows 16w..16w+15 for all 8 columns over the whole
-// k range (16 m16n8k8 steps), so no partial sums meet across warps: the
-// step has one barrier, after the state is written to shared memory (two
-// buffers, so the next step's writes never meet this step's reads). A
-// thread owns the accumulator's elements: rows 16w + g and 16w + g + 8,
-// columns 2t and 2t + 1 (g = lane / 4, t = lane % 4).
+// computes the state's rows 16w..16w+15 for all C columns (C / 8 n-tiles,
+// each M fragment split once for all of them) over the whole k range (16
+// m16n8k8 steps), so no partial sums meet across warps: the step has one
+// barrier, after the state is written to shared memory (two buffers, so
+// the next step's writes never meet this step's reads). A thread owns the
+// accumulator's elements: rows 16w + g and 16w + g + 8, columns 8 nt + 2t
+// and 8 nt + 2t + 1 of n-tile nt (g = lane / 4, t = lane % 4). Each
+// element's products and sums are the same whatever C: the three variants
+// give the same states to the bit.
 //
 // M comes a step ahead into one of two shared-memory buffers: each warp
 // copies its own 8 KB part (its A fragments, contiguous in the order the
@@ -47,16 +56,23 @@
 
 #include "gdn_hopper.cuh"
 
+#ifndef GDN_SCAN_COLUMNS
+#define GDN_SCAN_COLUMNS 8
+#endif
+
 namespace {
-constexpr int kCols = 8;    // value columns per CTA
-constexpr int kLd = 132;    // row stride (in float pairs) of the state's split copy in shared memory
+constexpr int kCols = GDN_SCAN_COLUMNS;  // value columns per CTA
+static_assert(kCols == 8 || kCols == 16 || kCols == 32, "kernsrc.ScanColumnChoices");
+constexpr int kNT = kCols / 8;  // n-tiles of the product
+constexpr int kLd = 132;        // row stride (in float pairs) of the state's split copy in shared memory
 constexpr int kWarps = 8;
 constexpr int kWarpM = 16 * 32;  // float4s of M one warp reads (its 16 rows, all 128 columns)
-constexpr int kMBytes = 2 * kWarps * kWarpM * 16;  // two buffers of M: the dynamic shared memory
+constexpr int kMBytes = 2 * kWarps * kWarpM * 16;  // two buffers of M
+constexpr int kStBytes = 2 * kCols * kLd * 8;      // two buffers of the state's split copy
 }  // namespace
 
 #ifdef GDN_SCAN_SMEM_BYTES
-static_assert(GDN_SCAN_SMEM_BYTES == kMBytes, "kernsrc.ScanSharedBytes");
+static_assert(GDN_SCAN_SMEM_BYTES == kMBytes + kStBytes, "kernsrc.ScanSharedBytes");
 #endif
 #ifdef GDN_SCAN_THREADS
 static_assert(GDN_SCAN_THREADS == kWarps * 32, "kernsrc.ScanThreads");
@@ -72,21 +88,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) gdn_scan_states(const float
   // M's elements (16 w + g + 8 (j & 1), 8 ks + t + 4 (j >> 1)), j = 0..3.
   extern __shared__ __align__(128) float4 Mb[];
   // The state, split into its TF32 pairs, transposed: St[buf][column][row]
-  // = (hi, lo). B fragment loads (row 8 ks + t (+ 4), column g) are 8-byte
-  // pairs in distinct banks across a half-warp.
-  __shared__ __align__(16) float2 St[2][kCols][kLd];
+  // = (hi, lo), after M's buffers. B fragment loads (row 8 ks + t (+ 4),
+  // column 8 nt + g) are 8-byte pairs in distinct banks across a half-warp.
+  float2(*const St)[kCols][kLd] = reinterpret_cast<float2(*)[kCols][kLd]>(Mb + kMBytes / 16);
   __shared__ __align__(8) uint64_t mfull[kWarps][2];  // warp w's part of buffer b landed
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int h = blockIdx.y, n = blockIdx.z;
-  const int v0 = blockIdx.x * kCols + 2 * t;  // this thread's columns v0, v0 + 1
+  const int v0 = blockIdx.x * kCols + 2 * t;  // this thread's columns v0 + 8 nt, v0 + 8 nt + 1
   const int r0 = 16 * w + g;                  // ... and rows r0, r0 + 8
   const size_t plane = 128 * 128;
   // This thread's pair of a state `row` (sequence or segment) of head h at
-  // row r0 + 8 i (float2: columns v0, v0 + 1).
-#define AT(row, i) (((size_t)(row) * Hv + h) * plane + (r0 + 8 * (i)) * 128 + v0)
+  // row r0 + 8 i, n-tile nt (float2: columns v0 + 8 nt, v0 + 8 nt + 1).
+#define AT(row, nt, i) (((size_t)(row) * Hv + h) * plane + (r0 + 8 * (i)) * 128 + v0 + 8 * (nt))
 #define MAT(p) (bm + ((size_t)(P + (p)) * Hv + h) * plane)
-#define PAIR(ptr, row, i) (*reinterpret_cast<float2*>((ptr) + AT(row, i)))
-#define CPAIR(ptr, row, i) (*reinterpret_cast<const float2*>((ptr) + AT(row, i)))
+#define PAIR(ptr, row, nt, i) (*reinterpret_cast<float2*>((ptr) + AT(row, nt, i)))
+#define CPAIR(ptr, row, nt, i) (*reinterpret_cast<const float2*>((ptr) + AT(row, nt, i)))
 
   // Each warp copies its own part of each M (8 KB, contiguous in the
   // fragment order) with one bulk copy onto its own barrier, and reads only
@@ -111,20 +127,24 @@ extern "C" __global__ void __launch_bounds__(256, 1) gdn_scan_states(const float
   griddep_release();
   griddep_wait();
 
-  // S[i]: the state's elements (r0 + 8 i, v0) and (r0 + 8 i, v0 + 1), the
-  // accumulator layout (c[2 i], c[2 i + 1]).
-  float2 S[2];
+  // S[nt][i]: the state's elements (r0 + 8 i, v0 + 8 nt) and (r0 + 8 i,
+  // v0 + 8 nt + 1), the accumulator layout of n-tile nt (c[2 i], c[2 i + 1]).
+  float2 S[kNT][2];
 #pragma unroll
-  for (int i = 0; i < 2; ++i) S[i] = h0 != nullptr ? CPAIR(h0, n, i) : make_float2(0.f, 0.f);
+  for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+    for (int i = 0; i < 2; ++i) S[nt][i] = h0 != nullptr ? CPAIR(h0, n, nt, i) : make_float2(0.f, 0.f);
 
   const int p0 = first[n], p1 = first[n + 1];
   // M and B of a segment are requested a step ahead: their round trips
   // would otherwise stall the product's first step.
-  float2 Bn[2];
+  float2 Bn[kNT][2];
   if (p0 < p1) {
     fetch_m(p0, 0);
 #pragma unroll
-    for (int i = 0; i < 2; ++i) Bn[i] = CPAIR(bm, p0, i);
+    for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+      for (int i = 0; i < 2; ++i) Bn[nt][i] = CPAIR(bm, p0, nt, i);
   }
   for (int p = p0; p < p1; ++p) {
     // Segment p's start is S; S becomes M S + B.
@@ -135,27 +155,29 @@ extern "C" __global__ void __launch_bounds__(256, 1) gdn_scan_states(const float
     __syncwarp();
     if (next) fetch_m(p + 1, b ^ 1);
     float2(*st)[kLd] = St[b];
-    float2 acc[2];
+    float2 acc[kNT][2];
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      PAIR(starts, N + p, i) = S[i];
-      uint32_t hi, lo;
-      split_tf32(S[i].x, hi, lo);
-      st[2 * t][r0 + 8 * i] = make_float2(__uint_as_float(hi), __uint_as_float(lo));
-      split_tf32(S[i].y, hi, lo);
-      st[2 * t + 1][r0 + 8 * i] = make_float2(__uint_as_float(hi), __uint_as_float(lo));
-      acc[i] = Bn[i];
-      if (next) Bn[i] = CPAIR(bm, p + 1, i);
-    }
+    for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        PAIR(starts, N + p, nt, i) = S[nt][i];
+        uint32_t hi, lo;
+        split_tf32(S[nt][i].x, hi, lo);
+        st[8 * nt + 2 * t][r0 + 8 * i] = make_float2(__uint_as_float(hi), __uint_as_float(lo));
+        split_tf32(S[nt][i].y, hi, lo);
+        st[8 * nt + 2 * t + 1][r0 + 8 * i] = make_float2(__uint_as_float(hi), __uint_as_float(lo));
+        acc[nt][i] = Bn[nt][i];
+        if (next) Bn[nt][i] = CPAIR(bm, p + 1, nt, i);
+      }
     __syncthreads();  // the state's split copy visible to all warps
     mbar_wait(&mfull[w][b], (j >> 1) & 1);
     const float4* m = Mb + (b * kWarps + w) * kWarpM + lane;
-    // Four accumulators of hi hi (a quarter of k each) and two of the cross
-    // terms (even and odd k-steps): the tensor cores' fp32 accumulation
-    // truncates, and in one chain of 16 steps that bias grew to about 7x
-    // fp32 FMA's error (ref.TestScanTF32Precision); short chains also give
-    // the dependent mma more independent work between them.
-    float big[4][4] = {}, small[2][4] = {};
+    // Per n-tile, four accumulators of hi hi (a quarter of k each) and two
+    // of the cross terms (even and odd k-steps): the tensor cores' fp32
+    // accumulation truncates, and in one chain of 16 steps that bias grew
+    // to about 7x fp32 FMA's error (ref.TestScanTF32Precision); short
+    // chains also give the dependent mma more independent work between them.
+    float big[kNT][4][4] = {}, small[kNT][2][4] = {};
 #pragma unroll
     for (int ks = 0; ks < 16; ++ks) {
       const float4 a = m[ks * 32];
@@ -163,23 +185,30 @@ extern "C" __global__ void __launch_bounds__(256, 1) gdn_scan_states(const float
       uint32_t ah[4], al[4];
 #pragma unroll
       for (int q = 0; q < 4; ++q) split_tf32(af[q], ah[q], al[q]);
-      const float2 b0 = st[g][8 * ks + t], b1 = st[g][8 * ks + t + 4];
-      const uint32_t bh0 = __float_as_uint(b0.x), bl0 = __float_as_uint(b0.y);
-      const uint32_t bh1 = __float_as_uint(b1.x), bl1 = __float_as_uint(b1.y);
-      mma_tf32(small[ks & 1], al, bh0, bh1);
-      mma_tf32(small[ks & 1], ah, bl0, bl1);
-      mma_tf32(big[ks >> 2], ah, bh0, bh1);
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) {
+        const float2 b0 = st[8 * nt + g][8 * ks + t], b1 = st[8 * nt + g][8 * ks + t + 4];
+        const uint32_t bh0 = __float_as_uint(b0.x), bl0 = __float_as_uint(b0.y);
+        const uint32_t bh1 = __float_as_uint(b1.x), bl1 = __float_as_uint(b1.y);
+        mma_tf32(small[nt][ks & 1], al, bh0, bh1);
+        mma_tf32(small[nt][ks & 1], ah, bl0, bl1);
+        mma_tf32(big[nt][ks >> 2], ah, bh0, bh1);
+      }
     }
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const float hh = (big[0][e] + big[1][e]) + (big[2][e] + big[3][e]);
-      const float x = small[0][e] + small[1][e];
-      float& out = e & 1 ? S[e >> 1].y : S[e >> 1].x;
-      out = hh + (x + (e & 1 ? acc[e >> 1].y : acc[e >> 1].x));
-    }
+    for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float hh = (big[nt][0][e] + big[nt][1][e]) + (big[nt][2][e] + big[nt][3][e]);
+        const float x = small[nt][0][e] + small[nt][1][e];
+        float& out = e & 1 ? S[nt][e >> 1].y : S[nt][e >> 1].x;
+        out = hh + (x + (e & 1 ? acc[nt][e >> 1].y : acc[nt][e >> 1].x));
+      }
   }
 #pragma unroll
-  for (int i = 0; i < 2; ++i) PAIR(starts, n, i) = S[i];
+  for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+    for (int i = 0; i < 2; ++i) PAIR(starts, n, nt, i) = S[nt][i];
 #undef AT
 #undef MAT
 #undef PAIR

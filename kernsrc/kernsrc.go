@@ -91,7 +91,7 @@ func Catalogue() []Variant {
 	out := append([]Variant(nil), TestVariants()...)
 	out = append(out, HopperVariants()...)
 	out = append(out, PrepVariants()...)
-	return append(out, ScanVariant())
+	return append(out, ScanVariants()...)
 }
 
 // Lookup returns the catalogue entry with the given name.

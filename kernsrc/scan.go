@@ -1,28 +1,53 @@
 package kernsrc
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // ScanKernel is the entry point of gdn_scan.cu: the scan of a
 // sequence-parallel plan, which joins the transfer pass's per-segment end
 // states and transfer matrices into every segment's true start state.
 const ScanKernel = "gdn_scan_states"
 
-// The scan's launch geometry: a CTA of ScanThreads threads owns
-// ScanColumns value columns of one head of one sequence, so the grid is
-// (128 / ScanColumns, Hv, N).
-const (
-	ScanThreads = 256
-	ScanColumns = 8
-)
+// ScanThreads is the scan's block size. A CTA owns `columns` value columns
+// (ScanVariant's argument) of one head of one sequence, so the grid is
+// (128 / columns, Hv, N).
+const ScanThreads = 256
 
-// ScanSharedBytes is the scan's dynamic shared memory: two buffers of a
-// transfer matrix (128 x 128 fp32), which each warp fills with a bulk copy
-// of its part a step ahead (gdn_scan.cu). Its split copy of the state, two
-// buffers of 8 columns, is static.
-const ScanSharedBytes = 2 * 128 * 128 * 4
+// ScanColumnChoices lists the value columns a scan CTA may own, one variant
+// each (a new slice each call). Every width gives the same states to the
+// bit; a wider CTA reads each transfer matrix for more columns at once but
+// takes longer a step (gdn_scan.cu), and the planner picks the width by the
+// waves of its grid (split.go).
+func ScanColumnChoices() []int { return []int{8, 16, 32} }
 
-// ScanVariant is the scan kernel (one variant: it reads only fp32 states).
-func ScanVariant() Variant {
-	return Variant{Name: "gdn_scan_states", File: "gdn_scan.cu", Kernel: ScanKernel,
-		Defines: []string{fmt.Sprintf("GDN_SCAN_SMEM_BYTES=%d", ScanSharedBytes), fmt.Sprintf("GDN_SCAN_THREADS=%d", ScanThreads)}}
+// ScanSharedBytes is the scan's dynamic shared memory for CTAs of columns
+// value columns: two buffers of a transfer matrix (128 x 128 fp32), which
+// each warp fills with a bulk copy of its part a step ahead (gdn_scan.cu),
+// then two buffers of the state's split copy (columns rows of 132 (hi, lo)
+// float pairs: 128 and a pad that spreads the banks).
+func ScanSharedBytes(columns int) int { return 2*128*128*4 + 2*columns*132*8 }
+
+// ScanVariant is the scan kernel for CTAs of columns value columns (one of
+// ScanColumnChoices); it reads only fp32 states, whatever the input dtype.
+func ScanVariant(columns int) (Variant, error) {
+	if !slices.Contains(ScanColumnChoices(), columns) {
+		return Variant{}, fmt.Errorf("kernsrc: scan CTAs of %d value columns; want one of %v", columns, ScanColumnChoices())
+	}
+	return Variant{Name: fmt.Sprintf("%s_c%d", ScanKernel, columns), File: "gdn_scan.cu", Kernel: ScanKernel,
+		Defines: []string{
+			fmt.Sprintf("GDN_SCAN_COLUMNS=%d", columns),
+			fmt.Sprintf("GDN_SCAN_SMEM_BYTES=%d", ScanSharedBytes(columns)),
+			fmt.Sprintf("GDN_SCAN_THREADS=%d", ScanThreads)}}, nil
+}
+
+// ScanVariants lists every scan variant, narrowest first.
+func ScanVariants() []Variant {
+	var out []Variant
+	for _, c := range ScanColumnChoices() {
+		v, _ := ScanVariant(c)
+		out = append(out, v)
+	}
+	return out
 }

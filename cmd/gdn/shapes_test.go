@@ -58,7 +58,7 @@ func TestVariantsForShapes(t *testing.T) {
 	}
 	// Few heads take 64-wide tiles (more CTAs) and split (a 128-wide
 	// transfer pass, the scan); 8 x 32 chains fill the GPU at 128.
-	want := "gdn_hopper_bf16_bv64,gdn_hopper_bf16_bv128_transfer,gdn_scan_states," +
+	want := "gdn_hopper_bf16_bv64,gdn_hopper_bf16_bv128_transfer,gdn_scan_states_c8," +
 		"gdn_hopper_fp16_bv64,gdn_hopper_fp16_bv128_transfer,gdn_hopper_bf16_bv128,gdn_hopper_fp16_bv128"
 	if got := strings.Join(names, ","); got != want {
 		t.Errorf("variants %s, want %s", got, want)
