@@ -84,6 +84,26 @@ func readBlock(b *[kernsrc.HopperParamsBytes]byte) blockFields {
 	return blockFields{h0: ptr(2), ht: ptr(3), cuSeqlens: ptr(4), t: i32(0), n: i32(3), flags: i32(4), nHt: i32(5)}
 }
 
+// Options.ScanColumns (the call cache's scanCols) reaches the split call:
+// its plan, its scan's variant, grid and shared memory take the forced
+// width whatever the planner would pick.
+func TestSplitCallScanColumnsForced(t *testing.T) {
+	for _, cols := range []int{8, 16, 32} {
+		c, _ := splitHostPath(2)
+		c.scanCols = cols
+		e, err := c.prepare(goodArgs(3, 1000, 2, 4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := e.split
+		if sc == nil || e.plan.ScanColumns != cols || sc.plan.scanColumns != cols || sc.scan.grid[0] != uint32(HeadDim/cols) ||
+			sc.scanVariant.Name != fmt.Sprintf("gdn_scan_states_c%d", cols) || sc.scanSmem != kernsrc.ScanSharedBytes(cols) {
+			t.Errorf("forced %d columns: plan %v, split %+v", cols, e.plan, sc)
+		}
+		c.release(e)
+	}
+}
+
 // A split call uploads exactly the segment tables of its plan and packs
 // its two kernel passes as the kernels expect them: the transfer pass over
 // the transfer segments (pairs, transfer flag, B and M into its scratch, no

@@ -195,7 +195,8 @@ extern "C" __global__ void __launch_bounds__(128, 8) gdn_prep_chunk(
   // 1. Gates of value head h: token t of the chunk in thread t (two warps),
   // an inclusive warp scan, then warp 1 adds warp 0's total. For the first
   // head its barrier also completes step 0's k rows; for the others the
-  // head loop puts a barrier before the call. gv is complete after the
+  // previous head's last barrier orders its reads of bv, gv and wsum
+  // before the call's writes (the head loop). gv is complete after the
   // next barrier (before step 3).
   auto gates = [&](int h, int t, int lane) {
     if (t < 64) {
@@ -264,8 +265,10 @@ extern "C" __global__ void __launch_bounds__(128, 8) gdn_prep_chunk(
     }
     if (kHeads > 1 && vh > 0) {
       // No barrier before: the previous head's last one orders its reads
-      // of bv and gv before gates rewrites them, and gates' own barrier its
-      // step 5's reads of T before this head's L is stored over them.
+      // of bv, gv and wsum before gates rewrites them, and gates' own
+      // barrier its step 5's reads of T (and each warp's reads of its ld
+      // scratch, earlier still) before this head's L and diagonal blocks
+      // are stored over them. (KK is only read.)
       gates(h, t, lane);
       __syncthreads();  // gv complete
     }
