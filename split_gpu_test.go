@@ -51,6 +51,13 @@ func splitCaseArgs(t *testing.T, c splitCase, seed uint64) (*gdn.HostCoreArgs, r
 // and holds o and ht to the float64 recurrence; it returns the errors.
 func runSplitCase(t *testing.T, r *gdn.Runtime, c splitCase, seed uint64) (o, ht ref.Errors) {
 	t.Helper()
+	_, o, ht = runSplitCaseResult(t, r, c, seed)
+	return o, ht
+}
+
+// runSplitCaseResult is runSplitCase that also returns the outputs.
+func runSplitCaseResult(t *testing.T, r *gdn.Runtime, c splitCase, seed uint64) (res *gdn.HostCoreResult, o, ht ref.Errors) {
+	t.Helper()
 	h, in := splitCaseArgs(t, c, seed)
 	res, err := r.ForwardHost(h)
 	if err != nil {
@@ -67,7 +74,7 @@ func runSplitCase(t *testing.T, r *gdn.Runtime, c splitCase, seed uint64) (o, ht
 	if err := ht.Within(ref.PassHt); err != nil {
 		t.Errorf("ht: %v", err)
 	}
-	return o, ht
+	return res, o, ht
 }
 
 // Split plans forced with tiny segments (1, 2 and 3 chunks) so that short
@@ -155,22 +162,7 @@ func TestSplitScanColumns(t *testing.T) {
 			var firstO, firstHt []float32
 			for _, cols := range []int{8, 16, 32} {
 				r := splitRuntime(t, gdn.Options{SegmentChunks: 2, ScanColumns: cols})
-				h, in := splitCaseArgs(t, c, uint64(4000+len(c.name)))
-				res, err := r.ForwardHost(h)
-				if err != nil {
-					t.Fatal(err)
-				}
-				wantO, wantHt, err := ref.Recurrent(in)
-				if err != nil {
-					t.Fatal(err)
-				}
-				o, ht := ref.Compare32(res.O, wantO), ref.Compare32(res.Ht, wantHt)
-				if err := o.Within(ref.PassO); err != nil {
-					t.Errorf("%d columns: o: %v", cols, err)
-				}
-				if err := ht.Within(ref.PassHt); err != nil {
-					t.Errorf("%d columns: ht: %v", cols, err)
-				}
+				res, o, ht := runSplitCaseResult(t, r, c, uint64(4000+len(c.name)))
 				t.Logf("METRIC split scan-columns %d o %v ht %v", cols, o, ht)
 				if firstO == nil {
 					firstO, firstHt = res.O, res.Ht
