@@ -4,7 +4,7 @@
 # at most one file per step (the device tool brings back 8 files; with
 # more, all but gpu.txt are bundled into outputs.tgz).
 #
-#   .bin/device-run.sh [warmup] [tests] [sanitize[:TOOLS]] [soak[:MINUTES]] [stress[:SECONDS]] [gchunt[:SECONDS]] [plancheck[:CASES]] [splitgrid[:CASES]] [bench] [bench:CASES] [compare[:CASES]] [comparefull[:CASES]] [knob:DEFINES[@CASES]] [knobfull:DEFINES[@CASES]] [ncu:KERNEL@CASE] [ncufull:KERNEL@CASE] [benchfull] [benchfull:CASES] [hostbench] [example] [layer] [python]
+#   .bin/device-run.sh [warmup] [tests] [sanitize[:TOOLS]] [soak[:MINUTES]] [stress[:SECONDS]] [gchunt[:SECONDS]] [plancheck[:CASES]] [splitgrid[:CASES]] [bench] [bench:CASES] [compare[:CASES]] [comparefull[:CASES]] [knob:DEFINES[@CASES]] [knobfull:DEFINES[@CASES]] [ncu:KERNEL@CASE] [ncufull:KERNEL@CASE] [kerneltimes[:CASES]] [kerneltimesfull[:CASES]] [benchfull] [benchfull:CASES] [hostbench] [example] [layer] [python]
 #
 # warmup    every kernel variant compiled by this machine's NVRTC
 #           into an empty cache: fails if one spills or ptxas
@@ -84,6 +84,15 @@
 #           python3 scripts/ncuhot.py ncu-KERNEL-CASE.csv (the stalls by
 #           reason and the instructions where they fall)
 #                                   -> ncu-KERNEL-CASE.txt, ncu-KERNEL-CASE.csv
+# kerneltimes each kernel's time in one call of each case, at the GPU's
+#           own clocks (ncu --clock-control none, a duration, DRAM and
+#           issue metric a launch; far cheaper than the ncu step),
+#           summarised by scripts/kerneltimes.py: per case, each kernel
+#           and grid (a split call's transfer and output passes apart),
+#           its median microseconds, DRAM % and issue %
+#           (kerneltimes:a,b for named cases; default the split and
+#           BV 64 rows; kerneltimesfull: with gdn bench --full; NCU_GDN
+#           as for ncu)                    -> kerneltimes.txt, kerneltimesfull.txt
 # benchfull gdn bench --full: the full forward from raw gates
 #           (benchfull:a,b for named cases), beside issue 8's
 #           targets              -> benchfull.txt, benchfull.csv, benchfull.svg
@@ -398,6 +407,27 @@ for step in "${@:-tests}"; do
 			fail "$name $kernel@$case: no report (no launch matched?)"
 		fi
 		grep -E "Duration|Elapsed Cycles|L1/TEX Cache Throughput|L2 Cache Throughput|Issued Warp Per Scheduler|Registers Per Thread" "$base.txt" >&2
+		rm -rf "$tmp"
+		;;
+	kerneltimes | kerneltimes:* | kerneltimesfull | kerneltimesfull:*)
+		name=${step%%:*}
+		cases=tp8_32k,tp4_32k,tp2_32k,tp2_16kx2,q397_32k,chain_equal
+		[[ $step == *:* ]] && cases=${step#*:}
+		full=""
+		[[ $name == kerneltimesfull ]] && full="--full"
+		bin=${NCU_GDN:-.bin/gdn}
+		echo "== $name in $bin bench $full, cases $cases" >&2
+		tmp=$(mktemp -d)
+		for case in ${cases//,/ }; do
+			# One timed call after one warm-up (its kernels compiled and
+			# cached first); three metrics, a pass or two a launch.
+			timeout 240 ncu --clock-control none --cache-control none \
+				--metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active \
+				--csv "$bin" bench $full --cases "$case" --reps 1 --warmup 1 --calls 1 >"$tmp/$case.csv" 2>>"$out/$name.txt" ||
+				fail "$name $case"
+		done
+		python3 scripts/kerneltimes.py "$tmp"/*.csv >>"$out/$name.txt" 2>&1 || fail "$name: summary"
+		grep -v "^==PROF==\|^==WARNING==" "$out/$name.txt" >&2
 		rm -rf "$tmp"
 		;;
 	benchfull | benchfull:*)

@@ -519,6 +519,20 @@ if [[ $1 == -i ]]; then
 	fi
 	exit 0
 fi
+if [[ " $* " == *" --csv "* ]]; then
+	echo "the bench's own output"
+	h='"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"'
+	echo "$h"
+	row() { printf '"%s","1","gdn","h","%s","1","13","(128, 1, 1)","%s","0","9.0","m","%s","u","%s"\n' "$@"; }
+	for id in 0 3; do
+		row $id gdn_prep_chunk "(512, 4, 1)" gpu__time_duration.sum "86,528"
+		row $id gdn_prep_chunk "(512, 4, 1)" dram__throughput.avg.pct_of_peak_sustained_elapsed "45.90"
+		row $id gdn_prep_chunk "(512, 4, 1)" smsp__issue_active.avg.pct_of_peak_sustained_active "53.10"
+		row $((id + 1)) gdn_hopper_fwd "(32, 7, 1)" gpu__time_duration.sum "175,680"
+		row $((id + 2)) gdn_hopper_fwd "(16, 8, 1)" gpu__time_duration.sum "160,480"
+	done
+	exit 0
+fi
 while [[ $# -gt 0 && $1 != -o ]]; do shift; done
 touch "$2.ncu-rep"
 `
@@ -556,6 +570,61 @@ func TestDeviceRunNCU(t *testing.T) {
 	}
 	if stderr, _, ok := runDeviceStepsEnv(t, "", false, path, "ncu:gdn_scan"); ok || !strings.Contains(stderr, "want ncu:KERNEL@CASE") {
 		t.Errorf("ncu without a case passed:\n%s", stderr)
+	}
+}
+
+// The kerneltimes step times every kernel of one call of each case at the
+// GPU's own clocks and summarises them per kernel and grid (a split call's
+// two passes of one kernel apart): the medians, and their sum.
+func TestDeviceRunKernelTimes(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3")
+	}
+	fake := t.TempDir()
+	if err := os.WriteFile(filepath.Join(fake, "ncu"), []byte(fakeNCU), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir, write := deviceDir(t)
+	write("gdn", fakeGDN)
+	script, err := os.ReadFile("kerneltimes.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "scripts"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "scripts", "kerneltimes.py"), script, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	cmd := exec.Command("bash", ".bin/device-run.sh", "kerneltimes:tp4_32k,chain_equal", "kerneltimesfull:tp2_32k")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "OUT="+out, "CALLS="+filepath.Join(dir, "calls.log"), "PATH="+fake+":"+os.Getenv("PATH"))
+	var errb strings.Builder
+	cmd.Stderr = &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("device-run failed: %v\n%s", err, errb.String())
+	}
+	txt, err := os.ReadFile(filepath.Join(out, "kerneltimes.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"== tp4_32k", "== chain_equal", "gdn_prep_chunk           (512,4,1)             2      86.5    45.9     53.1",
+		"gdn_hopper_fwd           (32,7,1)              2     175.7", "gdn_hopper_fwd           (16,8,1)              2     160.5",
+		"sum of medians                                       422.7"} {
+		if !strings.Contains(string(txt), want) {
+			t.Errorf("no %q in:\n%s", want, txt)
+		}
+	}
+	if full, err := os.ReadFile(filepath.Join(out, "kerneltimesfull.txt")); err != nil || !strings.Contains(string(full), "== tp2_32k") {
+		t.Errorf("kerneltimesfull.txt: %q, %v", full, err)
+	}
+	calls, _ := os.ReadFile(filepath.Join(dir, "calls.log"))
+	for _, want := range []string{"--clock-control none", "--csv .bin/gdn bench --cases tp4_32k --reps 1 --warmup 1 --calls 1",
+		"--csv .bin/gdn bench --full --cases tp2_32k"} {
+		if !strings.Contains(string(calls), want) {
+			t.Errorf("no %q in the calls:\n%s", want, calls)
+		}
 	}
 }
 

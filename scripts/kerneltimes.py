@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""kerneltimes.py: each kernel's time in one gdn call, from device-run.sh's
+kerneltimes step (ncu --clock-control none --csv --metrics ... over one
+`gdn bench --cases CASE` call; the CSV rows follow the bench's own output).
+
+    python3 scripts/kerneltimes.py tp2_32k.csv q397_32k.csv ...
+
+Prints, per file (named for its case), every kernel and grid in the order
+of its first launch (a split call's transfer and output passes are the
+same kernel on different grids): how many launches ncu saw (the bench's warm-up and timed
+calls), the median duration in microseconds at the GPU's own clocks, and
+the median DRAM and issue-slot use; then the sum of the medians, one
+call's kernel time (launch gaps and overlap aside). That is how
+docs/PERF.md v30 found where the split and BV 64 rows' time goes.
+Standard library only.
+"""
+
+import csv
+import os
+import statistics
+import sys
+
+DURATION = "gpu__time_duration.sum"
+DRAM = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
+ISSUE = "smsp__issue_active.avg.pct_of_peak_sustained_active"
+
+
+def number(text):
+    """A metric value as ncu prints it ("182,304") as a float."""
+    return float(text.replace(",", ""))
+
+
+def launches(path):
+    """{(launch id, kernel, grid): {metric: value}} from one ncu CSV."""
+    with open(path, newline="") as f:
+        lines = f.read().splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith('"ID",')), None)
+    if start is None:
+        sys.exit(f"{path}: no ncu CSV header (\"ID\",...): did ncu profile any kernel?")
+    rows = list(csv.reader(lines[start:]))
+    head = rows[0]
+    at = {name: head.index(name) for name in ("ID", "Kernel Name", "Grid Size", "Metric Name", "Metric Value")}
+    out = {}
+    for row in rows[1:]:
+        if len(row) < len(head):
+            continue
+        key = (int(row[at["ID"]]), row[at["Kernel Name"]], row[at["Grid Size"]].replace(" ", ""))
+        out.setdefault(key, {})[row[at["Metric Name"]]] = number(row[at["Metric Value"]])
+    return out
+
+
+def summary(path):
+    """The lines printed for one file."""
+    per = {}
+    for (_, kernel, grid), m in sorted(launches(path).items()):
+        per.setdefault((kernel, grid), []).append(m)
+    case = os.path.splitext(os.path.basename(path))[0]
+    lines = [f"== {case}", f"  {'kernel':<24} {'grid':<14} {'launches':>8} {'us':>9} {'DRAM %':>7} {'issue %':>8}"]
+    total = 0.0
+    for (kernel, grid), ms in per.items():
+        med = lambda name: statistics.median(m[name] for m in ms if name in m) if any(name in m for m in ms) else float("nan")
+        us = med(DURATION) / 1000
+        total += us
+        lines.append(f"  {kernel[:24]:<24} {grid[:14]:<14} {len(ms):>8} {us:>9.1f} {med(DRAM):>7.1f} {med(ISSUE):>8.1f}")
+    lines.append(f"  {'sum of medians':<39} {'':>8} {total:>9.1f}")
+    return lines
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    for path in sys.argv[1:]:
+        print("\n".join(summary(path)))
+
+
+if __name__ == "__main__":
+    main()
