@@ -234,7 +234,7 @@ func scanStepCost(c int) float64 {
 // (its shared memory), the narrowest on a tie. On the H200's 132 SMs that
 // is 8 columns up to 8 heads (Hv x N; tp8_32k: one wave of 128 CTAs), 16 for
 // tp4_32k (two waves of 8 columns against one of 16: 23.6 -> 17.5 us) and
-// 32 for tp2_32k (four against one: 23.3 -> 15.3 us).
+// 32 for tp2_32k (four against one: 23.3 -> 15.6 us).
 func scanColumns(p Problem, sms int) int {
 	best, bestCost := 0, math.Inf(1)
 	for _, c := range kernsrc.ScanColumnChoices() {

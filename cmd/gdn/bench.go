@@ -15,6 +15,7 @@ import (
 
 	"github.com/gdnjit/gdn"
 	"github.com/gdnjit/gdn/driver"
+	"github.com/gdnjit/gdn/kernsrc"
 	"github.com/gdnjit/gdn/ref"
 )
 
@@ -96,8 +97,8 @@ func parseBenchArgs(args []string) (benchOptions, error) {
 	if o.transferTile != 0 && o.transferTile != 64 && o.transferTile != 128 {
 		return o, fmt.Errorf("--transfer-tile %d: want 64 or 128 (0: the planner's)", o.transferTile)
 	}
-	if o.scanColumns != 0 && o.scanColumns != 8 && o.scanColumns != 16 && o.scanColumns != 32 {
-		return o, fmt.Errorf("--scan-columns %d: want 8, 16 or 32 (0: the planner's)", o.scanColumns)
+	if o.scanColumns != 0 && !slices.Contains(kernsrc.ScanColumnChoices(), o.scanColumns) {
+		return o, fmt.Errorf("--scan-columns %d: want one of %v (0: the planner's)", o.scanColumns, kernsrc.ScanColumnChoices())
 	}
 	if *noL2Norm && !o.full {
 		return o, errors.New("--no-l2norm applies to the full forward: add --full")

@@ -54,7 +54,7 @@ func TestParseBenchArgsFull(t *testing.T) {
 		{[]string{"--full", "--no-l2norm", "--l2norm-in-prep"}, "--l2norm-in-prep applies to the full forward's L2 norm"},
 		{[]string{"--from", "run.csv", "--plot", "a.svg", "--full"}, "--full does not apply"},
 		{[]string{"--transfer-tile", "96"}, "--transfer-tile 96: want 64 or 128"},
-		{[]string{"--scan-columns", "24"}, "--scan-columns 24: want 8, 16 or 32"},
+		{[]string{"--scan-columns", "24"}, "--scan-columns 24: want one of [8 16 32]"},
 	} {
 		if _, err := parseBenchArgs(c.args); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: err = %v, want one containing %q", c.args, err, c.want)
