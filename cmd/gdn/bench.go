@@ -45,6 +45,7 @@ type benchOptions struct {
 	calls         int // Forward calls per graph; 0 chooses from the warm-up
 	csvPath       string
 	dtype         gdn.Dtype
+	aDtype        gdn.Dtype // the core forward's A: FP32 or BF16
 	seed          uint64
 	runtimeGraphs bool
 	variant       string // a kernel variant instead of the planner's choice
@@ -62,7 +63,7 @@ type benchOptions struct {
 	prepKernel    bool   // with full: Options.PrepKernel (the preparation as a kernel of its own everywhere)
 }
 
-const benchSynopsis = "[--cases a,b,...] [--reps N] [--warmup N] [--calls N] [--csv FILE] [--dtype bf16|fp16] [--seed N] [--runtime-graphs] [--variant NAME] [--segments N] [--transfer-tile 64|128] [--scan-columns 8|16|32] [--prep-heads N] [--plot FILE.svg|.png] [--compare OLD.csv] [--sms N] [--full [--no-l2norm | --l2norm-in-prep] [--prep-kernel]]\n       gdn bench --from RUN.csv [--plot FILE.svg|.png] [--compare OLD.csv]"
+const benchSynopsis = "[--cases a,b,...] [--reps N] [--warmup N] [--calls N] [--csv FILE] [--dtype bf16|fp16] [--a-dtype bf16|fp32] [--seed N] [--runtime-graphs] [--variant NAME] [--segments N] [--transfer-tile 64|128] [--scan-columns 8|16|32] [--prep-heads N] [--plot FILE.svg|.png] [--compare OLD.csv] [--sms N] [--full [--no-l2norm | --l2norm-in-prep] [--prep-kernel]]\n       gdn bench --from RUN.csv [--plot FILE.svg|.png] [--compare OLD.csv]"
 
 // parseBenchArgs reads the command line of `gdn bench`.
 func parseBenchArgs(args []string) (benchOptions, error) {
@@ -73,6 +74,7 @@ func parseBenchArgs(args []string) (benchOptions, error) {
 	calls := fs.Int("calls", 0, "Forward calls captured per graph (default: 20 for calls under 0.2 ms, else 5)")
 	csvPath := fs.String("csv", "", "also write the results, with every anchor, to this CSV file")
 	dtypeName := fs.String("dtype", "bf16", "dtype of q, k, v and o: bf16 or fp16")
+	aDtypeName := fs.String("a-dtype", "fp32", "the core forward's A: fp32, or bf16 (as FLA's solve_tril hands it to its core path)")
 	seed := fs.Uint64("seed", 1, "seed of the input recipe")
 	runtimeGraphs := fs.Bool("runtime-graphs", false, "keep the Runtime's own graph cache on (off: every Forward is a plain launch, captured into the benchmark's graph)")
 	plotPath := fs.String("plot", "", "also draw the results beside the anchors and the roofline floor into this .svg or .png file")
@@ -125,6 +127,17 @@ func parseBenchArgs(args []string) (benchOptions, error) {
 	var err error
 	if o.dtype, err = parseDataDtype("--dtype", *dtypeName); err != nil {
 		return o, err
+	}
+	switch strings.ToLower(*aDtypeName) {
+	case "fp32":
+		o.aDtype = gdn.FP32
+	case "bf16":
+		o.aDtype = gdn.BF16
+	default:
+		return o, fmt.Errorf("--a-dtype %s: want fp32 or bf16", *aDtypeName)
+	}
+	if o.full && o.aDtype != gdn.FP32 {
+		return o, errors.New("--a-dtype applies to the core forward's given A: the full forward computes A inside")
 	}
 	if o.cases, err = selectCases(*cases); err != nil {
 		return o, err
@@ -180,6 +193,7 @@ func selectCases(list string) ([]ref.Case, error) {
 type benchResult struct {
 	Case            ref.Case
 	Dtype           gdn.Dtype
+	ADtype          gdn.Dtype // the core forward's A (FP32 or BF16); unset for the full forward
 	Plan            gdn.Plan
 	MedianMs, MinMs float64
 	Timing          string // "graph" (replays of a captured graph) or "stream" (plain calls)
@@ -266,7 +280,7 @@ func runBench(args []string) error {
 func (o benchOptions) forwardText() string {
 	switch {
 	case !o.full:
-		return "core forward (Forward: g_cumsum and A given)"
+		return fmt.Sprintf("core forward (Forward: g_cumsum and A given, A in %v)", o.aDtype)
 	case o.l2norm && o.l2normInPrep:
 		return "full forward (ForwardFull: raw g; q and k L2-normalised inside, by the preparation's copies)"
 	case o.l2norm && o.prepKernel:
@@ -334,7 +348,7 @@ func (f fullSet) free()                                    { f.d.Free() }
 
 // runCase draws, uploads, plans, times and checks one case.
 func (b *bencher) runCase(c ref.Case) (benchResult, error) {
-	res := benchResult{Case: c, Dtype: b.opts.dtype, Reps: b.opts.reps, Sets: 1, Full: b.opts.full, L2Norm: b.opts.l2norm}
+	res := benchResult{Case: c, Dtype: b.opts.dtype, ADtype: b.opts.aDtype, Reps: b.opts.reps, Sets: 1, Full: b.opts.full, L2Norm: b.opts.l2norm}
 	s := c.Shape()
 	bytes := inputBytes(s, b.opts.dtype.Size())
 	if b.opts.full {
@@ -403,7 +417,7 @@ func (b *bencher) uploadSets(s ref.Shape, n int) ([]benchSet, error) {
 		}
 		h := genInputs(s, b.opts.dtype, seed)
 		drawn(h)
-		d, err := b.rt.UploadCore(h.hostArgs())
+		d, err := b.rt.UploadCore(h.hostArgs(b.opts.aDtype))
 		if err != nil {
 			return sets, err
 		}
@@ -674,7 +688,7 @@ func printFullBenchTable(w io.Writer, results []benchResult) {
 
 // benchCSVHeader names the CSV columns.
 var benchCSVHeader = []string{
-	"case", "hq", "hv", "lens", "tokens", "seqs", "dtype", "forward", "l2norm",
+	"case", "hq", "hv", "lens", "tokens", "seqs", "dtype", "forward", "l2norm", "a_dtype",
 	"median_ms", "min_ms", "tflops", "gbps", "floor_ms", "x_floor",
 	"fla_core_ms", "vs_fla_core", "fla_full_ms", "vs_fla_full",
 	"flashqla_fwd_ms", "flashinfer_fwd_ms", "fla_fwd_published_ms", "target_ms", "vs_target",
@@ -684,7 +698,8 @@ var benchCSVHeader = []string{
 // writeBenchCSV writes one row per result; anchor cells are empty where
 // the tables have no row, and comparisons (vs_*) and the target where they
 // do not apply to the forward timed (core: vs_fla_core; full: vs_fla_full,
-// target_ms, vs_target; l2norm is empty for the core forward).
+// target_ms, vs_target; l2norm is empty for the core forward, a_dtype for
+// the full forward).
 func writeBenchCSV(w io.Writer, results []benchResult) error {
 	cw := csv.NewWriter(w)
 	cw.Write(benchCSVHeader)
@@ -696,13 +711,13 @@ func writeBenchCSV(w io.Writer, results []benchResult) error {
 	}
 	for _, r := range results {
 		a, c := r.anchor(), r.Case
-		forward, l2norm := "core", ""
+		forward, l2norm, aDtype := "core", "", r.ADtype.String()
 		if r.Full {
-			forward, l2norm = "full", strconv.FormatBool(r.L2Norm)
+			forward, l2norm, aDtype = "full", strconv.FormatBool(r.L2Norm), ""
 		}
 		cw.Write([]string{
 			c.Name, strconv.Itoa(c.Hq), strconv.Itoa(c.Hv), lensSummary(c.Lens),
-			strconv.Itoa(c.Shape().Tokens()), strconv.Itoa(len(c.Lens)), r.Dtype.String(), forward, l2norm,
+			strconv.Itoa(c.Shape().Tokens()), strconv.Itoa(len(c.Lens)), r.Dtype.String(), forward, l2norm, aDtype,
 			num(r.MedianMs), num(r.MinMs), num(r.tflops()), num(r.gbps()), num(c.FloorMs()), num(r.overFloor()),
 			num(a.FLACoreMs), num(r.vsFLACore()), num(a.FLAFullMs), num(r.vsFLAFull()),
 			num(a.FlashQLAMs), num(a.FlashInferMs), num(a.FLAFullPublishedMs), num(r.targetMs()), num(r.vsTarget()),

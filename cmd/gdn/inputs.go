@@ -43,12 +43,13 @@ func (h *hostInputs) Bytes() int {
 }
 
 // hostArgs returns the set as the arguments of gdn.Runtime.UploadCore:
-// packed sequences in int32, h0 given, the final state asked for.
-func (h *hostInputs) hostArgs() *gdn.HostCoreArgs {
+// packed sequences in int32, A uploaded in aDtype (FP32 or BF16), h0
+// given, the final state asked for.
+func (h *hostInputs) hostArgs(aDtype gdn.Dtype) *gdn.HostCoreArgs {
 	s := h.Shape
 	return &gdn.HostCoreArgs{
 		B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, CuSeqlens: s.CuSeqlens, Dtype: h.Dtype,
-		Q: h.Q, K: h.K, V: h.V, G: h.G, Beta: h.Beta, A: h.A, H0: h.H0, FinalState: true,
+		Q: h.Q, K: h.K, V: h.V, G: h.G, Beta: h.Beta, A: h.A, ADtype: aDtype, H0: h.H0, FinalState: true,
 	}
 }
 
