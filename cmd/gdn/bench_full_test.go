@@ -164,7 +164,7 @@ func TestWriteBenchCSVFull(t *testing.T) {
 	}
 	tp8, chain := recs[1], recs[3]
 	for c, want := range map[string]string{"forward": "full", "l2norm": "true", "fla_full_ms": "0.9061", "vs_fla_full": "4.5305",
-		"vs_fla_core": "", "target_ms": "0.256", "vs_target": "1.28"} {
+		"vs_fla_core": "", "target_ms": "0.256", "vs_target": "1.28", "a_dtype": ""} {
 		if got := tp8[col[c]]; !strings.HasPrefix(got, want) || (want == "" && got != "") {
 			t.Errorf("tp8_32k %s = %q, want %q", c, got, want)
 		}

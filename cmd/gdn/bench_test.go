@@ -20,15 +20,18 @@ func TestParseBenchArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(o.cases) != len(ref.Suite) || o.reps != 30 || o.warmup != 5 || o.calls != 0 || o.dtype != gdn.BF16 || o.runtimeGraphs {
+	if len(o.cases) != len(ref.Suite) || o.reps != 30 || o.warmup != 5 || o.calls != 0 || o.dtype != gdn.BF16 || o.aDtype != gdn.FP32 || o.runtimeGraphs {
 		t.Errorf("defaults: %+v", o)
 	}
-	o, err = parseBenchArgs([]string{"--cases", " q397_32k, tp8_2k ", "--dtype", "fp16", "--reps", "3", "--csv", "x.csv"})
+	o, err = parseBenchArgs([]string{"--cases", " q397_32k, tp8_2k ", "--dtype", "fp16", "--a-dtype", "BF16", "--reps", "3", "--csv", "x.csv"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(o.cases) != 2 || o.cases[0].Name != "q397_32k" || o.cases[1].Name != "tp8_2k" || o.dtype != gdn.FP16 || o.reps != 3 || o.csvPath != "x.csv" {
+	if len(o.cases) != 2 || o.cases[0].Name != "q397_32k" || o.cases[1].Name != "tp8_2k" || o.dtype != gdn.FP16 || o.aDtype != gdn.BF16 || o.reps != 3 || o.csvPath != "x.csv" {
 		t.Errorf("parsed %+v", o)
+	}
+	if !strings.Contains(o.forwardText(), "A in bf16") {
+		t.Errorf("forwardText %q does not name A's dtype", o.forwardText())
 	}
 
 	var errBuf bytes.Buffer
@@ -40,6 +43,8 @@ func TestParseBenchArgs(t *testing.T) {
 	}{
 		{[]string{"--cases", "tp8_32k,nope"}, `unknown case "nope"; the suite has tp8_32k, tp8_8k`},
 		{[]string{"--dtype", "fp32"}, "--dtype"},
+		{[]string{"--a-dtype", "fp16"}, "--a-dtype fp16: want fp32 or bf16"},
+		{[]string{"--full", "--a-dtype", "bf16"}, "--a-dtype applies to the core forward"},
 		{[]string{"--reps", "0"}, "--reps 0"},
 		{[]string{"--warmup", "0"}, "--warmup 0"},
 		{[]string{"--calls", "-1"}, "--calls -1"},
@@ -169,8 +174,8 @@ func fakeResults() []benchResult {
 	mix, _ := ref.CaseByName("varlen_mix")
 	plan := gdn.Plan{Variant: kernsrc.Variant{Name: "gdn_hopper_bf16_bv64"}}
 	return []benchResult{
-		{Case: tp8, Dtype: gdn.BF16, Plan: plan, MedianMs: 0.4001, MinMs: 0.39, Timing: "graph", Calls: 5, Sets: 1, Reps: 30, OutHash: 0xab},
-		{Case: mix, Dtype: gdn.BF16, Plan: plan, MedianMs: 0.2, MinMs: 0.19, Timing: "stream", Calls: 20, Sets: 3, Reps: 30},
+		{Case: tp8, Dtype: gdn.BF16, ADtype: gdn.FP32, Plan: plan, MedianMs: 0.4001, MinMs: 0.39, Timing: "graph", Calls: 5, Sets: 1, Reps: 30, OutHash: 0xab},
+		{Case: mix, Dtype: gdn.BF16, ADtype: gdn.BF16, Plan: plan, MedianMs: 0.2, MinMs: 0.19, Timing: "stream", Calls: 20, Sets: 3, Reps: 30},
 	}
 }
 
@@ -218,6 +223,8 @@ func TestWriteBenchCSV(t *testing.T) {
 		{mix[col["fla_core_ms"]], "fla_core_ms", ""},
 		{mix[col["input_sets"]], "input_sets", "3"},
 		{tp8[col["out_hash"]], "out_hash", "00000000000000ab"},
+		{tp8[col["a_dtype"]], "a_dtype", "fp32"},
+		{mix[col["a_dtype"]], "a_dtype", "bf16"},
 	}
 	for _, c := range checks {
 		if !strings.HasPrefix(c.row, c.want) || (c.want == "" && c.row != "") {
