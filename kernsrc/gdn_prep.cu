@@ -107,8 +107,9 @@ __device__ __forceinline__ uint4 l2_normalise(uint4 x) {
 //      (kernsrc.HopperFlagAPrepared).
 // Shared memory, in two phases: the k rows (steps 0-2), then T, the
 // diagonal blocks' fp32 scratch and, with several heads, K K^T kept in its
-// accumulator layout for each head's L (kept in registers, it spills); g,
-// beta and a warp total after both. About 18 KB (24 KB for several heads)
+// accumulator layout for each head's L (kept in registers, it spills); g
+// and beta of every head and the warp totals after both. About 18 KB (26
+// KB for several heads)
 // and 64 registers a thread (__launch_bounds__ holds it there), so eight
 // CTAs fit an SM (the kernel's instruction count, not memory, bounds it:
 // ncu, docs/PERF.md v29).
@@ -122,7 +123,30 @@ constexpr int kTBytes = 64 * 128;  // T: fp16 [64][64], 128-byte rows swizzled b
 constexpr int kKKBytes = kHeads > 1 ? 20 * 32 * 16 : 0;
 constexpr int kPhase2Bytes = kTBytes + kLdBytes + kKKBytes;
 constexpr int kVecOff = kKsBytes > kPhase2Bytes ? kKsBytes : kPhase2Bytes;  // g, beta, the warp total
-constexpr int kPrepChunkSmem = kVecOff + 2 * 64 * 4 + 16;
+constexpr int kPrepChunkSmem = kVecOff + 2 * 64 * 4 * kHeads + 16;  // g, beta of every head; the warp totals
+static_assert(kHeads <= 4, "the warp totals' 16 bytes; the gates' two heads a thread");
+// K K^T's row block of warp `warp` (rows 16 warp.., column tiles 0 ..
+// 2 warp + 1, those that reach the diagonal) from the chunk's k rows Ks
+// (16-bit, F16: fp16 else bf16) into acc: each k-step's A and B fragments
+// loaded together, then only the warp's products (predicated, not branched
+// around: loads and products pipeline across the k-steps).
+template <bool F16>
+__device__ __forceinline__ void kkt_rows(float (*acc)[4], const uint16_t* Ks, int warp, int lane) {
+#pragma unroll
+  for (int ks = 0; ks < 8; ++ks) {
+    uint32_t a[4], bt[4][4];
+    load_a(a, Ks, kKs, 16 * warp, 16 * ks, lane);
+#pragma unroll
+    for (int np = 0; np < 4; ++np) load_bt_pair(bt[np], Ks, kKs, 16 * ks, 16 * np, lane);
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      if (np <= warp) {
+        mma_16816<F16>(acc[2 * np], a, bt[np][0], bt[np][1]);
+        mma_16816<F16>(acc[2 * np + 1], a, bt[np][2], bt[np][3]);
+      }
+    }
+  }
+}
 }  // namespace
 #ifdef GDN_PREP_CHUNK_SMEM
 static_assert(GDN_PREP_CHUNK_SMEM == kPrepChunkSmem, "kernsrc.PrepChunkSharedBytes");
@@ -139,26 +163,27 @@ extern "C" __global__ void __launch_bounds__(128, 8) gdn_prep_chunk(
   unsigned char* const T = base;                     // steps 3-5: A2 of the head
   float* const ld = reinterpret_cast<float*>(base + kTBytes);        // gdn_solve.cuh's scratch
   float4* const KK = reinterpret_cast<float4*>(base + kTBytes + kLdBytes);  // kHeads > 1
-  float* gv = reinterpret_cast<float*>(base + kVecOff);  // [64]
-  float* bv = gv + 64;                                   // [64]
-  float* wsum = bv + 64;                                 // [1]
+  float* gv = reinterpret_cast<float*>(base + kVecOff);  // [kHeads][64]
+  float* bv = gv + 64 * kHeads;                          // [kHeads][64]
+  float* wsum = bv + 64 * kHeads;                        // [kHeads]
   const int c = blockIdx.x, h0 = kHeads * blockIdx.y, hk = h0 / (Hv / Hq);
   int t = threadIdx.x, warp = t >> 5, lane = t & 31, gq = lane >> 2, tq = lane & 3;  // see the head loop
   const int b = chunks[2 * c], len = chunks[2 * c + 1] - b;
 
-  // The gate inputs of token t for value head h (step 1), loaded a step
-  // ahead of their use (the first head's before step 0), so that their
-  // round trip overlaps other work rather than preceding it.
-  auto load_gates = [&](int h, float& x, float& bb) {
-    x = bb = 0.f;
-    if (t < len && t < 64) {
-      const long long at = (long long)(b + t) * Hv + h;
-      x = g[at];
-      bb = (flags & kBetaFP32) ? static_cast<const float*>(beta)[at] : E::to_float(static_cast<const uint16_t*>(beta)[at]);
+  // The gate inputs of every head, loaded first (step 1 below), so that
+  // their round trip overlaps step 0: thread t takes token 32 (warp % 2) +
+  // lane of heads warp / 2 + 2 r (r = 0, 1; those below kHeads).
+  const int gtok = 32 * (warp & 1) + lane;
+  float x[2] = {0.f, 0.f}, bb[2] = {0.f, 0.f};
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int vh = (warp >> 1) + 2 * r;
+    if (vh < kHeads && gtok < len) {
+      const long long at = (long long)(b + gtok) * Hv + h0 + vh;
+      x[r] = g[at];
+      bb[r] = (flags & kBetaFP32) ? static_cast<const float*>(beta)[at] : E::to_float(static_cast<const uint16_t*>(beta)[at]);
     }
-  };
-  float x, bb;
-  load_gates(h0, x, bb);
+  }
 
   // 0. The chunk's k rows (zero past its end), normalised with L2Norm: row
   // i = t / 16 + 8 u in a half-warp, 16 bytes a lane, four rows' loads out
@@ -192,54 +217,54 @@ extern "C" __global__ void __launch_bounds__(128, 8) gdn_prep_chunk(
     }
   }
 
-  // 1. Gates of value head h: token t of the chunk in thread t (two warps),
-  // an inclusive warp scan, then warp 1 adds warp 0's total. For the first
-  // head its barrier also completes step 0's k rows; for the others the
-  // previous head's last barrier orders its reads of bv, gv and wsum
-  // before the call's writes (the head loop). gv is complete after the
-  // next barrier (before step 3).
-  auto gates = [&](int h, int t, int lane) {
-    if (t < 64) {
-      if (t < len && (flags & kGateInKernel)) x = -__expf(a_log[h]) * softplus(x + dt_bias[h]);
+  // 1. Gates of every head at once: each thread's (up to) two tokens by
+  // inclusive warp scans side by side, then the odd warps add the even
+  // warps' totals (the same sums, in the same order, as one head at a time).
+  // gv and bv are complete after the barrier that ends K K^T (step 2).
 #pragma unroll
-      for (int o = 1; o < 32; o <<= 1) {
-        const float y = __shfl_up_sync(0xffffffffu, x, o);
-        if (lane >= o) x += y;
-      }
-      if (t == 31) *wsum = x;
-      bv[t] = bb;
+  for (int r = 0; r < 2; ++r) {
+    const int vh = (warp >> 1) + 2 * r;
+    if (vh < kHeads && gtok < len && (flags & kGateInKernel))
+      x[r] = -__expf(a_log[h0 + vh]) * softplus(x[r] + dt_bias[h0 + vh]);
+  }
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float y = __shfl_up_sync(0xffffffffu, x[r], o);
+      if (lane >= o) x[r] += y;
     }
-    __syncthreads();
-    if (t < 64) {
-      if (t >= 32) x += *wsum;
-      gv[t] = x;
-      if (t < len) gcum[(long long)(b + t) * Hv + h] = x;
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int vh = (warp >> 1) + 2 * r;
+    if (vh < kHeads) {
+      if (!(warp & 1) && lane == 31) wsum[vh] = x[r];
+      bv[64 * vh + gtok] = bb[r];
     }
-  };
-  gates(h0, t, lane);
+  }
+  __syncthreads();  // the even warps' totals; step 0's k rows complete
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int vh = (warp >> 1) + 2 * r;
+    if (vh < kHeads) {
+      if (warp & 1) x[r] += wsum[vh];
+      gv[64 * vh + gtok] = x[r];
+      if (gtok < len) gcum[(long long)(b + gtok) * Hv + h0 + vh] = x[r];
+    }
+  }
 
-  // 2. K K^T, rows 16 warp.., column tiles up to the diagonal block.
+  // 2. K K^T, rows 16 warp.., column tiles up to the diagonal block: each
+  // k-step's fragments loaded together, then only the products a warp
+  // needs (no branches between loads and products), in the one dtype the
+  // rows have.
   float acc[8][4];
 #pragma unroll
   for (int n = 0; n < 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
-#pragma unroll
-  for (int ks = 0; ks < 8; ++ks) {
-    uint32_t a[4];
-    load_a(a, Ks, kKs, 16 * warp, 16 * ks, lane);
-#pragma unroll
-    for (int np = 0; np < 4; ++np) {
-      if (np > warp) break;
-      uint32_t bt[4];
-      load_bt_pair(bt, Ks, kKs, 16 * ks, 16 * np, lane);
-      if (GDN_FP16 != 0 || l2) {  // fp16 rows: the input's, or normalised (l2_normalise)
-        mma_16816<true>(acc[2 * np], a, bt[0], bt[1]);
-        mma_16816<true>(acc[2 * np + 1], a, bt[2], bt[3]);
-      } else {
-        mma_16816<false>(acc[2 * np], a, bt[0], bt[1]);
-        mma_16816<false>(acc[2 * np + 1], a, bt[2], bt[3]);
-      }
-    }
-  }
+  if (GDN_FP16 != 0 || l2)  // fp16 rows: the input's, or normalised (l2_normalise)
+    kkt_rows<true>(acc, Ks, warp, lane);
+  else
+    kkt_rows<false>(acc, Ks, warp, lane);
   __syncthreads();  // gv complete; every warp done with the k rows (T and K K^T's copy replace them)
 
   // With several value heads, K K^T is kept for each head's L: each
@@ -263,17 +288,12 @@ extern "C" __global__ void __launch_bounds__(128, 8) gdn_prep_chunk(
       asm volatile("" : "+r"(t));
       warp = t >> 5, lane = t & 31, gq = lane >> 2, tq = lane & 3;
     }
-    if (kHeads > 1 && vh > 0) {
-      // No barrier before: the previous head's last one orders its reads
-      // of bv, gv and wsum before gates rewrites them, and gates' own
-      // barrier its step 5's reads of T (and each warp's reads of its ld
-      // scratch, earlier still) before this head's L and diagonal blocks
-      // are stored over them. (KK is only read.)
-      gates(h, t, lane);
-      __syncthreads();  // gv complete
-    }
-    float x_next = 0.f, bb_next = 0.f;
-    if (kHeads > 1 && vh + 1 < kHeads) load_gates(h + 1, x_next, bb_next);
+    // No barrier before a head: gv and bv hold every head's vectors (read
+    // only), and each warp writes T's rows, the diagonal block and the ld
+    // scratch of its own 16 rows, which after the previous head's last
+    // barrier only this warp reads (its step 5 below).
+    const float* const gh = gv + 64 * vh;
+    const float* const bh = bv + 64 * vh;
 
     // 3-4 (of 3-5 above). gdn_solve.cuh's steps over T: L and the
     // diagonal blocks' scratch, their inverses, then the blocks below them.
@@ -286,20 +306,21 @@ extern "C" __global__ void __launch_bounds__(128, 8) gdn_prep_chunk(
       X[4 * n] = v.x, X[4 * n + 1] = v.y, X[4 * n + 2] = v.z, X[4 * n + 3] = v.w;
     }
     float* const ldw = warp_ld(ld, warp);
-    gate_lower<false>(X, gv, len, warp, lane);
-    store_l_and_diag(T, ldw, X, bv, warp, lane, gq, tq);
-    invert_diag_block(T, ldw, bv, warp, lane);
+    gate_lower<false>(X, gh, len, warp, lane);
+    store_l_and_diag(T, ldw, X, bh, warp, lane, gq, tq);
+    invert_diag_block(T, ldw, bh, warp, lane);
     __syncthreads();  // every diagonal block written
     merge_blocks(T, warp, lane, 0);  // (barrier 0 of the CTA's 128 threads: __syncthreads)
     __syncthreads();
 
-    // 5. The chunk's rows of A2 (T's rows < len), 16 bytes a thread a step:
-    // the eight threads of a row write its 128 contiguous bytes.
-    for (int e = t; e < len * 8; e += 128) {
-      const int i = e >> 3, part = e & 7;
-      reinterpret_cast<uint4*>(A2 + ((long long)(b + i) * Hv + h) * 64)[part] =
-          *reinterpret_cast<const uint4*>(T + swz128(i, 16 * part));
+    // 5. The warp's own rows of A2 (T's rows < len), 16 bytes a lane a
+    // step: the eight lanes of a row write its 128 contiguous bytes.
+#pragma unroll
+    for (int e = lane; e < 128; e += 32) {
+      const int i = 16 * warp + (e >> 3), part = e & 7;
+      if (i < len)
+        reinterpret_cast<uint4*>(A2 + ((long long)(b + i) * Hv + h) * 64)[part] =
+            *reinterpret_cast<const uint4*>(T + swz128(i, 16 * part));
     }
-    x = x_next, bb = bb_next;
   }
 }

@@ -27,13 +27,14 @@ func PrepHeads() []int { return []int{4, 1} }
 // 16-bit values), then the 64 x 64 fp16 tile A2 is built in, the fp32
 // scratch of its diagonal blocks (4 x 16 x 20 floats) and, with several
 // heads, K K^T kept in its accumulator layout for each head (20 m16n8
-// tiles of 32 lanes x 16 bytes); then g, beta and a warp total.
+// tiles of 32 lanes x 16 bytes); then g and beta of every head, and the
+// warp totals of their sums.
 func PrepChunkSharedBytes(heads int) int {
 	phase2 := 64*128 + 4*16*20*4
 	if heads > 1 {
 		phase2 += 20 * 32 * 16
 	}
-	return max(64*136*2, phase2) + 2*64*4 + 16
+	return max(64*136*2, phase2) + 2*64*4*heads + 16
 }
 
 // Flags of the chunk kernel.
