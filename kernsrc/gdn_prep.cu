@@ -288,10 +288,11 @@ extern "C" __global__ void __launch_bounds__(128, 8) gdn_prep_chunk(
       asm volatile("" : "+r"(t));
       warp = t >> 5, lane = t & 31, gq = lane >> 2, tq = lane & 3;
     }
-    // No barrier before a head: gv and bv hold every head's vectors (read
-    // only), and each warp writes T's rows, the diagonal block and the ld
-    // scratch of its own 16 rows, which after the previous head's last
-    // barrier only this warp reads (its step 5 below).
+    // No barrier of the CTA before a head: gv and bv hold every head's
+    // vectors (read only), and each warp writes T's rows, the diagonal block
+    // and the ld scratch of its own 16 rows, which after the previous head's
+    // last barrier only this warp reads (its step 5 below, then a warp
+    // barrier).
     const float* const gh = gv + 64 * vh;
     const float* const bh = bv + 64 * vh;
 
@@ -322,5 +323,8 @@ extern "C" __global__ void __launch_bounds__(128, 8) gdn_prep_chunk(
         reinterpret_cast<uint4*>(A2 + ((long long)(b + i) * Hv + h) * 64)[part] =
             *reinterpret_cast<const uint4*>(T + swz128(i, 16 * part));
     }
+    // The warp's lanes read rows other lanes of it write next (the next
+    // head's L and diagonal block): a warp barrier orders them.
+    __syncwarp();
   }
 }
