@@ -83,8 +83,8 @@ __device__ __forceinline__ uint4 l2_normalise(uint4 x) {
 }  // namespace
 
 // gdn_prep_chunk: one CTA of 128 threads per chunk and kHeads value heads
-// of one key head does all of that chunk's preparation for them; steps 0
-// and 2 are done once, 1 and 3-5 for each head:
+// of one key head does all of that chunk's preparation for them; steps 0-2
+// once (step 1 for all heads at once), 3-5 for each head in turn:
 //   0. with L2Norm, the chunk's k rows normalised as they arrive (every CTA
 //      of the key head, for its own K K^T), and the CTA of the key head's
 //      first value head writes them, and the chunk's normalised q rows, to
@@ -104,7 +104,10 @@ __device__ __forceinline__ uint4 l2_normalise(uint4 x) {
 //      the blocks below them as fp16 products with fp32 sums), the fused
 //      core kernel's arithmetic to the operation; then T's rows < len to A2,
 //      the operand the core kernel's products take
-//      (kernsrc.HopperFlagAPrepared).
+//      (kernsrc.HopperFlagAPrepared), each warp its own 16 rows.
+//   Barriers a head: the diagonal blocks', merge_blocks' two and the one
+//   after it (docs/PERF.md v31: two fewer than with the gates in the head
+//   loop and A2 copied out by all four warps).
 // Shared memory, in two phases: the k rows (steps 0-2), then T, the
 // diagonal blocks' fp32 scratch and, with several heads, K K^T kept in its
 // accumulator layout for each head's L (kept in registers, it spills); g
