@@ -323,7 +323,7 @@ for step in "${@:-tests}"; do
 	warmup)
 		echo "== warmup (this machine's NVRTC, empty cache)" >&2
 		wc=$(mktemp -d)
-		fresh_home timeout 300 .bin/gdn warmup --cache-dir "$wc" >"$out/warmup.txt" 2>&1 || fail warmup
+		fresh_home timeout 300 .bin/gdn warmup --cache-dir "$wc" --strict >"$out/warmup.txt" 2>&1 || fail warmup
 		rm -rf "$wc"
 		grep -E "^(variant|gdn_)" "$out/warmup.txt" >&2
 		# Every row of the table must end in "ok".
@@ -367,7 +367,7 @@ for step in "${@:-tests}"; do
 		[[ $name == knobfull ]] && full="--full"
 		echo "== $name [$defines] $cases" | tee -a "$out/$name.txt" >&2
 		tmp=$(mktemp -d)
-		GDN_JIT_DEFINES="$defines" fresh_home timeout 300 .bin/gdn warmup --cache-dir "$tmp/cache" >"$tmp/warmup.txt" 2>&1 || fail "$name: warmup with $defines"
+		GDN_JIT_DEFINES="$defines" fresh_home timeout 300 .bin/gdn warmup --cache-dir "$tmp/cache" --strict >"$tmp/warmup.txt" 2>&1 || fail "$name: warmup with $defines"
 		cat "$tmp/warmup.txt" >>"$out/$name.txt"
 		all_ok "$tmp/warmup.txt" || fail "$name: a variant spills, is serialised or failed with $defines"
 		timeout 240 .bin/gdn bench $full $cases --csv "$tmp/without.csv" >>"$out/$name.txt" 2>&1 || fail "$name (without)"

@@ -35,14 +35,22 @@ type warmResult struct {
 	err     error
 }
 
-// failed reports whether the variant failed to compile, failed to reach the
-// disk cache, or spills.
+// failed reports whether the variant failed to compile or failed to reach
+// the disk cache: the cache then lacks it, and the first call that needs
+// it compiles it (or fails).
 func (r warmResult) failed() bool {
-	return r.err != nil || r.art.DiskErr != nil || r.art.Report.Spills()
+	return r.err != nil || r.art.DiskErr != nil
+}
+
+// spills reports whether the variant compiled, was cached, and spills
+// registers: it runs, but slower than it should (with --strict, a
+// failure: the project's own check that no kernel spills).
+func (r warmResult) spills() bool {
+	return !r.failed() && r.art.Report.Spills()
 }
 
 func runWarmup(args []string) error {
-	fs := newFlags("warmup", "[--arch sm_90a] [--all | --variants a,b | --shapes S [--shapes-file F] [--dtypes bf16,fp16] [--sms N] [--full]] [--cache-dir DIR] [--jobs N]\n\n"+shapeSyntax)
+	fs := newFlags("warmup", "[--arch sm_90a] [--all | --variants a,b | --shapes S [--shapes-file F] [--dtypes bf16,fp16] [--sms N] [--full]] [--cache-dir DIR] [--jobs N] [--strict]\n\n"+shapeSyntax)
 	arch := fs.String("arch", "", "target architecture: sm_90a, the only one the kernels are written for (sm_90 is read as sm_90a; default: GPU 0's, which must be a Hopper GPU)")
 	list := fs.String("variants", "", "comma-separated variant names (default: every variant)")
 	shapes := fs.String("shapes", "", "compile the variants these shapes need (see below), separated by ';'")
@@ -53,6 +61,7 @@ func runWarmup(args []string) error {
 	all := fs.Bool("all", false, "compile every catalogue variant (what happens when neither --variants nor --shapes is given)")
 	cacheDir := fs.String("cache-dir", "", "disk cache folder (default: $"+jit.CacheDirEnv+", else the user cache folder's gdn/kernels)")
 	jobs := fs.Int("jobs", min(runtime.NumCPU(), 4), "variants compiled at once")
+	strict := fs.Bool("strict", false, "also fail when a variant spills registers (by default a spill is reported and the kernel, which runs, stays cached)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -118,23 +127,34 @@ func runWarmup(args []string) error {
 	}
 	fmt.Fprintf(stderr, "warmup: %d variants in %.1f s, %d from disk\n", len(results), time.Since(start).Seconds(), fromDisk)
 
-	bad := 0
+	bad, spilling := 0, 0
 	for _, r := range results {
-		if !r.failed() {
-			continue
-		}
-		bad++
 		switch {
 		case r.err != nil:
 			fmt.Fprintf(stderr, "\n%s failed:\n%v\n", r.variant.Name, r.err)
 		case r.art.DiskErr != nil:
 			fmt.Fprintf(stderr, "\n%s compiled but was not cached: %v\n", r.variant.Name, r.art.DiskErr)
-		default:
+		case r.spills():
 			fmt.Fprintf(stderr, "\n%s spills registers:\n%s\n", r.variant.Name, r.art.Report)
 		}
+		if r.failed() {
+			bad++
+		} else if r.spills() {
+			spilling++
+		}
 	}
-	if bad > 0 {
-		return fmt.Errorf("%d of %d variants failed or spill", bad, len(results))
+	switch {
+	case bad > 0 && *strict && spilling > 0:
+		return fmt.Errorf("%d of %d variants failed, %d more spill", bad, len(results), spilling)
+	case bad > 0:
+		return fmt.Errorf("%d of %d variants failed", bad, len(results))
+	case *strict && spilling > 0:
+		return fmt.Errorf("%d of %d variants spill registers (--strict)", spilling, len(results))
+	case spilling > 0:
+		// Another NVRTC than the one the kernels were checked with (CUDA
+		// 13's, docs/TOOLCHAIN.md) may spill where 12.4 did not: the
+		// kernels are cached and run; the user is told, not stopped.
+		fmt.Fprintf(stderr, "warmup: warning: %d of %d variants spill registers with %s (cached; they run, a little slower)\n", spilling, len(results), n)
 	}
 	return nil
 }

@@ -70,16 +70,17 @@ func TestWarmupAll(t *testing.T) {
 	t.Logf("\n%s", out)
 }
 
-func TestWarmupFailsOnSpillAndCompileError(t *testing.T) {
+// A variant that fails to compile fails the warmup; one that spills is
+// reported (table, stderr) and fails it only with --strict: it was cached
+// and runs.
+func TestWarmupFailsOnCompileErrorAndStrictSpill(t *testing.T) {
 	needNVRTC(t)
 	oldCat, oldReq := catalogue, requestFor
 	defer func() { catalogue, requestFor = oldCat, oldReq }()
-	catalogue = func() []kernsrc.Variant {
-		return []kernsrc.Variant{
-			{Name: "test_axpy", File: "test_kernels.cu", Kernel: "gdn_test_axpy"},
-			{Name: "spiller", Kernel: "spill"},
-			{Name: "broken", Kernel: "broken"},
-		}
+	variants := []kernsrc.Variant{
+		{Name: "test_axpy", File: "test_kernels.cu", Kernel: "gdn_test_axpy"},
+		{Name: "spiller", Kernel: "spill"},
+		{Name: "broken", Kernel: "broken"},
 	}
 	requestFor = func(v kernsrc.Variant, t jit.Target) (jit.Request, error) {
 		switch v.Name {
@@ -91,7 +92,12 @@ func TestWarmupFailsOnSpillAndCompileError(t *testing.T) {
 		}
 		return jit.RequestFor(v, t)
 	}
-	code, out, errOut := runGDN(t, "warmup", "--arch", "sm_90a", "--cache-dir", t.TempDir())
+	run := func(vs []kernsrc.Variant, args ...string) (int, string, string) {
+		catalogue = func() []kernsrc.Variant { return vs }
+		return runGDN(t, append([]string{"warmup", "--arch", "sm_90a", "--cache-dir", t.TempDir()}, args...)...)
+	}
+
+	code, out, errOut := run(variants)
 	if reportMayBeMissing() && !strings.Contains(errOut, "spiller spills") {
 		// Without a ptxas report no spill can be seen (the compile error
 		// still must be).
@@ -108,10 +114,22 @@ func TestWarmupFailsOnSpillAndCompileError(t *testing.T) {
 			t.Errorf("table lacks %s:\n%s", re, out)
 		}
 	}
-	for _, s := range []string{"spiller spills registers", "broken failed", "nope", "2 of 3 variants failed or spill"} {
+	for _, s := range []string{"spiller spills registers", "broken failed", "nope", "1 of 3 variants failed"} {
 		if !strings.Contains(errOut, s) {
 			t.Errorf("stderr lacks %q:\n%s", s, errOut)
 		}
+	}
+	if code, _, errOut = run(variants, "--strict"); code != 1 || !strings.Contains(errOut, "1 of 3 variants failed, 1 more spill") {
+		t.Errorf("--strict: exit %d, stderr:\n%s", code, errOut)
+	}
+
+	// Spills alone: a warning, exit 0; with --strict, exit 1.
+	clean := variants[:2]
+	if code, _, errOut = run(clean); code != 0 || !strings.Contains(errOut, "warning: 1 of 2 variants spill registers") {
+		t.Errorf("spill without --strict: exit %d, want 0 with a warning:\n%s", code, errOut)
+	}
+	if code, _, errOut = run(clean, "--strict"); code != 1 || !strings.Contains(errOut, "1 of 2 variants spill registers (--strict)") {
+		t.Errorf("spill with --strict: exit %d, want 1:\n%s", code, errOut)
 	}
 }
 
