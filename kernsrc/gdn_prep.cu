@@ -118,38 +118,21 @@ __device__ __forceinline__ uint4 l2_normalise(uint4 x) {
 // ncu, docs/PERF.md v29).
 // Dynamic shared memory: kernsrc.PrepChunkSharedBytes.
 namespace {
-constexpr int kKs = 136;  // k row stride (16-bit values): ldmatrix rows land in distinct banks
-constexpr int kKsBytes = 64 * kKs * 2;
+// The chunk's k rows as wgmma takes them: two tiles (d 0-63, 64-127) of 64
+// rows of 128 bytes, swizzled by swz128 (16-byte chunk c of row i at c ^ (i
+// % 8)), each 1024-byte aligned.
+constexpr int kKsTile = 64 * 128;
+constexpr int kKsBytes = 2 * kKsTile;
 constexpr int kTBytes = 64 * 128;  // T: fp16 [64][64], 128-byte rows swizzled by swz128
 // K K^T for several heads: warp w's n-tiles 0 .. 2w + 1 (those that reach
 // the diagonal), a float4 a lane each, tile n of warp w at w (w + 1) + n.
 constexpr int kKKBytes = kHeads > 1 ? 20 * 32 * 16 : 0;
 constexpr int kPhase2Bytes = kTBytes + kLdBytes + kKKBytes;
 constexpr int kVecOff = kKsBytes > kPhase2Bytes ? kKsBytes : kPhase2Bytes;  // g, beta, the warp total
-constexpr int kPrepChunkSmem = kVecOff + 2 * 64 * 4 * kHeads + 16;  // g, beta of every head; the warp totals
+// g and beta of every head, the warp totals; then the slack that aligns
+// the dynamic base to 1024 bytes (the swizzle of Ks's tiles).
+constexpr int kPrepChunkSmem = kVecOff + 2 * 64 * 4 * kHeads + 16 + 1024;
 static_assert(kHeads <= 4, "the warp totals' 16 bytes; the gates' two heads a thread");
-// K K^T's row block of warp `warp` (rows 16 warp.., column tiles 0 ..
-// 2 warp + 1, those that reach the diagonal) from the chunk's k rows Ks
-// (16-bit, F16: fp16 else bf16) into acc: each k-step's A and B fragments
-// loaded together, then only the warp's products (predicated, not branched
-// around: loads and products pipeline across the k-steps).
-template <bool F16>
-__device__ __forceinline__ void kkt_rows(float (*acc)[4], const uint16_t* Ks, int warp, int lane) {
-#pragma unroll
-  for (int ks = 0; ks < 8; ++ks) {
-    uint32_t a[4], bt[4][4];
-    load_a(a, Ks, kKs, 16 * warp, 16 * ks, lane);
-#pragma unroll
-    for (int np = 0; np < 4; ++np) load_bt_pair(bt[np], Ks, kKs, 16 * ks, 16 * np, lane);
-#pragma unroll
-    for (int np = 0; np < 4; ++np) {
-      if (np <= warp) {
-        mma_16816<F16>(acc[2 * np], a, bt[np][0], bt[np][1]);
-        mma_16816<F16>(acc[2 * np + 1], a, bt[np][2], bt[np][3]);
-      }
-    }
-  }
-}
 }  // namespace
 #ifdef GDN_PREP_CHUNK_SMEM
 static_assert(GDN_PREP_CHUNK_SMEM == kPrepChunkSmem, "kernsrc.PrepChunkSharedBytes");
@@ -161,8 +144,9 @@ extern "C" __global__ void __launch_bounds__(128, 8) gdn_prep_chunk(
     const float* __restrict__ a_log, const float* __restrict__ dt_bias, float* __restrict__ gcum,
     uint16_t* __restrict__ A2, const int* __restrict__ chunks, int Hq, int Hv, int flags) {
   extern __shared__ float4 smem_raw[];
-  unsigned char* const base = reinterpret_cast<unsigned char*>(smem_raw);
-  uint16_t* Ks = reinterpret_cast<uint16_t*>(base);  // [64][kKs]: steps 0-2
+  const uint32_t raw_addr = smem_addr(smem_raw);
+  unsigned char* const base = reinterpret_cast<unsigned char*>(smem_raw) + (((raw_addr + 1023u) & ~1023u) - raw_addr);
+  unsigned char* const Ks = base;  // steps 0-2: two swizzled tiles (kKsTile)
   unsigned char* const T = base;                     // steps 3-5: A2 of the head
   float* const ld = reinterpret_cast<float*>(base + kTBytes);        // gdn_solve.cuh's scratch
   float4* const KK = reinterpret_cast<float4*>(base + kTBytes + kLdBytes);  // kHeads > 1
@@ -209,7 +193,7 @@ extern "C" __global__ void __launch_bounds__(128, 8) gdn_prep_chunk(
       const int e = t + 128 * (4 * half + u), i = e >> 4, part = e & 15;
       const long long row = ((long long)(b + i) * Hq + hk) * 128;
       if (l2) xk[u] = l2_normalise(xk[u]);
-      *reinterpret_cast<uint4*>(Ks + i * kKs + part * 8) = xk[u];
+      *reinterpret_cast<uint4*>(Ks + (part >> 3) * kKsTile + swz128(i, 16 * (part & 7))) = xk[u];
       if (writer) {
         xq[u] = l2_normalise(xq[u]);
         if (i < len) {
@@ -246,7 +230,34 @@ extern "C" __global__ void __launch_bounds__(128, 8) gdn_prep_chunk(
       bv[64 * vh + gtok] = bb[r];
     }
   }
-  __syncthreads();  // the even warps' totals; step 0's k rows complete
+  fence_async_smem();  // step 0's stores of Ks, before the wgmma reads them
+  __syncthreads();     // the even warps' totals; step 0's k rows complete
+
+  // 2. K K^T on the tensor cores: one m64n64 wgmma of the CTA's warpgroup,
+  // both operands Ks (k-steps of 16 along d), in the dtype the rows have;
+  // warp w's accumulators are rows 16w.. in the m16n8 tiles' layout
+  // (acc[4 n + e]: gdn_solve.cuh). The tiles right of the diagonal come
+  // out too (K K^T is symmetric); gate_lower masks them. The gates'
+  // second half runs while it does.
+  float acc[32];
+  {
+    const DescBase sd(Ks);
+    wgmma_fence();
+    if (GDN_FP16 != 0 || l2) {  // fp16 rows: the input's, or normalised (l2_normalise)
+#pragma unroll
+      for (int ks = 0; ks < 8; ++ks) {
+        const uint64_t dk = sd.at((ks >> 2) * kKsTile + (ks & 3) * 32, 16, 1024);
+        wgmma_ss_n64<0, 0>(acc, dk, dk, ks > 0);
+      }
+    } else {
+#pragma unroll
+      for (int ks = 0; ks < 8; ++ks) {
+        const uint64_t dk = sd.at((ks >> 2) * kKsTile + (ks & 3) * 32, 16, 1024);
+        wgmma_ss_n64_bf16<0, 0>(acc, dk, dk, ks > 0);
+      }
+    }
+    wgmma_commit();
+  }
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int vh = (warp >> 1) + 2 * r;
@@ -256,19 +267,9 @@ extern "C" __global__ void __launch_bounds__(128, 8) gdn_prep_chunk(
       if (gtok < len) gcum[(long long)(b + gtok) * Hv + h0 + vh] = x[r];
     }
   }
-
-  // 2. K K^T, rows 16 warp.., column tiles up to the diagonal block: each
-  // k-step's fragments loaded together, then only the products a warp
-  // needs (no branches between loads and products), in the one dtype the
-  // rows have.
-  float acc[8][4];
-#pragma unroll
-  for (int n = 0; n < 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
-  if (GDN_FP16 != 0 || l2)  // fp16 rows: the input's, or normalised (l2_normalise)
-    kkt_rows<true>(acc, Ks, warp, lane);
-  else
-    kkt_rows<false>(acc, Ks, warp, lane);
-  __syncthreads();  // gv complete; every warp done with the k rows (T and K K^T's copy replace them)
+  wgmma_wait<0>();
+  reg_fence(acc, 32);
+  __syncthreads();  // gv complete; every warp's wgmma done with the k rows (T and K K^T's copy replace them)
 
   // With several value heads, K K^T is kept for each head's L: each
   // warp's n-tiles that reach the diagonal (the others are zero), a float4
@@ -277,7 +278,7 @@ extern "C" __global__ void __launch_bounds__(128, 8) gdn_prep_chunk(
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
       if (n > 2 * warp + 1) break;
-      KK[(warp * (warp + 1) + n) * 32 + lane] = make_float4(acc[n][0], acc[n][1], acc[n][2], acc[n][3]);
+      KK[(warp * (warp + 1) + n) * 32 + lane] = make_float4(acc[4 * n], acc[4 * n + 1], acc[4 * n + 2], acc[4 * n + 3]);
     }
   }
 
@@ -304,7 +305,7 @@ extern "C" __global__ void __launch_bounds__(128, 8) gdn_prep_chunk(
     float X[32];
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
-      const float4 v = kHeads == 1            ? make_float4(acc[n][0], acc[n][1], acc[n][2], acc[n][3])
+      const float4 v = kHeads == 1            ? make_float4(acc[4 * n], acc[4 * n + 1], acc[4 * n + 2], acc[4 * n + 3])
                        : n <= 2 * warp + 1 ? KK[(warp * (warp + 1) + n) * 32 + lane]
                                            : make_float4(0.f, 0.f, 0.f, 0.f);
       X[4 * n] = v.x, X[4 * n + 1] = v.y, X[4 * n + 2] = v.z, X[4 * n + 3] = v.w;

@@ -34,7 +34,7 @@ func PrepChunkSharedBytes(heads int) int {
 	if heads > 1 {
 		phase2 += 20 * 32 * 16
 	}
-	return max(64*136*2, phase2) + 2*64*4*heads + 16
+	return max(2*64*128, phase2) + 2*64*4*heads + 16 + 1024
 }
 
 // Flags of the chunk kernel.
