@@ -93,9 +93,10 @@ __device__ __forceinline__ uint4 l2_normalise(uint4 x) {
 //      the core normalises them itself (kNormInCore);
 //   1. the log-gate of each token (from the raw input when asked) and its
 //      chunk-local cumulative sum, by a warp scan, written to gcum;
-//   2. K K^T of the chunk's k rows on the tensor cores (m16n8k16, exact
-//      16-bit products, fp32 sums; warp w takes rows 16w..16w+15 and only
-//      the column tiles that reach the diagonal), kept for every head;
+//   2. K K^T of the chunk's k rows on the tensor cores (one m64n64 wgmma
+//      of the CTA's warpgroup, as the fused core kernel forms it: exact
+//      16-bit products, fp32 sums; warp w holds rows 16w..16w+15), kept for
+//      every head;
 //   3-5. A2 = (I + diag(beta) L)^-1 diag(beta) with L = StrictLower(K K^T
 //      * Gamma), Gamma_ij = exp(g_i - g_j) (one exponential of the
 //      difference: exp(-g_j) alone overflows under strong decay), zero from
@@ -108,12 +109,13 @@ __device__ __forceinline__ uint4 l2_normalise(uint4 x) {
 //   Barriers a head: the diagonal blocks', merge_blocks' two and the one
 //   after it (docs/PERF.md v31: two fewer than with the gates in the head
 //   loop and A2 copied out by all four warps).
-// Shared memory, in two phases: the k rows (steps 0-2), then T, the
-// diagonal blocks' fp32 scratch and, with several heads, K K^T kept in its
+// Shared memory, from a base aligned to 1024 bytes, in two phases: the k
+// rows (steps 0-2, in wgmma's swizzled tiles), then T, the diagonal
+// blocks' fp32 scratch and, with several heads, K K^T kept in its
 // accumulator layout for each head's L (kept in registers, it spills); g
 // and beta of every head and the warp totals after both. About 18 KB (26
-// KB for several heads)
-// and 64 registers a thread (__launch_bounds__ holds it there), so eight
+// KB for several heads) and 64 registers a thread (__launch_bounds__
+// holds it there), so eight
 // CTAs fit an SM (the kernel's instruction count, not memory, bounds it:
 // ncu, docs/PERF.md v29).
 // Dynamic shared memory: kernsrc.PrepChunkSharedBytes.

@@ -23,12 +23,13 @@ const PrepThreads = 128
 func PrepHeads() []int { return []int{4, 1} }
 
 // PrepChunkSharedBytes is the prep kernel's dynamic shared memory for blocks
-// of heads value heads, in two phases: the chunk's k rows (64 rows of 136
-// 16-bit values), then the 64 x 64 fp16 tile A2 is built in, the fp32
+// of heads value heads, in two phases: the chunk's k rows (two swizzled
+// wgmma tiles of 64 rows x 128 bytes), then the 64 x 64 fp16 tile A2 is built in, the fp32
 // scratch of its diagonal blocks (4 x 16 x 20 floats) and, with several
 // heads, K K^T kept in its accumulator layout for each head (20 m16n8
 // tiles of 32 lanes x 16 bytes); then g and beta of every head, and the
-// warp totals of their sums.
+// warp totals of their sums; and 1024 bytes of slack that align the
+// kernel's base for the tiles' swizzle.
 func PrepChunkSharedBytes(heads int) int {
 	phase2 := 64*128 + 4*16*20*4
 	if heads > 1 {
