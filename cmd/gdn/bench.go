@@ -429,6 +429,13 @@ func (b *bencher) uploadSets(s ref.Shape, n int) ([]benchSet, error) {
 	return sets, nil
 }
 
+// warmupCalls is how many untimed warm-up calls measure makes: the
+// --warmup asked for, and at least one a set, so that every input set has
+// been computed before its outputs are checked for NaN and digested
+// (with --warmup 1 --calls 1 two of three rotated sets were never called,
+// and their poisoned outputs read as 17 M NaN on tp8_8k: docs/PERF.md v31).
+func warmupCalls(warmup, sets int) int { return max(warmup, sets) }
+
 // measure times one call (Forward, or ForwardFull with its preparation
 // kernels): a first call that compiles (or loads) the kernels, warm-up
 // calls timed together to size the graph, then the median over replays of a
@@ -458,11 +465,12 @@ func (b *bencher) measure(sets []benchSet, res *benchResult) error {
 		return err
 	}
 	fmt.Fprintf(stderr, "  first call (kernel compile or load) %.0f ms\n", time.Since(compileStart).Seconds()*1e3)
-	warm, err := timed(calls(b.opts.warmup))
+	nw := warmupCalls(b.opts.warmup, len(sets))
+	warm, err := timed(calls(nw))
 	if err != nil {
 		return err
 	}
-	res.Calls = graphCalls(b.opts.calls, warm/float64(b.opts.warmup))
+	res.Calls = graphCalls(b.opts.calls, warm/float64(nw))
 
 	region := calls(res.Calls)
 	res.Timing = "stream"

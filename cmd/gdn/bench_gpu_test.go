@@ -49,3 +49,20 @@ func TestBenchFullRunsCase(t *testing.T) {
 		}
 	}
 }
+
+// The fewest calls (--warmup 1 --calls 1 --reps 1, as device-run.sh's
+// kerneltimes step asks) still compute every rotated input set before
+// their outputs are checked: no set is left with its poisoned outputs.
+func TestBenchFewestCallsComputeEverySet(t *testing.T) {
+	rt, stream := benchRuntime(t)
+	for _, full := range []bool{false, true} {
+		b := &bencher{rt: rt, stream: stream, opts: benchOptions{reps: 1, warmup: 1, calls: 1, dtype: gdn.BF16, aDtype: gdn.FP32, seed: 3, full: full, l2norm: full}}
+		r, err := b.runCase(ref.Case{Name: "small", Hq: 2, Hv: 4, Lens: []int{300, 1, 64}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Sets != rotateSets || r.Calls != 1 || r.NonFinite != 0 {
+			t.Errorf("full %v: %d sets, %d calls a graph, %d NaN/Inf outputs; want %d, 1, 0", full, r.Sets, r.Calls, r.NonFinite, rotateSets)
+		}
+	}
+}

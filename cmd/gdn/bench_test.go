@@ -64,6 +64,16 @@ func TestParseBenchArgs(t *testing.T) {
 	}
 }
 
+// Every input set is called in the warm-up, however few calls are asked
+// for, so that none is checked (NaN, digest) without having been computed.
+func TestWarmupCallsCoverEverySet(t *testing.T) {
+	for _, c := range []struct{ warmup, sets, want int }{{1, 3, 3}, {5, 3, 5}, {1, 1, 1}, {2, 3, 3}, {4, 1, 4}} {
+		if got := warmupCalls(c.warmup, c.sets); got != c.want {
+			t.Errorf("warmupCalls(%d, %d) = %d, want %d", c.warmup, c.sets, got, c.want)
+		}
+	}
+}
+
 // TestBenchWithoutGPU: without a GPU the command stops with a clear error
 // (wrapping ErrNoCUDA) before drawing any input.
 func TestBenchWithoutGPU(t *testing.T) {
