@@ -153,44 +153,11 @@ GDN_DEVICE void ldmatrix_x4_trans(uint32_t r[4], const uint16_t* p) {
                : "r"(smem_addr(p)));
 }
 
-// The A operand (16 x 16) of an m16n8k16 product, rows m0.., columns k0.. of
-// a row-major matrix M with leading dimension ld: A = M[m0:m0+16, k0:k0+16].
-GDN_DEVICE void load_a(uint32_t a[4], const uint16_t* M, int ld, int m0, int k0, int lane) {
-  ldmatrix_x4(a, M + (m0 + (lane & 15)) * ld + k0 + (lane >> 4) * 8);
-}
-
-// The A operand taken from the transpose of a row-major X: A = X^T[m0.., k0..],
-// that is A[m][k] = X[k][m].
-GDN_DEVICE void load_a_trans(uint32_t a[4], const uint16_t* X, int ld, int m0, int k0, int lane) {
-  ldmatrix_x4_trans(a, X + (k0 + (lane & 7) + (lane >> 4) * 8) * ld + m0 + ((lane >> 3) & 1) * 8);
-}
-
-// B operands (16 x 8) of two neighbouring n-tiles n0 and n0+8 from a row-major
-// B[k][n]: b[0], b[1] feed tile n0 and b[2], b[3] tile n0+8.
-GDN_DEVICE void load_b_pair(uint32_t b[4], const uint16_t* B, int ld, int k0, int n0, int lane) {
-  ldmatrix_x4_trans(b, B + (k0 + (lane & 15)) * ld + n0 + (lane >> 4) * 8);
-}
-
-// The same two B tiles when B is stored transposed, as N[n][k] (B = N^T), the
-// layout of K in Q K^T.
-GDN_DEVICE void load_bt_pair(uint32_t b[4], const uint16_t* N, int ld, int k0, int n0, int lane) {
-  ldmatrix_x4(b, N + (n0 + (lane & 7) + (lane >> 4) * 8) * ld + k0 + ((lane >> 3) & 1) * 8);
-}
-
 // c += a * b on the tensor cores, fp32 accumulators. The accumulator of lane
 // l holds rows l/4 (c[0], c[1]) and l/4 + 8 (c[2], c[3]), columns 2(l%4) and
 // 2(l%4)+1.
 template <bool IS_FP16>
 GDN_DEVICE void mma_16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1);
-
-template <>
-GDN_DEVICE void mma_16816<false>(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 template <>
 GDN_DEVICE void mma_16816<true>(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {

@@ -206,8 +206,8 @@ extern "C" __global__ void __launch_bounds__(128, 8) gdn_prep_chunk(
     }
   }
 
-  // 1. Gates of every head at once: each thread's (up to) two tokens by
-  // inclusive warp scans side by side, then the odd warps add the even
+  // 1. Gates of every head at once: each thread's token of (up to) two
+  // heads, two inclusive warp scans side by side, then the odd warps add the even
   // warps' totals (the same sums, in the same order, as one head at a time).
   // gv and bv are complete after the barrier that ends K K^T (step 2).
 #pragma unroll

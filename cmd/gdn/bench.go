@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/csv"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -122,6 +123,8 @@ func parseBenchArgs(args []string) (benchOptions, error) {
 			return o, errors.New("--from replaces the run: --csv and --cases do not apply")
 		case o.full:
 			return o, errors.New("--from replaces the run: --full does not apply (the CSV says which forward it timed)")
+		case flagSet(fs, "a-dtype"):
+			return o, errors.New("--from replaces the run: --a-dtype does not apply (the CSV's a_dtype column says what A was)")
 		}
 	}
 	var err error
@@ -157,6 +160,14 @@ func parseBenchArgs(args []string) (benchOptions, error) {
 		return o, errors.New("--prep-heads applies to the full forward's preparation: add --full")
 	}
 	return o, nil
+}
+
+// flagSet reports whether the command line set flag name (to its default
+// value or not).
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // suiteNames lists the suite's case names in order.

@@ -45,6 +45,7 @@ func TestParseBenchArgs(t *testing.T) {
 		{[]string{"--dtype", "fp32"}, "--dtype"},
 		{[]string{"--a-dtype", "fp16"}, "--a-dtype fp16: want fp32 or bf16"},
 		{[]string{"--full", "--a-dtype", "bf16"}, "--a-dtype applies to the core forward"},
+		{[]string{"--from", "run.csv", "--plot", "a.svg", "--a-dtype", "fp32"}, "--a-dtype does not apply"},
 		{[]string{"--reps", "0"}, "--reps 0"},
 		{[]string{"--warmup", "0"}, "--warmup 0"},
 		{[]string{"--calls", "-1"}, "--calls -1"},

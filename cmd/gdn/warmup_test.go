@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"regexp"
 	"strings"
@@ -82,17 +83,22 @@ func TestWarmupFailsOnCompileErrorAndStrictSpill(t *testing.T) {
 		{Name: "spiller", Kernel: "spill"},
 		{Name: "broken", Kernel: "broken"},
 	}
+	runs := 0
 	requestFor = func(v kernsrc.Variant, t jit.Target) (jit.Request, error) {
 		switch v.Name {
 		case "spiller":
+			// A source of its own each run: NVRTC 13 returns a program it
+			// compiled before without the ptxas report, and the spill would
+			// go unseen (docs/TOOLCHAIN.md).
 			return jit.Request{Name: v.Name, Target: t, Entries: []string{"spill"}, Options: []string{"-maxrregcount=16"},
-				Source: spillSource}, nil
+				Source: spillSource + fmt.Sprintf("// run %d\n", runs)}, nil
 		case "broken":
 			return jit.Request{Name: v.Name, Target: t, Source: "extern \"C\" __global__ void broken() { nope(); }\n"}, nil
 		}
 		return jit.RequestFor(v, t)
 	}
 	run := func(vs []kernsrc.Variant, args ...string) (int, string, string) {
+		runs++
 		catalogue = func() []kernsrc.Variant { return vs }
 		return runGDN(t, append([]string{"warmup", "--arch", "sm_90a", "--cache-dir", t.TempDir()}, args...)...)
 	}
