@@ -4,7 +4,7 @@
 # at most one file per step (the device tool brings back 8 files; with
 # more, all but gpu.txt are bundled into outputs.tgz).
 #
-#   .bin/device-run.sh [warmup] [tests] [sanitize[:TOOLS]] [soak[:MINUTES]] [stress[:SECONDS]] [gchunt[:SECONDS]] [plancheck[:CASES]] [splitgrid[:CASES]] [bench] [bench:CASES] [compare[:CASES]] [comparefull[:CASES]] [knob:DEFINES[@CASES]] [knobfull:DEFINES[@CASES]] [ncu:KERNEL@CASE] [ncufull:KERNEL@CASE] [kerneltimes[:CASES]] [kerneltimesfull[:CASES]] [benchfull] [benchfull:CASES] [hostbench] [example] [layer] [python]
+#   .bin/device-run.sh [warmup] [tests] [sanitize[:TOOLS][@GROUPS]] [soak[:MINUTES]] [stress[:SECONDS]] [gchunt[:SECONDS]] [plancheck[:CASES]] [splitgrid[:CASES]] [bench] [bench:CASES] [compare[:CASES]] [comparefull[:CASES]] [knob:DEFINES[@CASES]] [knobfull:DEFINES[@CASES]] [ncu:KERNEL@CASE] [ncufull:KERNEL@CASE] [kerneltimes[:CASES]] [kerneltimesfull[:CASES]] [benchfull] [benchfull:CASES] [hostbench] [example] [layer] [python]
 #
 # warmup    every kernel variant compiled by this machine's NVRTC
 #           into an empty cache: fails if one spills or ptxas
@@ -15,7 +15,11 @@
 #           and initcheck (sanitize:a,b for some) over every
 #           kernel variant (forced) on small and tail shapes
 #           (TestEveryVariant), and the full forward's prep
-#           kernel on two small cases                       -> san.log
+#           kernel on two small cases, its in-core norm and its
+#           fused core kernel; sanitize[:TOOLS]@GROUPS runs only
+#           the groups named (variants, prep, norm, fused: e.g.
+#           sanitize:racecheck@prep after a prep kernel change;
+#           SANITIZER overrides the tool's path)       -> san.log
 # soak      gdn soak for MINUTES (default 9) with a seed from
 #           the clock (SOAK_SEED overrides); the last line is
 #           "N passed, M failed"                             -> soak.log
@@ -156,26 +160,42 @@ for step in "${@:-tests}"; do
 		done
 		rm -f "$out/test.tmp"
 		;;
-	sanitize | sanitize:*)
+	sanitize | sanitize:* | sanitize@*)
 		# Every variant the planner can choose, forced, on small and tail
 		# shapes: TestEveryVariant (variants_gpu_test.go). initcheck also
 		# checks that no kernel reads device memory nothing wrote.
 		# sanitize:racecheck,initcheck runs only the tools named (to split
-		# the four over device calls of 10 minutes).
-		san=/usr/local/cuda/bin/compute-sanitizer
+		# the four over device calls of 10 minutes); @prep,fused only those
+		# groups of tests (a change to one kernel need not rerun the rest).
+		san="${SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}"
+		spec=${step#sanitize}
+		groups="variants prep norm fused"
+		[[ $spec == *@* ]] && groups="${spec#*@}" && groups="${groups//,/ }" && spec=${spec%%@*}
 		tools="memcheck racecheck synccheck initcheck"
-		[[ $step == sanitize:* ]] && tools="${step#sanitize:}" && tools="${tools//,/ }"
+		[[ $spec == :* ]] && tools="${spec#:}" && tools="${tools//,/ }"
+		for group in $groups; do
+			case $group in
+			variants | prep | norm | fused) ;;
+			*) fail "sanitize: no test group $group (want variants, prep, norm or fused)"; groups="" ;;
+			esac
+		done
 		for tool in $tools; do
-			echo "== sanitizer $tool" | tee -a "$out/san.log" >&2
-			timeout 280 "$san" --tool "$tool" --error-exitcode 9 .bin/gdn.test -test.run '^TestEveryVariant$' -test.count=1 -test.v >>"$out/san.log" 2>&1 || fail "sanitizer $tool"
-			# The full forward's prep kernel, on packed sequences with empty
-			# and one-token ones, fp16, in-kernel gate and L2 norm.
-			timeout 200 "$san" --tool "$tool" --error-exitcode 9 .bin/gdn.test -test.run '^TestFullMatchesReference$/^seg0_prep[04]$/^(plain|l2norm_gate_varlen_fp16|l2norm_G4_varlen)$' -test.count=1 -test.v >>"$out/san.log" 2>&1 || fail "sanitizer $tool (full)"
-			# The core kernel's own L2 norm (gdn_hopper_bf16_l2norm_bv128)
-			# beside the copies it must equal, G = 2, 4 and 8, varlen.
-			timeout 200 "$san" --tool "$tool" --error-exitcode 9 .bin/gdn.test -test.run '^TestFullNormInCoreBitIdentical$' -test.count=1 -test.v >>"$out/san.log" 2>&1 || fail "sanitizer $tool (in-core norm)"
-			# The whole preparation in the core kernel (gdn_hopper_bf16_fused_bv128).
-			timeout 200 "$san" --tool "$tool" --error-exitcode 9 .bin/gdn.test -test.run '^TestFullFused$' -test.count=1 -test.v >>"$out/san.log" 2>&1 || fail "sanitizer $tool (fused)"
+			echo "== sanitizer $tool ($groups)" | tee -a "$out/san.log" >&2
+			for group in $groups; do
+				case $group in
+				variants) run='^TestEveryVariant$' limit=280 what="" ;;
+				# The full forward's prep kernel, on packed sequences with
+				# empty and one-token ones, fp16, in-kernel gate and L2 norm,
+				# one and four value heads a block.
+				prep) run='^TestFullMatchesReference$/^seg0_prep[04]$/^(plain|l2norm_gate_varlen_fp16|l2norm_G4_varlen)$' limit=200 what=" (full)" ;;
+				# The core kernel's own L2 norm (gdn_hopper_bf16_l2norm_bv128)
+				# beside the copies it must equal, G = 2, 4 and 8, varlen.
+				norm) run='^TestFullNormInCoreBitIdentical$' limit=200 what=" (in-core norm)" ;;
+				# The whole preparation in the core kernel (gdn_hopper_bf16_fused_bv128).
+				fused) run='^TestFullFused$' limit=200 what=" (fused)" ;;
+				esac
+				timeout "$limit" "$san" --tool "$tool" --error-exitcode 9 .bin/gdn.test -test.run "$run" -test.count=1 -test.v >>"$out/san.log" 2>&1 || fail "sanitizer $tool$what"
+			done
 			grep -E "ERROR SUMMARY|^(--- FAIL|FAIL|ok|PASS)" "$out/san.log" | tail -2 >&2
 		done
 		;;

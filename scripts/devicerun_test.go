@@ -692,3 +692,42 @@ func TestNCUHotRanges(t *testing.T) {
 		t.Errorf("descending ranges accepted: %v\n%s", err, out)
 	}
 }
+
+// The sanitize step runs each tool named over each test group named
+// (default: the four tools over the four groups), and refuses a group it
+// does not know; SANITIZER stands in for compute-sanitizer.
+func TestDeviceRunSanitizeGroups(t *testing.T) {
+	fake := filepath.Join(t.TempDir(), "sanitizer")
+	if err := os.WriteFile(fake, []byte("#!/usr/bin/env bash\necho \"sanitizer $*\" >>\"$CALLS\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"SANITIZER=" + fake}
+	calls := func(out string) []string {
+		b, _ := os.ReadFile(filepath.Join(filepath.Dir(out), "calls.log"))
+		var lines []string
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if strings.HasPrefix(l, "sanitizer ") {
+				lines = append(lines, l)
+			}
+		}
+		return lines
+	}
+	stderr, out, ok := runDeviceStepsEnv(t, "", false, env, "sanitize:racecheck@prep")
+	if got := calls(out); !ok || len(got) != 1 || !strings.Contains(got[0], "--tool racecheck") ||
+		!strings.Contains(got[0], "-test.run ^TestFullMatchesReference$/^seg0_prep[04]$/") {
+		t.Errorf("sanitize:racecheck@prep: ok %v, calls %q\n%s", ok, got, stderr)
+	}
+	stderr, out, ok = runDeviceStepsEnv(t, "", false, env, "sanitize@fused,norm")
+	if got := calls(out); !ok || len(got) != 8 || !strings.Contains(got[0], "--tool memcheck") || !strings.Contains(got[0], "^TestFullFused$") ||
+		!strings.Contains(got[1], "^TestFullNormInCoreBitIdentical$") || !strings.Contains(got[7], "--tool initcheck") {
+		t.Errorf("sanitize@fused,norm: ok %v, calls %q\n%s", ok, got, stderr)
+	}
+	_, out, ok = runDeviceStepsEnv(t, "", false, env, "sanitize:synccheck")
+	if got := calls(out); !ok || len(got) != 4 || !strings.Contains(got[0], "^TestEveryVariant$") {
+		t.Errorf("sanitize:synccheck: ok %v, calls %q", ok, got)
+	}
+	stderr, out, ok = runDeviceStepsEnv(t, "", false, env, "sanitize@prep,nope")
+	if ok || !strings.Contains(stderr, "no test group nope") || len(calls(out)) != 0 {
+		t.Errorf("an unknown group passed (ok %v, %d calls):\n%s", ok, len(calls(out)), stderr)
+	}
+}
