@@ -274,8 +274,9 @@ extern "C" __global__ void __launch_bounds__(128, 8) gdn_prep_chunk(
   __syncthreads();  // gv complete; every warp's wgmma done with the k rows (T and K K^T's copy replace them)
 
   // With several value heads, K K^T is kept for each head's L: each
-  // warp's n-tiles that reach the diagonal (the others are zero), a float4
-  // a lane (conflict-free 16-byte accesses).
+  // warp's n-tiles that reach the diagonal (L is zero right of them: the
+  // head loop reads zeros there), a float4 a lane (conflict-free 16-byte
+  // accesses).
   if (kHeads > 1) {
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
