@@ -196,9 +196,15 @@ constexpr bool kFused = GDN_FUSED != 0;
 // does nothing past its waits; 6: 2, 3 and 5 together (the consumers, with
 // their first warp writing the gate vectors); 7: the gate vectors
 // without the gate (softplus) and without the scan (the raw values as
-// they are). At 0 the
+// they are); 8: the core forward's aux group (not kFused) does nothing past
+// its waits; 9: 8, and the converter does no conversion (the consumers'
+// chain and the loads alone); in the same aux group, 10: no A2 build, 11:
+// no in-place conversion of the tiles, 12: no P (14: without its product
+// alone, 15: without its gating alone); 13: all its work, but its
+// arrivals made as soon as the tiles land (does the chunk wait for the aux
+// group's latency, or share the SM with its work?). At 0 the
 // kernel is instruction for instruction the same as without these lines.
-// docs/PERF.md v27 and v28 have what they measured.
+// docs/PERF.md v27, v28 and v32 have what they measured.
 #ifndef GDN_WHATIF
 #define GDN_WHATIF 0
 #endif
@@ -526,13 +532,22 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
     // hand so that this group would see the stop.
     // (A vote, so that ptxas keeps the chunk index uniform: run_consumer.)
     if (kXfer && __all_sync(0xffffffffu, c >= *reinterpret_cast<volatile const int*>(smem + kOffStop))) break;
+    if (kWhatIf == 8 || kWhatIf == 9) {
+      if (kConv && !kNorm) mbar_arrive(&bars.qk_read[s]);
+      mbar_arrive(&bars.ready[s]);
+      continue;
+    }
+    if (kWhatIf == 13) {
+      if (kConv && !kNorm) mbar_arrive(&bars.qk_read[s]);
+      mbar_arrive(&bars.ready[s]);
+    }
 
     if (t < 64) vec.g[t] = gv, vec.beta[t] = bv;
     // P = Q K^T from the tiles as they arrived (the input dtype: exact
     // products), before the conversion below rewrites them; k-steps of 16
     // along d, d 0..63 in half tile 0.
     float P[32];
-    if (!kXfer) {
+    if (!kXfer && kWhatIf != 12 && kWhatIf != 14) {
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < 8; ++ks) {
@@ -554,7 +569,8 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
     // at the end of the tensor), and are cleared. A row keeps its 128 bytes
     // under the swizzle, so the rows from len on are the tile's bytes from
     // 128 len on.
-    if (kNorm || (p.sc.flags & kAPrepared)) {
+    if (kWhatIf == 10) {
+    } else if (kNorm || (p.sc.flags & kAPrepared)) {
       for (int q = 8 * len + t; q < 512; q += 128) *reinterpret_cast<uint4*>(st + kOffA2 + 16 * q) = make_uint4(0, 0, 0, 0);
     } else if (a32) {
       build_a2<true>(st, vec, len, warp, lane);
@@ -568,7 +584,7 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
     // and V where the consumer reads it from the stage (kWide; else the
     // consumers read it into registers as loaded and convert there).
     if (!kXfer) wgmma_wait<0>();
-    if (kConv && !kNorm) mbar_arrive(&bars.qk_read[s]);
+    if (kConv && !kNorm && kWhatIf != 13) mbar_arrive(&bars.qk_read[s]);
     named_sync(bar, 128);
     // Unrolled, so that a tile's loads overlap the tile before's conversion.
 #pragma unroll
@@ -578,11 +594,15 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
       // The tile's dtype: q's and k's (x < 4) or v's (a constant unless
       // the two differ, GDN_QK_FP16).
       const bool isq = x < 4 && (x & 1), f16 = x < 4 ? kQKFP16 : !kConvert;
-      // No Q in the transfer pass; fp16 tiles stay as loaded, except fp16
-      // Q in the kWide chain, rewritten as it is (without that copy ptxas
-      // serialised the fp16 BV 64 kernel's wgmma, docs/PERF.md v12).
+      // No Q in the transfer pass; fp16 tiles stay as loaded. (Until v32
+      // the kWide chain's fp16 Q was rewritten as it was: without that
+      // copy ptxas had serialised the fp16 BV 64 kernel's wgmma, v12. The
+      // ptxas of CUDA 12.4 and 13 keep them pipelined without it now, and
+      // the copy's shared-memory traffic cost the full forward's BV 64 rows
+      // 1-5%: docs/PERF.md v32.)
       if (kConv && x < 4) continue;  // the converter's
-      if (isq ? kXfer || (f16 && !kWide) : f16) continue;
+      if (kWhatIf == 11) continue;
+      if (isq ? kXfer || f16 : f16) continue;
       unsigned char* tile = st + kOffBQ + x * kTile;
       uint4 y[4];
 #pragma unroll
@@ -594,15 +614,17 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
 
     if (kXfer) {
       fence_async_smem();
-      mbar_arrive(&bars.ready[s]);
+      if (kWhatIf != 13) mbar_arrive(&bars.ready[s]);
       continue;
     }
-    reg_fence(P, 32);
-    gate_lower<true>(P, vec.g, len, warp, lane);
-    store_acc_fp16(st + kOffP, P, 8, 0, warp, lane);
+    if (kWhatIf != 12) {
+      reg_fence(P, 32);
+      if (kWhatIf != 15) gate_lower<true>(P, vec.g, len, warp, lane);
+      store_acc_fp16(st + kOffP, P, 8, 0, warp, lane);
+    }
 
     fence_async_smem();
-    mbar_arrive(&bars.ready[s]);
+    if (kWhatIf != 13) mbar_arrive(&bars.ready[s]);
   }
 }
 
@@ -868,7 +890,7 @@ GDN_DEVICE void run_converter(unsigned char* smem, Bars& bars, const GdnHopperPa
     uint4* st = reinterpret_cast<uint4*>(smem + s * kStageBytes + kOffBQ);
     mbar_wait(&bars.qk_read[s], use & 1);
 #pragma unroll 1
-    for (int u = 0; u < 16; u += 2) {
+    for (int u = 0; u < (kWhatIf == 9 ? 0 : 16); u += 2) {
       const uint4 a = st[t + 128 * u], b = st[t + 128 * (u + 1)];
       st[t + 128 * u] = to_fp16x8<false>(a);
       st[t + 128 * (u + 1)] = to_fp16x8<false>(b);
