@@ -4,7 +4,7 @@
 # at most one file per step (the device tool brings back 8 files; with
 # more, all but gpu.txt are bundled into outputs.tgz).
 #
-#   .bin/device-run.sh [warmup] [tests] [sanitize[:TOOLS][@GROUPS]] [soak[:MINUTES]] [stress[:SECONDS]] [gchunt[:SECONDS]] [plancheck[:CASES]] [splitgrid[:CASES]] [bench] [bench:CASES] [compare[:CASES]] [comparefull[:CASES]] [knob:DEFINES[@CASES]] [knobfull:DEFINES[@CASES]] [ncu:KERNEL@CASE] [ncufull:KERNEL@CASE] [kerneltimes[:CASES]] [kerneltimesfull[:CASES]] [benchfull] [benchfull:CASES] [hostbench] [example] [layer] [python]
+#   .bin/device-run.sh [warmup] [tests] [sanitize[:TOOLS][@GROUPS]] [soak[:MINUTES]] [stress[:SECONDS]] [gchunt[:SECONDS]] [plancheck[:CASES]] [splitgrid[:CASES]] [bench] [bench:CASES] [compare[:CASES]] [comparefull[:CASES]] [knob:DEFINES[@CASES]] [knobfull:DEFINES[@CASES]] [ncu:KERNEL@CASE] [ncufull:KERNEL@CASE] [kerneltimes[:CASES]] [kerneltimesfull[:CASES]] [profile[:CASES]] [profilefull[:CASES]] [benchfull] [benchfull:CASES] [hostbench] [example] [layer] [python]
 #
 # warmup    every kernel variant compiled by this machine's NVRTC
 #           into an empty cache: fails if one spills or ptxas
@@ -97,6 +97,12 @@
 #           (kerneltimes:a,b for named cases; default the split and
 #           BV 64 rows; kerneltimesfull: with gdn bench --full; NCU_GDN
 #           as for ncu)                    -> kerneltimes.txt, kerneltimesfull.txt
+# profile   kerneltimes with what says why a kernel runs as it does:
+#           per kernel and grid also the tensor pipe's activity,
+#           eligible and resident warps a scheduler, achieved
+#           occupancy, and the leading stall reasons (default cases:
+#           issue 7's rows that miss their targets; profile:a,b;
+#           profilefull: with --full)        -> profile.txt, profilefull.txt
 # benchfull gdn bench --full: the full forward from raw gates
 #           (benchfull:a,b for named cases), beside issue 8's
 #           targets              -> benchfull.txt, benchfull.csv, benchfull.svg
@@ -429,20 +435,38 @@ for step in "${@:-tests}"; do
 		grep -E "Duration|Elapsed Cycles|L1/TEX Cache Throughput|L2 Cache Throughput|Issued Warp Per Scheduler|Registers Per Thread" "$base.txt" >&2
 		rm -rf "$tmp"
 		;;
-	kerneltimes | kerneltimes:* | kerneltimesfull | kerneltimesfull:*)
+	kerneltimes | kerneltimes:* | kerneltimesfull | kerneltimesfull:* | profile | profile:* | profilefull | profilefull:*)
 		name=${step%%:*}
+		metrics=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active
 		cases=tp8_32k,tp4_32k,tp2_32k,tp2_16kx2,q397_32k,chain_equal
+		if [[ $name == profile* ]]; then
+			# What issue 7 asks of a row that misses its target: the
+			# tensor pipe's activity, warps eligible and resident a
+			# scheduler, achieved occupancy, and every stall reason
+			# (warps stalled per issued instruction; the summary shows the
+			# leading ones). All names checked against the H200's ncu
+			# (--query-metrics) in docs/PERF.md v32.
+			cases=q35_4kx8,q35_1kx8,q397_4kx8,sym32_8kx4,varlen_mix
+			metrics+=,sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active
+			metrics+=,smsp__warps_eligible.avg.per_cycle_active,smsp__warps_active.avg.per_cycle_active
+			metrics+=,sm__warps_active.avg.pct_of_peak_sustained_active
+			for r in barrier branch_resolving dispatch_stall drain gmma imc_miss lg_throttle long_scoreboard \
+				math_pipe_throttle membar mio_throttle misc no_instruction not_selected selected short_scoreboard \
+				sleeping tex_throttle wait; do
+				metrics+=,smsp__average_warps_issue_stalled_${r}_per_issue_active.ratio
+			done
+		fi
 		[[ $step == *:* ]] && cases=${step#*:}
 		full=""
-		[[ $name == kerneltimesfull ]] && full="--full"
+		[[ $name == *full ]] && full="--full"
 		bin=${NCU_GDN:-.bin/gdn}
 		echo "== $name in $bin bench $full, cases $cases" >&2
 		tmp=$(mktemp -d)
 		for case in ${cases//,/ }; do
 			# One timed call after one warm-up (its kernels compiled and
-			# cached first); three metrics, a pass or two a launch.
-			timeout 240 ncu --clock-control none --cache-control none \
-				--metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active \
+			# cached first); three metrics (kerneltimes: a pass or two a
+			# launch) or about thirty (profile: a few more passes).
+			timeout 240 ncu --clock-control none --cache-control none --metrics "$metrics" \
 				--csv "$bin" bench $full --cases "$case" --reps 1 --warmup 1 --calls 1 >"$tmp/$case.csv" 2>>"$out/$name.txt" ||
 				fail "$name $case"
 		done

@@ -12,6 +12,14 @@ calls), the median duration in microseconds at the GPU's own clocks, and
 the median DRAM and issue-slot use; then the sum of the medians, one
 call's kernel time (launch gaps and overlap aside). That is how
 docs/PERF.md v30 found where the split and BV 64 rows' time goes.
+
+From device-run.sh's profile step (its CSVs also hold the tensor pipe's
+activity, warps eligible and resident a scheduler, achieved occupancy and
+the stall reasons) each kernel's line also has the tensor pipe's %, the
+eligible / resident warps a scheduler and the achieved occupancy %, and
+a line below it with the leading stall reasons (medians of warps stalled
+per issued instruction), largest first: what issue 7 asks for a row that
+misses its target (docs/PERF.md v32).
 Standard library only.
 """
 
@@ -23,6 +31,13 @@ import sys
 DURATION = "gpu__time_duration.sum"
 DRAM = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
 ISSUE = "smsp__issue_active.avg.pct_of_peak_sustained_active"
+# The profile step's metrics.
+TENSOR = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"
+ELIGIBLE = "smsp__warps_eligible.avg.per_cycle_active"
+RESIDENT = "smsp__warps_active.avg.per_cycle_active"
+OCCUPANCY = "sm__warps_active.avg.pct_of_peak_sustained_active"
+STALL_PREFIX, STALL_SUFFIX = "smsp__average_warps_issue_stalled_", "_per_issue_active.ratio"
+STALLS_SHOWN = 6
 
 
 def number(text):
@@ -49,19 +64,37 @@ def launches(path):
     return out
 
 
+def stalls(med, names):
+    """The leading stall reasons of one kernel and grid, "reason value"
+    (warps stalled per issued instruction), largest first."""
+    got = sorted(((med(n), n[len(STALL_PREFIX):-len(STALL_SUFFIX)]) for n in names), key=lambda x: -x[0])
+    return ", ".join(f"{reason} {value:.2f}" for value, reason in got[:STALLS_SHOWN])
+
+
 def summary(path):
     """The lines printed for one file."""
     per = {}
     for (_, kernel, grid), m in sorted(launches(path).items()):
         per.setdefault((kernel, grid), []).append(m)
     case = os.path.splitext(os.path.basename(path))[0]
-    lines = [f"== {case}", f"  {'kernel':<24} {'grid':<14} {'launches':>8} {'us':>9} {'DRAM %':>7} {'issue %':>8}"]
+    profiled = any(TENSOR in m for ms in per.values() for m in ms)
+    head = f"  {'kernel':<24} {'grid':<14} {'launches':>8} {'us':>9} {'DRAM %':>7} {'issue %':>8}"
+    if profiled:
+        head += f" {'tensor %':>9} {'elig/res':>9} {'occup %':>8}"
+    lines = [f"== {case}", head]
     total = 0.0
     for (kernel, grid), ms in per.items():
         med = lambda name: statistics.median(m[name] for m in ms if name in m) if any(name in m for m in ms) else float("nan")
         us = med(DURATION) / 1000
         total += us
-        lines.append(f"  {kernel[:24]:<24} {grid[:14]:<14} {len(ms):>8} {us:>9.1f} {med(DRAM):>7.1f} {med(ISSUE):>8.1f}")
+        line = f"  {kernel[:24]:<24} {grid[:14]:<14} {len(ms):>8} {us:>9.1f} {med(DRAM):>7.1f} {med(ISSUE):>8.1f}"
+        if profiled:
+            warps = f"{med(ELIGIBLE):.2f}/{med(RESIDENT):.2f}"
+            line += f" {med(TENSOR):>9.1f} {warps:>9} {med(OCCUPANCY):>8.1f}"
+        lines.append(line)
+        names = sorted({n for m in ms for n in m if n.startswith(STALL_PREFIX) and n.endswith(STALL_SUFFIX)})
+        if names:
+            lines.append(f"    stalls: {stalls(med, names)}")
     lines.append(f"  {'sum of medians':<39} {'':>8} {total:>9.1f}")
     return lines
 
