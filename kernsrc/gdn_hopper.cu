@@ -197,8 +197,8 @@ constexpr bool kFused = GDN_FUSED != 0;
 // their first warp writing the gate vectors); 7: the gate vectors
 // without the gate (softplus) and without the scan (the raw values as
 // they are); 8: the core forward's aux group (not kFused) does nothing past
-// its waits; 9: 8, and the converter does no conversion (the consumers'
-// chain and the loads alone); in the same aux group, 10: no A2 build, 11:
+// its waits; 9: 8, and the converter (not under kNorm) does no conversion
+// (the consumers' chain and the loads alone); in the same aux group, 10: no A2 build, 11:
 // no in-place conversion of the tiles, 12: no P (14: without its product
 // alone, 15: without its gating alone); 13: all its work, but its
 // arrivals made as soon as the tiles land (does the chunk wait for the aux
@@ -393,13 +393,12 @@ GDN_DEVICE void issue_loads(unsigned char* st, uint64_t* full, const GdnHopperPa
   for (int x = 0; x < kNC; ++x) tma_load_4d(st + kOffV + x * kTile, &p.tm_v, full, w.v0 + 64 * x, w.h, t, w.b);
 }
 
-// Eight 16-bit values (16 bytes; fp16 if F16, else bf16) as fp16.
-template <bool F16>
-GDN_DEVICE uint4 to_fp16x8(uint4 x) {
+// Eight bf16 values (16 bytes) as fp16.
+GDN_DEVICE uint4 bf16_to_fp16x8(uint4 x) {
   uint32_t* v = reinterpret_cast<uint32_t*>(&x);
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    const float2 y = unpack2_of<F16>(v[j]);
+    const float2 y = unpack2_of<false>(v[j]);
     v[j] = pack_fp16x2(y.x, y.y);
   }
   return x;
@@ -594,22 +593,22 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
       // The tile's dtype: q's and k's (x < 4) or v's (a constant unless
       // the two differ, GDN_QK_FP16).
       const bool isq = x < 4 && (x & 1), f16 = x < 4 ? kQKFP16 : !kConvert;
-      // No Q in the transfer pass; fp16 tiles stay as loaded. (Until v32
-      // the kWide chain's fp16 Q was rewritten as it was: without that
+      // fp16 tiles stay as loaded, and the transfer pass has no Q. (Until
+      // v32 the kWide chain's fp16 Q was rewritten as it was: without that
       // copy ptxas had serialised the fp16 BV 64 kernel's wgmma, v12. The
       // ptxas of CUDA 12.4 and 13 keep them pipelined without it now, and
       // the copy's shared-memory traffic cost the full forward's BV 64 rows
-      // 1-5%: docs/PERF.md v32.)
+      // 1-3%: docs/PERF.md v32.)
       if (kConv && x < 4) continue;  // the converter's
       if (kWhatIf == 11) continue;
-      if (isq ? kXfer || f16 : f16) continue;
+      if (f16 || (isq && kXfer)) continue;
       unsigned char* tile = st + kOffBQ + x * kTile;
       uint4 y[4];
 #pragma unroll
       for (int u = 0; u < 4; ++u) y[u] = *reinterpret_cast<const uint4*>(tile + (t + 128 * u) * 16);
 #pragma unroll
       for (int u = 0; u < 4; ++u)
-        *reinterpret_cast<uint4*>(tile + (t + 128 * u) * 16) = f16 ? to_fp16x8<true>(y[u]) : to_fp16x8<false>(y[u]);
+        *reinterpret_cast<uint4*>(tile + (t + 128 * u) * 16) = bf16_to_fp16x8(y[u]);
     }
 
     if (kXfer) {
@@ -892,8 +891,8 @@ GDN_DEVICE void run_converter(unsigned char* smem, Bars& bars, const GdnHopperPa
 #pragma unroll 1
     for (int u = 0; u < (kWhatIf == 9 ? 0 : 16); u += 2) {
       const uint4 a = st[t + 128 * u], b = st[t + 128 * (u + 1)];
-      st[t + 128 * u] = to_fp16x8<false>(a);
-      st[t + 128 * (u + 1)] = to_fp16x8<false>(b);
+      st[t + 128 * u] = bf16_to_fp16x8(a);
+      st[t + 128 * (u + 1)] = bf16_to_fp16x8(b);
     }
     fence_async_smem();
     mbar_arrive(&bars.ready[s]);
@@ -1082,7 +1081,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
         wgmma_wait<0>();
       }
       reg_fence(acc, 64);
-      // O' gets its factors e^{g_i} here (the aux group leaves Q as it is
+      // O' gets its factors e^{g_i} here (the aux group leaves Q unscaled
       // for this chain: measured, ptxas serialises the products otherwise).
       // (Written out, not scale_o: through the lambda ptxas serialised the
       // fp16 BV 64 variant's products.)

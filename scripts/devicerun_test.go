@@ -629,7 +629,14 @@ func TestDeviceRunKernelTimes(t *testing.T) {
 	if full, err := os.ReadFile(filepath.Join(out, "kerneltimesfull.txt")); err != nil || !strings.Contains(string(full), "== tp2_32k") {
 		t.Errorf("kerneltimesfull.txt: %q, %v", full, err)
 	}
+	// The profile step's columns and metrics stay out of kerneltimes.
+	if strings.Contains(string(txt), "tensor %") || strings.Contains(string(txt), "stalls:") {
+		t.Errorf("kerneltimes.txt has the profile's columns:\n%s", txt)
+	}
 	calls, _ := os.ReadFile(filepath.Join(dir, "calls.log"))
+	if strings.Contains(string(calls), "sm__pipe_tensor") || strings.Contains(string(calls), "--cases q35_1kx8") {
+		t.Errorf("kerneltimes asked for the profile's metrics or cases:\n%s", calls)
+	}
 	for _, want := range []string{"--clock-control none", "--csv .bin/gdn bench --cases tp4_32k --reps 1 --warmup 1 --calls 1",
 		"--csv .bin/gdn bench --full --cases tp2_32k"} {
 		if !strings.Contains(string(calls), want) {

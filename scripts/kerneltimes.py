@@ -41,8 +41,12 @@ STALLS_SHOWN = 6
 
 
 def number(text):
-    """A metric value as ncu prints it ("182,304") as a float."""
-    return float(text.replace(",", ""))
+    """A metric value as ncu prints it ("182,304") as a float; NaN for one
+    it could not collect ("n/a"), which then shows as nan."""
+    try:
+        return float(text.replace(",", ""))
+    except ValueError:
+        return float("nan")
 
 
 def launches(path):
@@ -67,7 +71,8 @@ def launches(path):
 def stalls(med, names):
     """The leading stall reasons of one kernel and grid, "reason value"
     (warps stalled per issued instruction), largest first."""
-    got = sorted(((med(n), n[len(STALL_PREFIX):-len(STALL_SUFFIX)]) for n in names), key=lambda x: -x[0])
+    got = [(med(n), n[len(STALL_PREFIX):-len(STALL_SUFFIX)]) for n in names]
+    got = sorted((x for x in got if x[0] == x[0]), key=lambda x: -x[0])  # (NaN: none collected)
     return ", ".join(f"{reason} {value:.2f}" for value, reason in got[:STALLS_SHOWN])
 
 
