@@ -583,10 +583,12 @@ func TestDeviceRunNCU(t *testing.T) {
 	}
 }
 
-// The kerneltimes step times every kernel of one call of each case at the
-// GPU's own clocks and summarises them per kernel and grid (a split call's
-// two passes of one kernel apart): the medians, and their sum.
-func TestDeviceRunKernelTimes(t *testing.T) {
+// runKernelTimesSteps runs device-run.sh's ncu-summary steps (kerneltimes,
+// profile) with the fake gdn and the fake ncu, and scripts/kerneltimes.py
+// beside them, returning the folder (its calls.log) and the output folder;
+// it skips the test without python3.
+func runKernelTimesSteps(t *testing.T, steps ...string) (dir, out string) {
+	t.Helper()
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("no python3")
 	}
@@ -606,8 +608,8 @@ func TestDeviceRunKernelTimes(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "scripts", "kerneltimes.py"), script, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(dir, "out")
-	cmd := exec.Command("bash", ".bin/device-run.sh", "kerneltimes:tp4_32k,chain_equal", "kerneltimesfull:tp2_32k")
+	out = filepath.Join(dir, "out")
+	cmd := exec.Command("bash", append([]string{".bin/device-run.sh"}, steps...)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "OUT="+out, "CALLS="+filepath.Join(dir, "calls.log"), "PATH="+fake+":"+os.Getenv("PATH"))
 	var errb strings.Builder
@@ -615,6 +617,14 @@ func TestDeviceRunKernelTimes(t *testing.T) {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("device-run failed: %v\n%s", err, errb.String())
 	}
+	return dir, out
+}
+
+// The kerneltimes step times every kernel of one call of each case at the
+// GPU's own clocks and summarises them per kernel and grid (a split call's
+// two passes of one kernel apart): the medians, and their sum.
+func TestDeviceRunKernelTimes(t *testing.T) {
+	dir, out := runKernelTimesSteps(t, "kerneltimes:tp4_32k,chain_equal", "kerneltimesfull:tp2_32k")
 	txt, err := os.ReadFile(filepath.Join(out, "kerneltimes.txt"))
 	if err != nil {
 		t.Fatal(err)
@@ -651,34 +661,7 @@ func TestDeviceRunKernelTimes(t *testing.T) {
 // stall reasons, largest first; by default on issue 7's rows that miss
 // their targets.
 func TestDeviceRunProfile(t *testing.T) {
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("no python3")
-	}
-	fake := t.TempDir()
-	if err := os.WriteFile(filepath.Join(fake, "ncu"), []byte(fakeNCU), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	dir, write := deviceDir(t)
-	write("gdn", fakeGDN)
-	script, err := os.ReadFile("kerneltimes.py")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(dir, "scripts"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "scripts", "kerneltimes.py"), script, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "out")
-	cmd := exec.Command("bash", ".bin/device-run.sh", "profile", "profilefull:varlen_mix")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "OUT="+out, "CALLS="+filepath.Join(dir, "calls.log"), "PATH="+fake+":"+os.Getenv("PATH"))
-	var errb strings.Builder
-	cmd.Stderr = &errb
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("device-run failed: %v\n%s", err, errb.String())
-	}
+	dir, out := runKernelTimesSteps(t, "profile", "profilefull:varlen_mix")
 	txt, err := os.ReadFile(filepath.Join(out, "profile.txt"))
 	if err != nil {
 		t.Fatal(err)
