@@ -583,6 +583,16 @@ func TestDeviceRunNCU(t *testing.T) {
 	}
 }
 
+// wantAll reports each of wants that text (described by what) lacks.
+func wantAll(t *testing.T, text []byte, what string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(string(text), want) {
+			t.Errorf("no %q in %s:\n%s", want, what, text)
+		}
+	}
+}
+
 // runKernelTimesSteps runs device-run.sh's ncu-summary steps (kerneltimes,
 // profile) with the fake gdn and the fake ncu, and scripts/kerneltimes.py
 // beside them, returning the folder (its calls.log) and the output folder;
@@ -629,13 +639,9 @@ func TestDeviceRunKernelTimes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"== tp4_32k", "== chain_equal", "gdn_prep_chunk           (512,4,1)             2      86.5    45.9     53.1",
+	wantAll(t, txt, "kerneltimes.txt", "== tp4_32k", "== chain_equal", "gdn_prep_chunk           (512,4,1)             2      86.5    45.9     53.1",
 		"gdn_hopper_fwd           (32,7,1)              2     175.7", "gdn_hopper_fwd           (16,8,1)              2     160.5",
-		"sum of medians                                       422.7"} {
-		if !strings.Contains(string(txt), want) {
-			t.Errorf("no %q in:\n%s", want, txt)
-		}
-	}
+		"sum of medians                                       422.7")
 	if full, err := os.ReadFile(filepath.Join(out, "kerneltimesfull.txt")); err != nil || !strings.Contains(string(full), "== tp2_32k") {
 		t.Errorf("kerneltimesfull.txt: %q, %v", full, err)
 	}
@@ -647,12 +653,8 @@ func TestDeviceRunKernelTimes(t *testing.T) {
 	if strings.Contains(string(calls), "sm__pipe_tensor") || strings.Contains(string(calls), "--cases q35_1kx8") {
 		t.Errorf("kerneltimes asked for the profile's metrics or cases:\n%s", calls)
 	}
-	for _, want := range []string{"--clock-control none", "--csv .bin/gdn bench --cases tp4_32k --reps 1 --warmup 1 --calls 1",
-		"--csv .bin/gdn bench --full --cases tp2_32k"} {
-		if !strings.Contains(string(calls), want) {
-			t.Errorf("no %q in the calls:\n%s", want, calls)
-		}
-	}
+	wantAll(t, calls, "the calls", "--clock-control none", "--csv .bin/gdn bench --cases tp4_32k --reps 1 --warmup 1 --calls 1",
+		"--csv .bin/gdn bench --full --cases tp2_32k")
 }
 
 // The profile step is kerneltimes with the metrics issue 7 asks for: each
@@ -670,13 +672,9 @@ func TestDeviceRunProfile(t *testing.T) {
 	// (0.70, 0.76) 0.73, resident (3.90, 3.96) 3.93; long_scoreboard
 	// (2.30, 2.36) 2.33, barrier (1.00, 1.06) 1.03; drain and gmma are
 	// not among the six shown.
-	for _, want := range []string{"== q35_4kx8", "== varlen_mix", "tensor %  elig/res  occup %",
+	wantAll(t, txt, "profile.txt", "== q35_4kx8", "== varlen_mix", "tensor %  elig/res  occup %",
 		"gdn_hopper_fwd           (32,7,1)              2     175.7     nan      nan      51.6 0.73/3.93     24.7",
-		"    stalls: long_scoreboard 2.33, short_scoreboard 1.19, wait 1.09, barrier 1.03, selected 1.00, not_selected 0.70\n"} {
-		if !strings.Contains(string(txt), want) {
-			t.Errorf("no %q in:\n%s", want, txt)
-		}
-	}
+		"    stalls: long_scoreboard 2.33, short_scoreboard 1.19, wait 1.09, barrier 1.03, selected 1.00, not_selected 0.70\n")
 	if strings.Contains(string(txt), "drain") || strings.Contains(string(txt), "gmma") {
 		t.Errorf("more than six stall reasons shown:\n%s", txt)
 	}
@@ -685,14 +683,10 @@ func TestDeviceRunProfile(t *testing.T) {
 		t.Errorf("profilefull.txt: %q, %v", full, err)
 	}
 	calls, _ := os.ReadFile(filepath.Join(dir, "calls.log"))
-	for _, want := range []string{"sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
+	wantAll(t, calls, "the calls", "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
 		"smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio", "sm__warps_active.avg.pct_of_peak_sustained_active",
 		"--csv .bin/gdn bench --cases q35_4kx8 --reps 1", "--cases q35_1kx8 ", "--cases q397_4kx8 ", "--cases sym32_8kx4 ",
-		"--cases varlen_mix ", "--csv .bin/gdn bench --full --cases varlen_mix"} {
-		if !strings.Contains(string(calls), want) {
-			t.Errorf("no %q in the calls:\n%s", want, calls)
-		}
-	}
+		"--cases varlen_mix ", "--csv .bin/gdn bench --full --cases varlen_mix")
 }
 
 // ncuhot runs scripts/ncuhot.py on a CSV of the given text with args and
