@@ -202,9 +202,10 @@ constexpr bool kFused = GDN_FUSED != 0;
 // no in-place conversion of the tiles, 12: no P (14: without its product
 // alone, 15: without its gating alone); 13: all its work, but its
 // arrivals made as soon as the tiles land (does the chunk wait for the aux
-// group's latency, or share the SM with its work?). At 0 the
-// kernel is instruction for instruction the same as without these lines.
-// docs/PERF.md v27, v28 and v32 have what they measured.
+// group's latency, or share the SM with its work?); (16, retired); 17: the
+// BV 64 chain without Q's tiles by TMA (what the stage's loads cost). At 0
+// the kernel is instruction for instruction the same as without these
+// lines. docs/PERF.md v27, v28, v32 and v33 have what they measured.
 #ifndef GDN_WHATIF
 #define GDN_WHATIF 0
 #endif
@@ -377,7 +378,10 @@ GDN_DEVICE float read_beta(const GdnHopperParams& p, int64_t idx) {
 // TMA loads of chunk c's q, k, value tiles and A into a stage; one thread.
 GDN_DEVICE void issue_loads(unsigned char* st, uint64_t* full, const GdnHopperParams& p, const Work& w, int c) {
   const bool a32 = p.sc.flags & kAFP32;
-  mbar_arrive_expect_tx(full, ((kXfer ? 2 : 4) + (w.zero_v ? 0 : kNC) + (kFused ? 0 : a32 ? 2 : 1)) * kTile);
+  // (What-if 17, timing only: the BV 64 chain without Q's two tiles by TMA,
+  // what halving the stage's shared loads by a multicast pair could buy.)
+  constexpr bool kNoQ = kWhatIf == 17 && kWide;
+  mbar_arrive_expect_tx(full, ((kXfer || kNoQ ? 2 : 4) + (w.zero_v ? 0 : kNC) + (kFused ? 0 : a32 ? 2 : 1)) * kTile);
   const int t = w.t0 + 64 * c;
   if (!kFused) {  // (kFused builds A2 itself)
     tma_load_4d(st + kOffA2, &p.tm_a, full, 0, w.h, t, w.b);
@@ -386,7 +390,7 @@ GDN_DEVICE void issue_loads(unsigned char* st, uint64_t* full, const GdnHopperPa
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     tma_load_4d(st + kOffBQ + 2 * h * kTile, &p.tm_k, full, 64 * h, w.hk, t, w.b);
-    if (!kXfer) tma_load_4d(st + kOffBQ + (2 * h + 1) * kTile, &p.tm_q, full, 64 * h, w.hk, t, w.b);
+    if (!kXfer && !kNoQ) tma_load_4d(st + kOffBQ + (2 * h + 1) * kTile, &p.tm_q, full, 64 * h, w.hk, t, w.b);
   }
   if (w.zero_v) return;  // the value tiles stay zero (cleared at the start)
 #pragma unroll
