@@ -379,7 +379,7 @@ GDN_DEVICE float read_beta(const GdnHopperParams& p, int64_t idx) {
 GDN_DEVICE void issue_loads(unsigned char* st, uint64_t* full, const GdnHopperParams& p, const Work& w, int c) {
   const bool a32 = p.sc.flags & kAFP32;
   // (What-if 17, timing only: the BV 64 chain without Q's two tiles by TMA,
-  // what halving the stage's shared loads by a multicast pair could buy.)
+  // 16 of the stage's 48 KB: what the stage's loads cost a chunk.)
   constexpr bool kNoQ = kWhatIf == 17 && kWide;
   mbar_arrive_expect_tx(full, ((kXfer || kNoQ ? 2 : 4) + (w.zero_v ? 0 : kNC) + (kFused ? 0 : a32 ? 2 : 1)) * kTile);
   const int t = w.t0 + 64 * c;
