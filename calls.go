@@ -66,13 +66,15 @@ type callCache struct {
 	pack func(block []byte) (*driver.KernelParams, error)
 	// dev gives split plans their scratch memory; nil (CPU tests) never
 	// splits. segChunks is Options.SegmentChunks, xferTile
-	// Options.TransferTile, scanCols Options.ScanColumns.
+	// Options.TransferTile, scanCols Options.ScanColumns, early
+	// Options.EarlyFirstSegment.
 	dev       scratchDevice
 	grave     *scratchGraveyard
 	slabs     *scratchSlabs // split states (and the full calls' buffers), shared by output
 	segChunks int
 	xferTile  int
 	scanCols  int
+	early     int
 
 	held heldCache[hopperCall, *callEntry] // callCacheLimit calls, splitScratchLimit bytes of scratch
 }
@@ -149,7 +151,7 @@ func (c *callCache) build(key hopperCall, p Problem) (*callEntry, error) {
 	}
 	if c.dev != nil {
 		var sp splitPlan
-		if e.plan, sp, err = withSplit(p, plan, c.plans.sms, c.segChunks, c.xferTile, c.scanCols, c.plans.variant != ""); err != nil {
+		if e.plan, sp, err = withSplit(p, plan, c.plans.sms, c.segChunks, c.xferTile, c.scanCols, c.early, c.plans.variant != ""); err != nil {
 			return nil, err
 		}
 		if sp.segChunks > 0 {

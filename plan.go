@@ -27,6 +27,10 @@ type Plan struct {
 	// ScanColumns is the value columns of one CTA of a split plan's scan
 	// (one of kernsrc.ScanColumnChoices; 0 when not split).
 	ScanColumns int
+	// EarlyFirstSegment: every sequence's first segment runs its output
+	// pass beside the transfer pass, which then covers Segments segments
+	// between each sequence's first and last (split.go).
+	EarlyFirstSegment bool
 }
 
 func (pl Plan) String() string {
@@ -37,6 +41,9 @@ func (pl Plan) String() string {
 			s += fmt.Sprintf(" transfer-tile=%d", pl.TransferTileWidth)
 		}
 		s += fmt.Sprintf(" scan-columns=%d", pl.ScanColumns)
+		if pl.EarlyFirstSegment {
+			s += " early-first"
+		}
 	}
 	return s
 }
@@ -80,7 +87,7 @@ func PlanFor(p Problem, sms int, variant string, segmentChunks int) (Plan, error
 	if err != nil {
 		return Plan{}, err
 	}
-	pl, _, err = withSplit(p, pl, sms, segmentChunks, 0, 0, variant != "")
+	pl, _, err = withSplit(p, pl, sms, segmentChunks, 0, 0, 0, variant != "")
 	return pl, err
 }
 
@@ -90,12 +97,13 @@ func PlanFor(p Problem, sms int, variant string, segmentChunks int) (Plan, error
 // 64 or 128) fixes the transfer pass's tile of a split plan, and
 // scanColumns > 0 (Options.ScanColumns: 8, 16 or 32) its scan's CTA width;
 // the planner still decides whether to split, and how, as it would have.
-func withSplit(p Problem, pl Plan, sms, segmentChunks, transferTile, scanColumns int, forced bool) (Plan, splitPlan, error) {
+// early is Options.EarlyFirstSegment (planSplit's early).
+func withSplit(p Problem, pl Plan, sms, segmentChunks, transferTile, scanColumns, early int, forced bool) (Plan, splitPlan, error) {
 	consumers := 0
 	if forced {
 		consumers = pl.TileWidth / 64
 	}
-	sp := planSplit(p, sms, segmentChunks, consumers)
+	sp := planSplit(p, sms, segmentChunks, consumers, early)
 	if sp.segChunks == 0 {
 		return pl, sp, nil
 	}
@@ -106,7 +114,7 @@ func withSplit(p Problem, pl Plan, sms, segmentChunks, transferTile, scanColumns
 		sp.scanColumns = scanColumns
 	}
 	split, err := planHopper(p, sp.consumers)
-	split.SegmentChunks, split.Segments, split.ScanColumns = sp.segChunks, sp.transfer, sp.scanColumns
+	split.SegmentChunks, split.Segments, split.ScanColumns, split.EarlyFirstSegment = sp.segChunks, sp.transfer, sp.scanColumns, sp.early
 	if sp.xferConsumers != sp.consumers {
 		split.TransferTileWidth = kernsrc.HopperTileWidth(sp.xferConsumers)
 	}

@@ -49,6 +49,15 @@ type Options struct {
 	// scan's grid (split.go). Results are the same to the bit at every
 	// width. Other values are an *ArgError.
 	ScanColumns int
+	// EarlyFirstSegment decides whether a split call runs each sequence's
+	// first segment (whose true start is h0) as an output pass of its own
+	// beside the transfer pass, which then needs no B or M for it: 0 lets
+	// the planner's cost model decide, > 0 makes every split plan early
+	// where that applies (every sequence cut in at least two segments and
+	// one in three or more, the early pass's CTAs fewer than the SMs), < 0 never (tests,
+	// benchmarks). It does not decide whether a call is split. Results are
+	// exact either way.
+	EarlyFirstSegment int
 	// PrepHeads, when positive, caps how many value heads of one key head
 	// each block of the full forward's preparation kernel takes (it loads
 	// the chunk's k rows and forms K K^T once for all of them): the most of
@@ -207,7 +216,7 @@ func newRuntime(ctx *driver.Context, opts Options) (*Runtime, error) {
 		calls:    newCallCache(newPlanCache(info.SMs, opts.Variant), ctx.EncodeTiled, packParams),
 	}
 	rt.calls.dev, rt.calls.segChunks, rt.calls.xferTile = contextScratch{ctx}, opts.SegmentChunks, opts.TransferTile
-	rt.calls.scanCols = opts.ScanColumns
+	rt.calls.scanCols, rt.calls.early = opts.ScanColumns, opts.EarlyFirstSegment
 	rt.prepHeads = opts.PrepHeads
 	rt.normInPrep = opts.L2NormInPrep
 	rt.prepKernel = opts.PrepKernel

@@ -3,6 +3,7 @@ package gdn
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/gdnjit/gdn/kernsrc"
 )
@@ -22,6 +23,15 @@ import (
 //     segment computes its o from its true start, and the last segment of
 //     each sequence writes the sequence's ht.
 //
+// An early plan (splitPlan.early) runs every sequence's first segment, whose
+// true start is h0, as an output pass of its own before the transfer pass
+// and beside it: the few CTAs of that early pass take their SMs first and
+// the transfer pass (a dependent launch) the rest. The early pass writes the
+// first segment's o and its true end state, which the scan takes as its
+// start; the first segment needs no B or M, and the output pass no longer
+// covers it. Where the transfer pass runs in more than one wave this moves a
+// segment's output walk off the chain of passes.
+//
 // The transfer pass costs about twice the work of the segments it covers (M
 // is 128 x 128 whatever the tile), so splitting pays only when the unsplit
 // grid leaves most SMs idle; splitPlanFor weighs both.
@@ -37,6 +47,10 @@ type splitPlan struct {
 	mFirst bool
 	// scanColumns: the value columns of a scan CTA (scanColumns below).
 	scanColumns int
+	// early: every sequence's first segment runs its output pass before
+	// and beside the transfer pass (see above); transfer then counts the
+	// segments between each sequence's first and last.
+	early bool
 }
 
 // Cost-model constants of the split plan, in microseconds, fitted by least
@@ -148,15 +162,30 @@ func unsplitTime(p Problem, sms, consumers int) float64 {
 // one wave where the 64-wide one needs two. ok is false when no sequence is
 // longer than ls, or when the segments would not fit the output pass's
 // grid rows (grid.y, maxSeqs: one row per segment).
-func splitTime(p Problem, sms, consumers, xferConsumers, ls int) (t float64, transfer int, ok bool) {
+//
+// With early, every sequence's first segment runs as an output pass of
+// one wave beside the transfer pass, whose CTAs take the SMs left (the
+// longer of the two counts), and the scan and the output pass skip it. It
+// needs every sequence cut into at least two segments, at least one
+// transfer segment in all and the early CTAs in fewer than sms.
+func splitTime(p Problem, sms, consumers, xferConsumers, ls int, early bool) (t float64, transfer int, ok bool) {
+	return splitTimeWalks(p, sms, consumers, xferConsumers, ls, early, 1)
+}
+
+// splitTimeWalks is splitTime with only mWalk of the transfer pass's M
+// CTAs counted in its waves: the share that walks its whole segment, the
+// others stopping early (gdn_hopper.cu's early exit, once M is zero).
+// splitTime counts them all, as the constants were fitted.
+func splitTimeWalks(p Problem, sms, consumers, xferConsumers, ls int, early bool, mWalk float64) (t float64, transfer int, ok bool) {
 	tiles := 2 / consumers
-	segs, longestSeg, maxChain, total := 0, 0, 0, 0
+	segs, longestSeg, maxChain, total, shortest := 0, 0, 0, 0, math.MaxInt
 	seqChunks(p, func(l int) {
 		k := max(1, ceilDiv(l, ls))
 		segs += k
 		maxChain = max(maxChain, k)
 		longestSeg = max(longestSeg, min(l, ls))
 		total += l
+		shortest = min(shortest, k)
 	})
 	transfer = segs - p.N
 	if transfer == 0 || segs > maxSeqs {
@@ -164,12 +193,51 @@ func splitTime(p Problem, sms, consumers, xferConsumers, ls int) (t float64, tra
 	}
 	sms = max(sms, 1)
 	ct := outputChunkTime(consumers)
-	w1 := ceilDiv(transferCTAs(p, transfer, xferConsumers), sms)
-	w3 := ceilDiv(segs*p.Hv*tiles, sms)
-	t1 := transferChunkTime(xferConsumers) * float64(ls) * float64(w1)
-	t3 := ct * max(float64(longestSeg), float64(w3)*float64(total)/float64(segs))
-	return splitLaunchTime + t1 + scanStepTime*float64(maxChain) + t3 + waveTime*float64(w1+w3-1), transfer, true
+	if !early {
+		w1 := ceilDiv(walkingCTAs(p, transfer, xferConsumers, mWalk), sms)
+		w3 := ceilDiv(segs*p.Hv*tiles, sms)
+		t1 := transferChunkTime(xferConsumers) * float64(ls) * float64(w1)
+		t3 := ct * max(float64(longestSeg), float64(w3)*float64(total)/float64(segs))
+		return splitLaunchTime + t1 + scanStepTime*float64(maxChain) + t3 + waveTime*float64(w1+w3-1), transfer, true
+	}
+	earlyCTAs := p.N * p.Hv * tiles
+	transfer -= p.N
+	if shortest < 2 || transfer == 0 || earlyCTAs >= sms {
+		return 0, 0, false
+	}
+	w1 := ceilDiv(walkingCTAs(p, transfer, xferConsumers, mWalk), sms-earlyCTAs)
+	w3 := ceilDiv((segs-p.N)*p.Hv*tiles, sms)
+	t1 := max(ct*float64(ls), transferChunkTime(xferConsumers)*float64(ls)*float64(w1))
+	t3 := ct * max(float64(longestSeg), float64(w3)*float64(total-p.N*ls)/float64(segs-p.N))
+	return earlyLaunchTime + t1 + scanStepTime*float64(maxChain-1) + t3 + waveTime*float64(w1+w3-1), transfer, true
 }
+
+// walkingCTAs is transferCTAs with only mWalk of the M CTAs counted.
+func walkingCTAs(p Problem, transfer, xferConsumers int, mWalk float64) int {
+	half := transferCTAs(p, transfer, xferConsumers) / 2
+	return half + int(math.Ceil(float64(half)*mWalk))
+}
+
+// earlyWalkingShare is the share of M CTAs taken to walk their whole
+// segment when an early plan is weighed against the plain one
+// (planSplit): the share of heads without decay in the benchmark's inputs
+// (docs/BENCH.md: a quarter of the heads have g = 0); a decaying head's M
+// is exactly zero after about 36 chunks and its CTA leaves. Counting every
+// M CTA, as the fitted model does, the early plan of tp2_32k (segments of
+// 103 chunks, the transfer pass on 100 SMs) looked 19% faster than the
+// plain one (128 chunks); measured, it was 5% slower: the plain plan's
+// transfer pass runs in one wave once the decaying heads' M CTAs leave,
+// the early one's in two (docs/PERF.md, v34).
+const earlyWalkingShare = 0.25
+
+// earlyLaunchTime is splitLaunchTime with the early pass's launch: not
+// fitted (no early run was in splitgrid's set), splitLaunchTime's share of
+// one of its two launches added.
+const earlyLaunchTime = splitLaunchTime * 1.5
+
+// earlyShortest is the shortest segment earlyLengths adds: splitgrid's
+// shortest (docs/PERF.md v18).
+const earlyShortest = 8
 
 // planSplit decides whether and how to split p's sequences on sms
 // multiprocessors. force > 0 cuts at that many chunks whenever a sequence
@@ -177,7 +245,12 @@ func splitTime(p Problem, sms, consumers, xferConsumers, ls int) (t float64, tra
 // output pass's grid holds (then it does not split); force < 0 never
 // splits. consumers > 0 fixes the tile of both passes (a forced variant:
 // its transfer pass is that tile's too).
-func planSplit(p Problem, sms, force, consumers int) splitPlan {
+//
+// early > 0 makes every split plan early wherever that applies (splitTime),
+// early < 0 never; 0 lets the model choose. An early plan also weighs
+// segment lengths that cut the longest sequence into an exact count of
+// segments (earlyLengths), so that its output pass fills a wave.
+func planSplit(p Problem, sms, force, consumers, early int) splitPlan {
 	// QKNorm has no transfer pass (the full forward takes it only where
 	// the plan of its normalised copies does not split: normInCore).
 	if force < 0 || p.N == 0 || p.QKNorm {
@@ -198,21 +271,70 @@ func planSplit(p Problem, sms, force, consumers int) splitPlan {
 	if force > 0 {
 		lengths = []int{force}
 	}
-	for _, nc := range tilesFor {
-		for _, xc := range tilesFor {
-			for _, ls := range lengths {
-				t, transfer, ok := splitTime(p, sms, nc, xc, ls)
-				if ok && t < bestTime {
-					best, bestTime = splitPlan{segChunks: ls, transfer: transfer, consumers: nc, xferConsumers: xc}, t
+	search := func(e bool) {
+		ls := lengths
+		if e && force == 0 {
+			ls = earlyLengths(p)
+		}
+		for _, nc := range tilesFor {
+			for _, xc := range tilesFor {
+				for _, l := range ls {
+					if t, transfer, ok := splitTime(p, sms, nc, xc, l, e); ok && t < bestTime {
+						best, bestTime = splitPlan{segChunks: l, transfer: transfer, consumers: nc, xferConsumers: xc, early: e}, t
+					}
 				}
 			}
 		}
 	}
+	switch {
+	case early > 0:
+		// Early wherever it applies: the plain split only where it does not.
+		if search(true); best.segChunks == 0 {
+			search(false)
+		}
+	case early < 0:
+		search(false)
+	default:
+		// The best plain and the best early plan by the fitted model; of
+		// the two, the one faster with only earlyWalkingShare of the M
+		// CTAs walking whole segments.
+		search(false)
+		plain, plainTime := best, bestTime
+		if search(true); best.early && plain.segChunks > 0 {
+			walks := func(sp splitPlan) float64 {
+				t, _, _ := splitTimeWalks(p, sms, sp.consumers, sp.xferConsumers, sp.segChunks, sp.early, earlyWalkingShare)
+				return t
+			}
+			if walks(plain) <= walks(best) {
+				best, bestTime = plain, plainTime
+			}
+		}
+	}
 	if best.segChunks > 0 {
-		best.mFirst = transferCTAs(p, best.transfer, best.xferConsumers) > sms
+		sm := sms
+		if best.early {
+			sm -= p.N * p.Hv * (2 / best.consumers)
+		}
+		best.mFirst = transferCTAs(p, best.transfer, best.xferConsumers) > sm
 		best.scanColumns = scanColumns(p, sms)
 	}
 	return best
+}
+
+// earlyLengths are the segment lengths an early plan weighs: those of
+// segmentCandidates, and for each count of segments from 2 to 32 the
+// shortest length that cuts the longest sequence into that many, within
+// the lengths the constants were fitted on (earlyShortest to 128).
+func earlyLengths(p Problem) []int {
+	longest := 0
+	seqChunks(p, func(l int) { longest = max(longest, l) })
+	ls := slices.Clone(segmentCandidates)
+	for k := 2; k <= 32; k++ {
+		if l := ceilDiv(longest, k); l >= earlyShortest && l <= segmentCandidates[len(segmentCandidates)-1] && !slices.Contains(ls, l) {
+			ls = append(ls, l)
+		}
+	}
+	return ls
 }
 
 // scanStepCost is a scan step's time with CTAs of c value columns against
@@ -260,19 +382,29 @@ func transferCTAs(p Problem, transfer, xferConsumers int) int {
 //     transfer segments in sequence and token order;
 //   - transfer pairs, P x (begin, end): the same transfer segments;
 //   - first, N + 1 int32: sequence n's transfer segments are first[n] ..
-//     first[n+1] - 1.
+//     first[n+1] - 1;
+//   - with early, firsts, N x (begin, end): each sequence's first segment,
+//     which is then in neither of the other lists (the early pass's rows;
+//     every sequence must be longer than one segment).
 //
 // Tokens are flat indices into the B*T tokens (a batch without cu_seqlens
 // is N packed sequences of T tokens).
-func segmentTables(p Problem, segChunks int) (output, transfer, first []int32, err error) {
+func segmentTables(p Problem, segChunks int, early bool) (output, transfer, first, firsts []int32, err error) {
 	if tok := p.Tokens(); tok > math.MaxInt32 {
-		return nil, nil, nil, fmt.Errorf("gdn: %d tokens: a split plan indexes tokens in 32 bits", tok)
+		return nil, nil, nil, nil, fmt.Errorf("gdn: %d tokens: a split plan indexes tokens in 32 bits", tok)
 	}
 	seg := segChunks * ChunkLen
 	var last []int32
 	first = make([]int32, 0, p.N+1)
 	for n := 0; n < p.N; n++ {
 		b, e := p.seqBounds(n)
+		if early {
+			if e-b <= seg {
+				return nil, nil, nil, nil, fmt.Errorf("gdn: an early split plan with sequence %d of %d tokens in segments of %d", n, e-b, seg)
+			}
+			firsts = append(firsts, int32(b), int32(b+seg))
+			b += seg
+		}
 		first = append(first, int32(len(transfer)/2))
 		for ; e-b > seg; b += seg {
 			transfer = append(transfer, int32(b), int32(b+seg))
@@ -280,5 +412,5 @@ func segmentTables(p Problem, segChunks int) (output, transfer, first []int32, e
 		last = append(last, int32(b), int32(e))
 	}
 	first = append(first, int32(len(transfer)/2))
-	return append(last, transfer...), transfer, first, nil
+	return append(last, transfer...), transfer, first, firsts, nil
 }

@@ -96,6 +96,49 @@ func TestSplitMatchesReference(t *testing.T) {
 	}
 }
 
+// Early plans forced (Options.EarlyFirstSegment: each sequence's first
+// segment runs its output pass beside the transfer pass, and the scan
+// starts from that segment's end state) with tiny segments on both tiles,
+// against the float64 recurrence; and forced off on the same inputs. Every
+// case with a sequence cut in three or more segments and none in one runs
+// early (the varlen case, with short sequences, cannot).
+func TestSplitEarlyMatchesReference(t *testing.T) {
+	early := 0
+	for _, variant := range []string{"gdn_hopper_%s_bv64", "gdn_hopper_%s_bv128"} {
+		for _, seg := range []int{1, 2, 3} {
+			for _, c := range splitCases() {
+				for _, mode := range []int{1, -1} {
+					v := fmt.Sprintf(variant, recipeDtype(c.opts))
+					t.Run(fmt.Sprintf("%s/seg%d/early%d/%s", v, seg, mode, c.name), func(t *testing.T) {
+						r := splitRuntime(t, gdn.Options{Variant: v, SegmentChunks: seg, EarlyFirstSegment: mode})
+						h, _ := splitCaseArgs(t, c, 0)
+						up, err := r.UploadCore(h)
+						if err != nil {
+							t.Fatal(err)
+						}
+						pl, err := r.PlanOf(up.Args)
+						up.Free()
+						if err != nil {
+							t.Fatal(err)
+						}
+						if pl.EarlyFirstSegment {
+							early++
+						}
+						if mode < 0 && pl.EarlyFirstSegment {
+							t.Fatalf("plan %v: early forced off", pl)
+						}
+						o, ht := runSplitCase(t, r, c, uint64(seg*5000+len(c.name)))
+						t.Logf("METRIC split early o %v ht %v plan %v", o, ht, pl)
+					})
+				}
+			}
+		}
+	}
+	if early == 0 {
+		t.Error("no run took an early plan")
+	}
+}
+
 // The planner's own tiles with forced small segments: on some of these
 // shapes it runs the transfer pass 128 wide and the output pass 64 wide
 // (its states are whole 128 x 128 matrices either way), a pairing no forced
@@ -276,6 +319,20 @@ func TestSplitLongSequence(t *testing.T) {
 // launches in one graph); each replay must give the right answer.
 func TestSplitGraphReplay(t *testing.T) {
 	r := splitRuntime(t, gdn.Options{SegmentChunks: 2})
+	d := newDeviceCase(t, r, ref.Shape{B: 1, T: 1333, Hq: 2, Hv: 4}, 9)
+	defer d.free()
+	stream, err := r.Context().NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Destroy()
+	repeatOnStream(t, r, d, stream, 4)
+}
+
+// The same with an early plan: four launches in one graph, the transfer
+// pass a dependent launch of the early pass.
+func TestSplitEarlyGraphReplay(t *testing.T) {
+	r := splitRuntime(t, gdn.Options{SegmentChunks: 2, EarlyFirstSegment: 1})
 	d := newDeviceCase(t, r, ref.Shape{B: 1, T: 1333, Hq: 2, Hv: 4}, 9)
 	defer d.free()
 	stream, err := r.Context().NewStream()

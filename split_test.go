@@ -17,7 +17,7 @@ func TestSegmentTables(t *testing.T) {
 	}
 	for _, p := range cases {
 		for _, seg := range []int{1, 2, 3} {
-			out, tr, first, err := segmentTables(p, seg)
+			out, tr, first, _, err := segmentTables(p, seg, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -54,34 +54,34 @@ func TestSegmentTables(t *testing.T) {
 func TestPlanSplitDecisions(t *testing.T) {
 	tp8 := Problem{B: 1, T: 32768, Hq: 2, Hv: 8, N: 1, Dtype: BF16}
 	q35 := Problem{B: 8, T: 4096, Hq: 16, Hv: 32, N: 8, Dtype: BF16}
-	if sp := planSplit(tp8, 132, 0, 0); sp.segChunks == 0 || sp.transfer == 0 {
+	if sp := planSplit(tp8, 132, 0, 0, 0); sp.segChunks == 0 || sp.transfer == 0 {
 		t.Errorf("tp8_32k on 132 SMs: %+v, want a split", sp)
 	} else if unsplit, split := min(unsplitTime(tp8, 132, 1), unsplitTime(tp8, 132, 2)), mustSplitTime(t, tp8, 132, sp); split >= unsplit {
 		t.Errorf("tp8_32k: split %.0f us not under unsplit %.0f us", split, unsplit)
 	}
-	if sp := planSplit(q35, 132, 0, 0); sp.segChunks != 0 {
+	if sp := planSplit(q35, 132, 0, 0, 0); sp.segChunks != 0 {
 		t.Errorf("q35_4kx8: %+v, want no split (256 heads x tiles fill the GPU)", sp)
 	}
 	for _, sms := range []int{8, 14, 16, 32, 72, 132} {
-		sp := planSplit(tp8, sms, 0, 0)
+		sp := planSplit(tp8, sms, 0, 0, 0)
 		t.Logf("tp8_32k on %d SMs: %+v", sms, sp)
 		if sms <= 16 && sp.segChunks != 0 {
 			t.Errorf("tp8_32k on %d SMs: %+v: 16 tiles already fill the slice, a split only adds work", sms, sp)
 		}
 	}
-	if sp := planSplit(tp8, 132, -1, 0); sp.segChunks != 0 {
+	if sp := planSplit(tp8, 132, -1, 0, 0); sp.segChunks != 0 {
 		t.Errorf("forced off: %+v", sp)
 	}
-	if sp := planSplit(q35, 132, 8, 0); sp.segChunks != 8 || sp.transfer != 8*7 {
+	if sp := planSplit(q35, 132, 8, 0, 0); sp.segChunks != 8 || sp.transfer != 8*7 {
 		t.Errorf("forced 8 chunks on 8 x 64 chunks: %+v, want 56 transfer segments", sp)
 	}
-	if sp := planSplit(q35, 132, 64, 0); sp.segChunks != 0 {
+	if sp := planSplit(q35, 132, 64, 0, 0); sp.segChunks != 0 {
 		t.Errorf("forced 64 chunks on 64-chunk sequences: %+v, nothing to cut", sp)
 	}
-	if sp := planSplit(tp8, 132, 0, 2); sp.consumers != 2 || sp.xferConsumers != 2 {
+	if sp := planSplit(tp8, 132, 0, 2, 0); sp.consumers != 2 || sp.xferConsumers != 2 {
 		t.Errorf("forced tile 128: %+v, want both passes at 128", sp)
 	}
-	if sp := planSplit(tp8, 132, 0, 1); sp.consumers != 1 || sp.xferConsumers != 1 {
+	if sp := planSplit(tp8, 132, 0, 1, 0); sp.consumers != 1 || sp.xferConsumers != 1 {
 		t.Errorf("forced tile 64: %+v, want both passes at 64", sp)
 	}
 	seqs := []int{0, 32768}
@@ -89,7 +89,7 @@ func TestPlanSplitDecisions(t *testing.T) {
 		seqs = append(seqs, seqs[len(seqs)-1]+500)
 	}
 	mix := Problem{B: 1, T: seqs[len(seqs)-1], Hq: 2, Hv: 8, N: len(seqs) - 1, Seqs: seqs, Dtype: BF16}
-	sp := planSplit(mix, 132, 0, 0)
+	sp := planSplit(mix, 132, 0, 0, 0)
 	if sp.segChunks == 0 || sp.transfer != (512+sp.segChunks-1)/sp.segChunks-1 {
 		t.Errorf("one long and 31 short: %+v, want only the long one cut", sp)
 	}
@@ -103,7 +103,7 @@ func TestPlanSplitMFirst(t *testing.T) {
 	for _, tc := range []struct {
 		sms, force int
 	}{{132, 128}, {132, 8}, {1000, 128}, {16, 128}} {
-		sp := planSplit(tp2, tc.sms, tc.force, 2)
+		sp := planSplit(tp2, tc.sms, tc.force, 2, 0)
 		if sp.segChunks == 0 {
 			t.Fatalf("%d SMs, forced %d chunks: not split", tc.sms, tc.force)
 		}
@@ -112,13 +112,13 @@ func TestPlanSplitMFirst(t *testing.T) {
 			t.Errorf("%d SMs, %d transfer CTAs: mFirst %v, want %v", tc.sms, ctas, sp.mFirst, want)
 		}
 	}
-	if sp := planSplit(tp2, 132, -1, 0); sp.mFirst {
+	if sp := planSplit(tp2, 132, -1, 0, 0); sp.mFirst {
 		t.Errorf("unsplit plan with mFirst: %+v", sp)
 	}
 }
 
 func mustSplitTime(t *testing.T, p Problem, sms int, sp splitPlan) float64 {
-	tm, _, ok := splitTime(p, sms, sp.consumers, sp.xferConsumers, sp.segChunks)
+	tm, _, ok := splitTime(p, sms, sp.consumers, sp.xferConsumers, sp.segChunks, sp.early)
 	if !ok {
 		t.Fatalf("splitTime of %+v", sp)
 	}
@@ -140,7 +140,7 @@ func TestHopperCallKeyHoldsBoundaries(t *testing.T) {
 func TestPlanSplitGridRows(t *testing.T) {
 	long := Problem{B: 1, T: 65536 * ChunkLen, Hq: 1, Hv: 1, N: 1, Dtype: BF16}
 	for _, force := range []int{1, 2} {
-		sp := planSplit(long, 132, force, 0)
+		sp := planSplit(long, 132, force, 0, 0)
 		if sp.segChunks == 0 {
 			continue // not split: fine
 		}
@@ -150,12 +150,12 @@ func TestPlanSplitGridRows(t *testing.T) {
 	}
 	// Many sequences, each cut once, pass the limit as well.
 	many := Problem{B: 40000, T: 2 * ChunkLen, Hq: 1, Hv: 1, N: 40000, Dtype: BF16}
-	if sp := planSplit(many, 132, 1, 0); sp.segChunks != 0 && sp.transfer+many.N > maxSeqs {
+	if sp := planSplit(many, 132, 1, 0, 0); sp.segChunks != 0 && sp.transfer+many.N > maxSeqs {
 		t.Errorf("40000 sequences of 2 chunks, forced 1: %d segments", sp.transfer+many.N)
 	}
 	// At the limit it still splits.
 	at := Problem{B: 1, T: maxSeqs * ChunkLen, Hq: 1, Hv: 1, N: 1, Dtype: BF16}
-	if sp := planSplit(at, 132, 1, 0); sp.segChunks != 1 || sp.transfer+1 != maxSeqs {
+	if sp := planSplit(at, 132, 1, 0, 0); sp.segChunks != 1 || sp.transfer+1 != maxSeqs {
 		t.Errorf("%d chunks forced 1: %+v, want %d segments", maxSeqs, sp, maxSeqs)
 	}
 }
@@ -197,12 +197,12 @@ func TestWithSplitTransferTile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, free, err := withSplit(tp8, pl, 132, 0, 0, 0, false)
+	_, free, err := withSplit(tp8, pl, 132, 0, 0, 0, 0, false)
 	if err != nil || free.segChunks == 0 {
 		t.Fatalf("tp8_8k: %+v, %v; want a split", free, err)
 	}
 	for _, tile := range []int{64, 128} {
-		got, sp, err := withSplit(tp8, pl, 132, 0, tile, 0, false)
+		got, sp, err := withSplit(tp8, pl, 132, 0, tile, 0, 0, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -221,7 +221,7 @@ func TestWithSplitTransferTile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, sp, err := withSplit(q35, pq, 132, 0, 128, 0, false); err != nil || sp.segChunks != 0 {
+	if _, sp, err := withSplit(q35, pq, 132, 0, 128, 0, 0, false); err != nil || sp.segChunks != 0 {
 		t.Errorf("q35_4kx8 with transfer tile 128: %+v, %v; want no split", sp, err)
 	}
 }
@@ -253,7 +253,7 @@ func TestScanColumns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, free, err := withSplit(tp4, pl, 132, 0, 0, 0, false)
+	got, free, err := withSplit(tp4, pl, 132, 0, 0, 0, 0, false)
 	if err != nil || free.segChunks == 0 || free.scanColumns != 16 || got.ScanColumns != 16 {
 		t.Fatalf("tp4_32k: plan %v, split %+v, %v; want a split with 16-column scan CTAs", got, free, err)
 	}
@@ -261,7 +261,7 @@ func TestScanColumns(t *testing.T) {
 		t.Errorf("plan %q does not name its scan width", got)
 	}
 	for _, cols := range []int{8, 32} {
-		got, sp, err := withSplit(tp4, pl, 132, 0, 0, cols, false)
+		got, sp, err := withSplit(tp4, pl, 132, 0, 0, cols, 0, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -270,5 +270,54 @@ func TestScanColumns(t *testing.T) {
 		if sp != want || got.ScanColumns != cols {
 			t.Errorf("scan columns %d: %+v (plan %v), want %+v", cols, sp, got, want)
 		}
+	}
+}
+
+// Early plans: the planner takes one for tp4_32k on the whole H200 (its
+// plain transfer pass is two waves: the early pass moves a segment's
+// output walk off the chain) and not for tp2_32k (its plain transfer pass
+// is one wave once the decaying heads' M CTAs leave; the early one's would
+// be two, earlyWalkingShare); forcing works both ways; a batch with a
+// sequence no longer than one segment is never early, and forcing early
+// there falls back to the plain split; the early plan's segment count is
+// exact (its output pass one wave of 128 CTAs on tp4_32k).
+func TestPlanSplitEarly(t *testing.T) {
+	tp4 := Problem{B: 1, T: 32768, Hq: 4, Hv: 16, N: 1, Dtype: BF16}
+	tp2 := Problem{B: 1, T: 32768, Hq: 8, Hv: 32, N: 1, Dtype: BF16}
+	sp := planSplit(tp4, 132, 0, 0, 0)
+	if !sp.early || sp.segChunks == 0 {
+		t.Fatalf("tp4_32k: %+v, want an early plan", sp)
+	}
+	if segs := ceilDiv(512, sp.segChunks); segs*tp4.Hv*(2/sp.consumers)-tp4.Hv > 132 || sp.transfer != segs-2 {
+		t.Errorf("tp4_32k: %+v: %d segments, output pass of %d CTAs", sp, segs, (segs-1)*tp4.Hv*(2/sp.consumers))
+	}
+	// The transfer pass runs on the SMs the early pass leaves: mFirst when
+	// its grid is more than those.
+	if want := transferCTAs(tp4, sp.transfer, sp.xferConsumers) > 132-tp4.Hv*(2/sp.consumers); sp.mFirst != want {
+		t.Errorf("tp4_32k: mFirst %v, want %v", sp.mFirst, want)
+	}
+	if sp := planSplit(tp2, 132, 0, 0, 0); sp.early || sp.segChunks == 0 {
+		t.Errorf("tp2_32k: %+v, want a plain split", sp)
+	}
+	if sp := planSplit(tp2, 132, 0, 0, 1); !sp.early {
+		t.Errorf("tp2_32k, early forced: %+v", sp)
+	}
+	if sp := planSplit(tp4, 132, 0, 0, -1); sp.early || sp.segChunks == 0 {
+		t.Errorf("tp4_32k, early off: %+v, want a plain split", sp)
+	}
+	// One long sequence and short ones: the short ones are one segment.
+	mix := Problem{B: 1, T: 33000, Hq: 2, Hv: 8, N: 3, Seqs: []int{0, 32768, 32900, 33000}, Dtype: BF16}
+	if sp := planSplit(mix, 132, 0, 0, 0); sp.early {
+		t.Errorf("long and short sequences: %+v, early", sp)
+	}
+	if sp := planSplit(mix, 132, 0, 0, 1); sp.early || sp.segChunks == 0 {
+		t.Errorf("long and short sequences, early forced: %+v, want the plain split", sp)
+	}
+	// Forced segments: early where every sequence has two and one has three.
+	if sp := planSplit(Problem{B: 2, T: 300, Hq: 1, Hv: 2, N: 2, Dtype: BF16}, 132, 2, 0, 1); !sp.early || sp.segChunks != 2 || sp.transfer != 2 {
+		t.Errorf("2 x 5 chunks in segments of 2, early forced: %+v, want 2 transfer segments", sp)
+	}
+	if sp := planSplit(Problem{B: 2, T: 200, Hq: 1, Hv: 2, N: 2, Dtype: BF16}, 132, 2, 0, 1); sp.early {
+		t.Errorf("2 x 4 chunks in segments of 2 (no transfer segment left), early forced: %+v", sp)
 	}
 }

@@ -152,6 +152,13 @@ type splitCall struct {
 		params *driver.KernelParams
 		grid   [3]uint32
 	}
+	// early: the output pass of each sequence's first segment, launched
+	// first (plan.early only; params nil otherwise).
+	early struct {
+		block  [kernsrc.HopperParamsBytes]byte
+		params *driver.KernelParams
+		grid   [3]uint32
+	}
 	output struct {
 		block  [kernsrc.HopperParamsBytes]byte
 		params *driver.KernelParams
@@ -194,7 +201,7 @@ func (sc *splitCall) scratchBytes() int { return sc.memBytes + sc.slabNeed }
 // goroutine may be capturing a graph.
 func newSplitCall(dev scratchDevice, grave *scratchGraveyard, slabs *scratchSlabs, encode tiledEncoder,
 	pack func([]byte) (*driver.KernelParams, error), key hopperCall, p Problem, sp splitPlan) (*splitCall, error) {
-	output, transfer, first, err := segmentTables(p, sp.segChunks)
+	output, transfer, first, firsts, err := segmentTables(p, sp.segChunks, sp.early)
 	if err != nil {
 		return nil, err
 	}
@@ -203,10 +210,11 @@ func newSplitCall(dev scratchDevice, grave *scratchGraveyard, slabs *scratchSlab
 	if P != sp.transfer {
 		return nil, fmt.Errorf("gdn: split plan counted %d transfer segments, its tables %d", sp.transfer, P)
 	}
-	tables := append(append(append([]int32(nil), output...), transfer...), first...)
+	tables := append(append(append(append([]int32(nil), output...), transfer...), first...), firsts...)
 	tableBytes := (4*len(tables) + 255) &^ 255
 	bmBytes := 2 * P * p.Hv * stateFloats * 4
 	startBytes := nSeg * p.Hv * stateFloats * 4
+	earlyBytes := len(firsts) / 2 * p.Hv * stateFloats * 4 // the early pass's end states
 	sc := &splitCall{plan: sp, dev: dev, seqs: slices.Clone(p.Seqs), slabs: slabs,
 		slabKey: slabKey{kind: slabSplit, o: key.o, ht: key.ht}} // grave set once prepared: until then free frees
 	if sc.xferVariant, err = kernsrc.HopperTransferVariant(coreDtype(p), sp.xferConsumers); err != nil {
@@ -229,19 +237,26 @@ func newSplitCall(dev scratchDevice, grave *scratchGraveyard, slabs *scratchSlab
 		sc.free()
 		return nil, fmt.Errorf("gdn: segment tables of a split plan (%d bytes): %w", tableBytes, err)
 	}
-	sc.slabNeed = bmBytes + startBytes
+	sc.slabNeed = bmBytes + startBytes + earlyBytes
 	if sc.slab, err = slabs.acquire(sc.slabKey, sc.slabNeed); err != nil {
 		sc.free()
 		if errors.Is(err, ErrClosed) {
 			return nil, err
 		}
-		return nil, fmt.Errorf("gdn: states of a split plan (%d bytes): %w", bmBytes+startBytes, err)
+		return nil, fmt.Errorf("gdn: states of a split plan (%d bytes): %w", sc.slabNeed, err)
 	}
 	outputPairs := uintptr(sc.mem)
 	transferPairs := outputPairs + uintptr(4*len(output))
 	firstPtr := transferPairs + uintptr(4*len(transfer))
+	firstsPtr := firstPtr + uintptr(4*len(first))
 	bm := uintptr(sc.slab.mem)
 	starts := bm + uintptr(bmBytes)
+	// The scan starts each sequence from h0, or under an early plan from the
+	// end state of its first segment.
+	scanStart, earlyEnds := key.h0, starts+uintptr(startBytes)
+	if sp.early {
+		scanStart = earlyEnds
+	}
 
 	// Both kernel passes see the tokens as packed segments of one batch row.
 	seg := key
@@ -260,6 +275,9 @@ func newSplitCall(dev scratchDevice, grave *scratchGraveyard, slabs *scratchSlab
 	if sp.mFirst {
 		hp.Flags |= kernsrc.HopperFlagMFirst
 	}
+	if sp.early {
+		hp.Flags |= kernsrc.HopperFlagAfterEarly
+	}
 	hp.H0, hp.Ht, hp.NHt = 0, bm, int32(P)
 	hp.Pack(&sc.transfer.block)
 	sc.transfer.grid = [3]uint32{2 * uint32(p.Hv) * xferTiles, uint32(P), 1}
@@ -274,13 +292,28 @@ func newSplitCall(dev scratchDevice, grave *scratchGraveyard, slabs *scratchSlab
 	hp.Pack(&sc.output.block)
 	sc.output.grid = [3]uint32{uint32(p.Hv) * tiles, uint32(nSeg), 1}
 
+	if sp.early {
+		seg.n, seg.cuSeqlens = p.N, firstsPtr
+		if hp, err = seg.hopperParams(encode); err != nil {
+			sc.free()
+			return nil, err
+		}
+		hp.Flags |= kernsrc.HopperFlagSegPairs
+		hp.H0, hp.Ht, hp.NHt = key.h0, earlyEnds, int32(p.N)
+		hp.Pack(&sc.early.block)
+		sc.early.grid = [3]uint32{uint32(p.Hv) * tiles, uint32(p.N), 1}
+	}
+
 	sc.scan.grid = [3]uint32{uint32(HeadDim / sp.scanColumns), uint32(p.Hv), uint32(p.N)}
 	if pack != nil {
 		if sc.transfer.params, err = pack(sc.transfer.block[:]); err == nil {
 			sc.output.params, err = pack(sc.output.block[:])
 		}
+		if err == nil && sp.early {
+			sc.early.params, err = pack(sc.early.block[:])
+		}
 		if err == nil {
-			args := new(driver.Args).Ptr(driver.DevicePtr(bm)).Ptr(driver.DevicePtr(key.h0)).
+			args := new(driver.Args).Ptr(driver.DevicePtr(bm)).Ptr(driver.DevicePtr(scanStart)).
 				Ptr(driver.DevicePtr(starts)).Ptr(driver.DevicePtr(firstPtr)).
 				Int32(int32(P)).Int32(int32(p.Hv)).Int32(int32(p.N))
 			sc.scan.params, err = driver.NewKernelParams(args)
@@ -318,23 +351,42 @@ func (sc *splitCall) free() {
 	}
 	sc.transfer.params.Free()
 	sc.output.params.Free()
+	sc.early.params.Free()
 	sc.scan.params.Free()
 }
 
-// enqueue launches the three passes on s: transfer, scan, output. fn is the
-// Hopper kernel of the plan's tile (the output pass).
+// enqueue launches the passes on s: the early pass (an early plan only),
+// transfer, scan, output. fn is the Hopper kernel of the plan's tile (the
+// output and early passes).
 func (sc *splitCall) enqueue(ctx *driver.Context, fn *driver.Function, plan Plan, s *driver.Stream) error {
 	b := driver.Dim3{X: plan.Block[0], Y: 1, Z: 1}
 	dim := func(g [3]uint32) driver.Dim3 { return driver.Dim3{X: g[0], Y: g[1], Z: g[2]} }
-	if err := ctx.LaunchParams(sc.xferFn.Load(), dim(sc.transfer.grid), driver.Dim3{X: sc.xferBlock, Y: 1, Z: 1}, sc.xferSmem, s, sc.transfer.params); err != nil {
+	xferBlock := driver.Dim3{X: sc.xferBlock, Y: 1, Z: 1}
+	var err error
+	if sc.plan.early {
+		// The early pass is an ordinary launch (it reads what came before
+		// the call); the transfer pass depends on it only for its CTAs'
+		// placement: its CTAs start on the SMs the early CTAs leave once
+		// every early CTA has started, and never wait for it but at the
+		// end of its last CTA (kernsrc.HopperFlagAfterEarly). (Two calls,
+		// not a method value: that would allocate on every launch.)
+		if err := ctx.LaunchParams(fn, dim(sc.early.grid), b, plan.SharedBytes, s, sc.early.params); err != nil {
+			return fmt.Errorf("gdn: launch %s (early pass): %w", plan.Variant.Name, err)
+		}
+		err = ctx.LaunchParamsDependent(sc.xferFn.Load(), dim(sc.transfer.grid), xferBlock, sc.xferSmem, s, sc.transfer.params)
+	} else {
+		err = ctx.LaunchParams(sc.xferFn.Load(), dim(sc.transfer.grid), xferBlock, sc.xferSmem, s, sc.transfer.params)
+	}
+	if err != nil {
 		return fmt.Errorf("gdn: launch %s: %w", sc.xferVariant.Name, err)
 	}
 	// The scan and the output pass are dependent launches: each may be placed
 	// while the pass before it drains, and waits (griddepcontrol.wait) only
 	// where it reads that pass's results: the scan before its first load, the
 	// output pass's consumers before their start state (its aux group loads
-	// and prepares the first chunks meanwhile). The transfer pass is an
-	// ordinary launch, so a call never overlaps the work before it.
+	// and prepares the first chunks meanwhile). The call's first pass (the
+	// early or the transfer pass) is an ordinary launch, so a call never
+	// overlaps the work before it.
 	if err := ctx.LaunchParamsDependent(sc.scanFn.Load(), dim(sc.scan.grid), driver.Dim3{X: kernsrc.ScanThreads, Y: 1, Z: 1}, sc.scanSmem, s, sc.scan.params); err != nil {
 		return fmt.Errorf("gdn: launch %s: %w", sc.scanVariant.Name, err)
 	}

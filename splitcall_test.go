@@ -123,7 +123,7 @@ func TestSplitCallPrepared(t *testing.T) {
 		t.Fatalf("plan %v, split %v", e.plan, sc)
 	}
 	p, _ := ValidateCore(a)
-	output, transfer, first, _ := segmentTables(p, 2)
+	output, transfer, first, _, _ := segmentTables(p, 2, false)
 	want := append(append(append([]int32(nil), output...), transfer...), first...)
 	got := f.uploads[sc.mem]
 	if len(got) != 4*len(want) {
@@ -171,6 +171,92 @@ func TestSplitCallPrepared(t *testing.T) {
 	}
 	if n := len(f.live); n != 2 {
 		t.Errorf("%d scratch blocks after repeated calls, want 2 (tables, states)", n)
+	}
+}
+
+// An early split call (Options.EarlyFirstSegment) also uploads the first
+// segments' pairs and packs the early pass: the output kernel over each
+// sequence's first segment from the caller's h0, its end states written
+// past the start states (where the scan starts from); the transfer and
+// output passes skip the first segments, and the transfer pass carries the
+// flag that makes it a dependent of the early pass.
+func TestSplitCallPreparedEarly(t *testing.T) {
+	c, f := splitHostPath(2)
+	c.early = 1
+	a := goodArgs(3, 1000, 2, 4) // 16 chunks a sequence: 8 segments, the first early, 6 transfer
+	e, err := c.prepare(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.release(e)
+	sc := e.split
+	if sc == nil || !e.plan.EarlyFirstSegment || !sc.plan.early || e.plan.Segments != 18 {
+		t.Fatalf("plan %v, split %v", e.plan, sc)
+	}
+	p, _ := ValidateCore(a)
+	output, transfer, first, firsts, err := segmentTables(p, 2, true)
+	if err != nil || len(firsts) != 6 || len(output) != 2*21 {
+		t.Fatalf("tables: %d output words, %d firsts, %v", len(output), len(firsts), err)
+	}
+	want := append(append(append(append([]int32(nil), output...), transfer...), first...), firsts...)
+	got := f.uploads[sc.mem]
+	if len(got) != 4*len(want) {
+		t.Fatalf("uploaded %d bytes, want %d", len(got), 4*len(want))
+	}
+	for i, w := range want {
+		if g := int32(binary.LittleEndian.Uint32(got[4*i:])); g != w {
+			t.Fatalf("table word %d: %d, want %d", i, g, w)
+		}
+	}
+	bm := uintptr(sc.slab.mem)
+	starts := bm + uintptr(2*18*4*stateFloats*4)
+	ends := starts + uintptr(21*4*stateFloats*4)
+	if f.live[sc.slab.mem] != slabSize(2*18*4*stateFloats*4+21*4*stateFloats*4+3*4*stateFloats*4) {
+		t.Errorf("states of %d bytes", f.live[sc.slab.mem])
+	}
+	firstsAt := uintptr(sc.mem) + uintptr(4*(len(output)+len(transfer)+len(first)))
+	ea := readBlock(&sc.early.block)
+	if ea.flags&kernsrc.HopperFlagTransfer != 0 || ea.flags&kernsrc.HopperFlagSegPairs == 0 || ea.flags&kernsrc.HopperFlagAfterEarly != 0 ||
+		ea.h0 != a.H0.Ptr || ea.ht != ends || ea.n != 3 || ea.nHt != 3 || ea.t != 3000 || ea.cuSeqlens != firstsAt {
+		t.Errorf("early block %+v", ea)
+	}
+	if sc.early.grid != [3]uint32{4 * 2 / uint32(sc.plan.consumers), 3, 1} {
+		t.Errorf("early grid %v", sc.early.grid)
+	}
+	tr := readBlock(&sc.transfer.block)
+	if tr.flags&kernsrc.HopperFlagAfterEarly == 0 || tr.flags&kernsrc.HopperFlagTransfer == 0 ||
+		tr.h0 != 0 || tr.ht != bm || tr.n != 18 || tr.nHt != 18 || tr.cuSeqlens != uintptr(sc.mem)+uintptr(4*len(output)) {
+		t.Errorf("transfer block %+v", tr)
+	}
+	out := readBlock(&sc.output.block)
+	if out.flags&kernsrc.HopperFlagAfterEarly != 0 || out.h0 != starts || out.ht != a.Ht.Ptr || out.n != 21 || out.nHt != 3 {
+		t.Errorf("output block %+v", out)
+	}
+}
+
+// The early pass covers each sequence's first segment, and the other lists
+// the rest exactly as a plain plan of the tokens after it would; a sequence
+// no longer than one segment is an error (the planner never plans it).
+func TestSegmentTablesEarly(t *testing.T) {
+	p := Problem{B: 1, T: 700, Hq: 1, Hv: 2, N: 3, Seqs: []int{0, 300, 429, 700}}
+	out, tr, first, firsts, err := segmentTables(p, 1, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantFirsts := []int32{0, 64, 300, 364, 429, 493}
+	if !slices.Equal(firsts, wantFirsts) {
+		t.Fatalf("firsts %v, want %v", firsts, wantFirsts)
+	}
+	// Sequence 0: 64..300 -> transfer [64,128) [128,192) [192,256), last [256,300).
+	wantTr := []int32{64, 128, 128, 192, 192, 256, 364, 428, 493, 557, 557, 621, 621, 685}
+	if !slices.Equal(tr, wantTr) || !slices.Equal(first, []int32{0, 3, 4, 7}) {
+		t.Fatalf("transfer %v first %v", tr, first)
+	}
+	if !slices.Equal(out[:6], []int32{256, 300, 428, 429, 685, 700}) || !slices.Equal(out[6:], tr) {
+		t.Fatalf("output %v", out)
+	}
+	if _, _, _, _, err := segmentTables(Problem{B: 1, T: 64, Hq: 1, Hv: 1, N: 1}, 1, true); err == nil {
+		t.Error("a one-segment sequence in an early plan: no error")
 	}
 }
 
@@ -384,7 +470,7 @@ func TestSplitCallsOfNewBoundariesShareOneSlab(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		output, transfer, _, _ := segmentTables(p, 2)
+		output, transfer, _, _, _ := segmentTables(p, 2, false)
 		if need := (len(transfer) + len(output)/2) * p.Hv * stateFloats * 4; need > held {
 			want, held = want+1, slabSize(need)
 		}

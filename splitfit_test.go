@@ -61,7 +61,7 @@ func TestSplitFitRecoversConstants(t *testing.T) {
 			for _, ls := range []int{8, 16, 32, 64, 128} {
 				rows = nil
 				for _, c := range cases {
-					tm, transfer, ok := splitTime(c.p, sms, nc, xc, ls)
+					tm, transfer, ok := splitTime(c.p, sms, nc, xc, ls, false)
 					if !ok {
 						continue
 					}

@@ -120,6 +120,13 @@ enum : int32_t {
   // GDN_FUSED: g holds the raw input a of the gate, g = -exp(a_log)
   // softplus(a + dt_bias) (FLA's use_gate_in_kernel), not the log-gate.
   kGateInKernel = 128,
+  // The transfer pass of a plan whose first segments run their output pass
+  // beside it (splitcall.go, "early"): a dependent launch of that pass, so
+  // its CTAs take the SMs the early CTAs leave free. It reads nothing the
+  // early pass writes, so no CTA waits at its start; its last CTA waits for
+  // the early pass at its end, so that the scan after it (which waits for
+  // this grid) finds the early pass's states complete too.
+  kAfterEarly = 256,
 };
 
 static_assert(sizeof(TmaDesc) == 128 && alignof(TmaDesc) == 64, "tensor map");
@@ -130,7 +137,8 @@ static_assert(GDN_OFF_PTRS == 5 * sizeof(TmaDesc) && GDN_OFF_SCALARS == GDN_OFF_
               "kernsrc.HopperOff*");
 static_assert(GDN_FLAG_BETA_FP32 == kBetaFP32 && GDN_FLAG_A_FP32 == kAFP32 && GDN_FLAG_SEQLENS_INT64 == kSeqlensInt64 &&
                   GDN_FLAG_SEG_PAIRS == kSegPairs && GDN_FLAG_TRANSFER == kTransfer && GDN_FLAG_A_PREPARED == kAPrepared &&
-                  GDN_FLAG_M_FIRST == kMFirst && GDN_FLAG_GATE_IN_KERNEL == kGateInKernel,
+                  GDN_FLAG_M_FIRST == kMFirst && GDN_FLAG_GATE_IN_KERNEL == kGateInKernel &&
+                  GDN_FLAG_AFTER_EARLY == kAfterEarly,
               "kernsrc.HopperFlag*");
 #endif
 
@@ -947,7 +955,8 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
     for (int x = 0; x < 2 && x < w.nch; ++x) write_gates(x, raw[64 * x + lane], raw[64 * x + lane + 32]);
     if (w.nch > 2) fetch_raw_gates(raw, p, w, lane, 2);
   }
-  griddep_wait();
+  // (A transfer pass after an early pass must not wait here: gdn_hopper_fwd.)
+  if (!kXfer || !(p.sc.flags & kAfterEarly)) griddep_wait();
 
   // S^T: rows v = vb + 16 warp + gq (+8), columns k = 8 j + 2 tq (+1).
   float S[64];
@@ -1389,4 +1398,10 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_hopper_fwd(const _
     regs_dealloc<kConvRegs>();
     run_converter(smem, bars, p, w);
   }
+  // kAfterEarly: the grid's last CTA (CTAs start in linear order) holds the
+  // grid open until the early pass has completed and its writes are
+  // visible; every other CTA leaves as soon as its work is done.
+  if (kXfer && (p.sc.flags & kAfterEarly) && threadIdx.x == 0 && blockIdx.x == gridDim.x - 1 &&
+      blockIdx.y == gridDim.y - 1)
+    griddep_wait();
 }

@@ -141,6 +141,12 @@ const (
 	// CoreBF16Fused only: g holds the gate's raw input a, and the kernel
 	// takes g = -exp(ALog) softplus(a + DtBias) (FLA's use_gate_in_kernel).
 	HopperFlagGateInKernel = 128
+	// The transfer pass of a plan whose first segments run their output
+	// pass first (splitPlan.early): launched as a dependent of that pass, its
+	// CTAs do not wait for it at their start; its last CTA waits for it at
+	// its end, so the scan after the transfer pass finds the early pass's
+	// end states written.
+	HopperFlagAfterEarly = 256
 )
 
 // HopperParams are the values of GdnHopperParams; Pack lays them out.
@@ -240,6 +246,7 @@ func hopperVariant(dt CoreDtype, consumers int, transfer bool) (Variant, error) 
 			fmt.Sprintf("GDN_FLAG_A_PREPARED=%d", HopperFlagAPrepared),
 			fmt.Sprintf("GDN_FLAG_M_FIRST=%d", HopperFlagMFirst),
 			fmt.Sprintf("GDN_FLAG_GATE_IN_KERNEL=%d", HopperFlagGateInKernel),
+			fmt.Sprintf("GDN_FLAG_AFTER_EARLY=%d", HopperFlagAfterEarly),
 			fmt.Sprintf("GDN_TRANSFER=%d", xfer),
 			fmt.Sprintf("GDN_QK_NORM=%d", norm),
 			fmt.Sprintf("GDN_FUSED=%d", fused)},

@@ -52,6 +52,7 @@ type benchOptions struct {
 	variant       string // a kernel variant instead of the planner's choice
 	segments      int    // Options.SegmentChunks: 0 planner, > 0 forced split, < 0 never
 	transferTile  int    // Options.TransferTile: 0 planner, 64 or 128 forced
+	earlyFirst    int    // Options.EarlyFirstSegment: 0 planner, 1 wherever it applies, -1 never
 	scanColumns   int    // Options.ScanColumns: 0 planner, 8, 16 or 32 forced
 	prepHeads     int    // Options.PrepHeads: 0 by shape, > 0 a cap (--full)
 	plotPath      string // --plot: chart of the results (.svg or .png)
@@ -64,7 +65,7 @@ type benchOptions struct {
 	prepKernel    bool   // with full: Options.PrepKernel (the preparation as a kernel of its own everywhere)
 }
 
-const benchSynopsis = "[--cases a,b,...] [--reps N] [--warmup N] [--calls N] [--csv FILE] [--dtype bf16|fp16] [--a-dtype bf16|fp32] [--seed N] [--runtime-graphs] [--variant NAME] [--segments N] [--transfer-tile 64|128] [--scan-columns 8|16|32] [--prep-heads N] [--plot FILE.svg|.png] [--compare OLD.csv] [--sms N] [--full [--no-l2norm | --l2norm-in-prep] [--prep-kernel]]\n       gdn bench --from RUN.csv [--plot FILE.svg|.png] [--compare OLD.csv]"
+const benchSynopsis = "[--cases a,b,...] [--reps N] [--warmup N] [--calls N] [--csv FILE] [--dtype bf16|fp16] [--a-dtype bf16|fp32] [--seed N] [--runtime-graphs] [--variant NAME] [--segments N] [--transfer-tile 64|128] [--scan-columns 8|16|32] [--early-first -1|0|1] [--prep-heads N] [--plot FILE.svg|.png] [--compare OLD.csv] [--sms N] [--full [--no-l2norm | --l2norm-in-prep] [--prep-kernel]]\n       gdn bench --from RUN.csv [--plot FILE.svg|.png] [--compare OLD.csv]"
 
 // parseBenchArgs reads the command line of `gdn bench`.
 func parseBenchArgs(args []string) (benchOptions, error) {
@@ -84,6 +85,7 @@ func parseBenchArgs(args []string) (benchOptions, error) {
 	prepHeads := fs.Int("prep-heads", 0, "with --full: value heads per block of the preparation kernel, at most N (4 or 1, dividing Hv/Hq); 0 lets the shape decide")
 	segments := fs.Int("segments", 0, "sequence parallelism: 0 lets the planner decide, N > 0 cuts sequences longer than N chunks into segments of N, -1 never cuts")
 	transferTile := fs.Int("transfer-tile", 0, "with a split plan: the value-tile width of its transfer pass, 64 or 128; 0 lets the planner choose")
+	earlyFirst := fs.Int("early-first", 0, "with a split plan: 1 runs each sequence's first segment beside the transfer pass wherever that applies, -1 never; 0 lets the planner decide")
 	scanColumns := fs.Int("scan-columns", 0, "with a split plan: the value columns of one CTA of its scan, 8, 16 or 32; 0 lets the planner choose")
 	fromPath := fs.String("from", "", "take the results from this CSV (from an earlier --csv) instead of running: for --plot and --compare, no GPU needed")
 	sms := fs.Int("sms", 0, smsFlagHelp)
@@ -95,10 +97,13 @@ func parseBenchArgs(args []string) (benchOptions, error) {
 		return benchOptions{}, err
 	}
 	o := benchOptions{reps: *reps, warmup: *warmup, calls: *calls, csvPath: *csvPath, seed: *seed, runtimeGraphs: *runtimeGraphs,
-		variant: *variant, segments: *segments, transferTile: *transferTile, scanColumns: *scanColumns, prepHeads: *prepHeads, plotPath: *plotPath, comparePath: *comparePath, fromPath: *fromPath, sms: *sms,
+		variant: *variant, segments: *segments, transferTile: *transferTile, earlyFirst: *earlyFirst, scanColumns: *scanColumns, prepHeads: *prepHeads, plotPath: *plotPath, comparePath: *comparePath, fromPath: *fromPath, sms: *sms,
 		full: *full, l2norm: *full && !*noL2Norm, l2normInPrep: *inPrep, prepKernel: *prepKernel}
 	if o.transferTile != 0 && o.transferTile != 64 && o.transferTile != 128 {
 		return o, fmt.Errorf("--transfer-tile %d: want 64 or 128 (0: the planner's)", o.transferTile)
+	}
+	if o.earlyFirst < -1 || o.earlyFirst > 1 {
+		return o, fmt.Errorf("--early-first %d: want -1, 0 (the planner's) or 1", o.earlyFirst)
 	}
 	if o.scanColumns != 0 && !slices.Contains(kernsrc.ScanColumnChoices(), o.scanColumns) {
 		return o, fmt.Errorf("--scan-columns %d: want one of %v (0: the planner's)", o.scanColumns, kernsrc.ScanColumnChoices())
@@ -231,7 +236,7 @@ func runBench(args []string) error {
 	}
 	// Without the Runtime's graph cache every Forward is a plain kernel
 	// launch, which the benchmark's own capture records as it is.
-	rt, err := openRuntime(gdn.Options{NoGraphs: !o.runtimeGraphs, Variant: o.variant, SegmentChunks: o.segments, TransferTile: o.transferTile, ScanColumns: o.scanColumns, PrepHeads: o.prepHeads, SMs: o.sms, L2NormInPrep: o.l2normInPrep, PrepKernel: o.prepKernel})
+	rt, err := openRuntime(gdn.Options{NoGraphs: !o.runtimeGraphs, Variant: o.variant, SegmentChunks: o.segments, TransferTile: o.transferTile, EarlyFirstSegment: o.earlyFirst, ScanColumns: o.scanColumns, PrepHeads: o.prepHeads, SMs: o.sms, L2NormInPrep: o.l2normInPrep, PrepKernel: o.prepKernel})
 	if err != nil {
 		return err
 	}

@@ -41,6 +41,9 @@ func TestParseBenchArgsFull(t *testing.T) {
 	if o, err = parseBenchArgs([]string{"--transfer-tile", "128", "--segments", "16"}); err != nil || o.transferTile != 128 || o.segments != 16 {
 		t.Errorf("--transfer-tile 128: %+v, %v", o, err)
 	}
+	if o, err = parseBenchArgs([]string{"--early-first", "-1"}); err != nil || o.earlyFirst != -1 {
+		t.Errorf("--early-first -1: %+v, %v", o, err)
+	}
 	if o, err = parseBenchArgs([]string{"--scan-columns", "32"}); err != nil || o.scanColumns != 32 {
 		t.Errorf("--scan-columns 32: %+v, %v", o, err)
 	}
@@ -55,6 +58,7 @@ func TestParseBenchArgsFull(t *testing.T) {
 		{[]string{"--from", "run.csv", "--plot", "a.svg", "--full"}, "--full does not apply"},
 		{[]string{"--transfer-tile", "96"}, "--transfer-tile 96: want 64 or 128"},
 		{[]string{"--scan-columns", "24"}, "--scan-columns 24: want one of [8 16 32]"},
+		{[]string{"--early-first", "2"}, "--early-first 2: want -1, 0 (the planner's) or 1"},
 	} {
 		if _, err := parseBenchArgs(c.args); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: err = %v, want one containing %q", c.args, err, c.want)
