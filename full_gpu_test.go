@@ -171,15 +171,20 @@ func runFullRaw(t *testing.T, r *gdn.Runtime, c fullCase, seed uint64) (ref.Inpu
 // The full forward from raw gates against ref.Full: log-gates given or
 // computed from A_log, dt_bias and a; q and k normalised inside or not;
 // packed sequences with empty and one-token ones; fp16; strong decay and
-// beta = 1; sequences with G = 4 and 8; the same through a split plan; and
+// beta = 1; sequences with G = 4 and 8; the same through a split plan,
+// plain and early (Options.EarlyFirstSegment); and
 // the preparation in blocks of four value heads wherever four divide G
 // (Options.PrepHeads; a test shape's grid is too small for the full
 // forward to choose them itself).
 func TestFullMatchesReference(t *testing.T) {
-	for _, o := range []gdn.Options{{}, {SegmentChunks: 2}, {PrepHeads: 4}} {
+	for _, o := range []gdn.Options{{}, {SegmentChunks: 2}, {SegmentChunks: 2, EarlyFirstSegment: 1}, {PrepHeads: 4}} {
 		r := splitRuntime(t, o)
+		name := fmt.Sprintf("seg%d_prep%d", o.SegmentChunks, o.PrepHeads)
+		if o.EarlyFirstSegment > 0 {
+			name = fmt.Sprintf("seg%d_early_prep%d", o.SegmentChunks, o.PrepHeads)
+		}
 		for i, c := range fullCases() {
-			t.Run(fmt.Sprintf("seg%d_prep%d/%s", o.SegmentChunks, o.PrepHeads, c.name), func(t *testing.T) {
+			t.Run(name+"/"+c.name, func(t *testing.T) {
 				o, ht := runFullCase(t, r, c, uint64(100+i))
 				t.Logf("METRIC full o %v ht %v", o, ht)
 				// Unnormalised q and k show the normalised copies' rounding:

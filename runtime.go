@@ -51,12 +51,14 @@ type Options struct {
 	ScanColumns int
 	// EarlyFirstSegment decides whether a split call runs each sequence's
 	// first segment (whose true start is h0) as an output pass of its own
-	// beside the transfer pass, which then needs no B or M for it: 0 lets
-	// the planner's cost model decide, > 0 makes every split plan early
-	// where that applies (every sequence cut in at least two segments and
-	// one in three or more, the early pass's CTAs fewer than the SMs), < 0 never (tests,
-	// benchmarks). It does not decide whether a call is split. Results are
-	// exact either way.
+	// beside the transfer pass, which then needs no B or M for it. 0 lets
+	// the planner's cost model decide. > 0 weighs early plans first: the
+	// best of them where one applies (every sequence cut in at least two
+	// segments and one in three or more, the early pass's CTAs fewer than
+	// the SMs) and the model puts it ahead of running unsplit, else the
+	// plain planner's choice. < 0 weighs plain split plans only, so a call
+	// whose only split worth making is early runs unsplit (tests,
+	// benchmarks). Results are exact either way.
 	EarlyFirstSegment int
 	// PrepHeads, when positive, caps how many value heads of one key head
 	// each block of the full forward's preparation kernel takes (it loads

@@ -246,10 +246,13 @@ const earlyShortest = 8
 // splits. consumers > 0 fixes the tile of both passes (a forced variant:
 // its transfer pass is that tile's too).
 //
-// early > 0 makes every split plan early wherever that applies (splitTime),
-// early < 0 never; 0 lets the model choose. An early plan also weighs
-// segment lengths that cut the longest sequence into an exact count of
-// segments (earlyLengths), so that its output pass fills a wave.
+// early > 0 takes the best early plan (splitTime) where one applies and
+// beats the unsplit estimate, else what early < 0 would; early < 0 weighs
+// plain plans only (a call whose only winning split is early then runs
+// unsplit); 0 lets the model choose between them. An early plan also
+// weighs the segment lengths that cut the longest sequence into a given
+// count of segments (earlyLengths), so that its output pass can fill a
+// wave exactly.
 func planSplit(p Problem, sms, force, consumers, early int) splitPlan {
 	// QKNorm has no transfer pass (the full forward takes it only where
 	// the plan of its normalised copies does not split: normInCore).
@@ -322,9 +325,11 @@ func planSplit(p Problem, sms, force, consumers, early int) splitPlan {
 }
 
 // earlyLengths are the segment lengths an early plan weighs: those of
-// segmentCandidates, and for each count of segments from 2 to 32 the
-// shortest length that cuts the longest sequence into that many, within
-// the lengths the constants were fitted on (earlyShortest to 128).
+// segmentCandidates, and for each count k from 2 to 32 the length
+// ceil(longest / k), which cuts the longest sequence into at most k
+// segments (exactly k where it divides evenly enough, as 512 chunks into 9
+// of 57), within the lengths the constants were fitted on (earlyShortest
+// to 128).
 func earlyLengths(p Problem) []int {
 	longest := 0
 	seqChunks(p, func(l int) { longest = max(longest, l) })

@@ -3,6 +3,7 @@
 package gdn_test
 
 import (
+	"cmp"
 	"fmt"
 	"testing"
 
@@ -98,18 +99,29 @@ func TestSplitMatchesReference(t *testing.T) {
 
 // Early plans forced (Options.EarlyFirstSegment: each sequence's first
 // segment runs its output pass beside the transfer pass, and the scan
-// starts from that segment's end state) with tiny segments on both tiles,
-// against the float64 recurrence; and forced off on the same inputs. Every
-// case with a sequence cut in three or more segments and none in one runs
-// early (the varlen case, with short sequences, cannot).
+// starts from that segment's end state) with tiny segments on both tiles
+// and on the planner's (which may pair a 64-wide output pass with a
+// 128-wide transfer pass), against the float64 recurrence; and forced off
+// on the same inputs. Every case with a sequence cut in three or more
+// segments and none in one runs early (the varlen case with empty and
+// one-token sequences cannot; varlen_2_and_5 has a sequence of exactly two
+// segments, whose scan has no step, beside one of five).
 func TestSplitEarlyMatchesReference(t *testing.T) {
 	early := 0
-	for _, variant := range []string{"gdn_hopper_%s_bv64", "gdn_hopper_%s_bv128"} {
+	cases := append(splitCases(), splitCase{"varlen_2_and_5", ref.Shape{B: 1, T: 420, Hq: 1, Hv: 2, CuSeqlens: []int{0, 100, 420}},
+		ref.RecipeOptions{WithH0: true}})
+	for _, variant := range []string{"gdn_hopper_%s_bv64", "gdn_hopper_%s_bv128", ""} {
 		for _, seg := range []int{1, 2, 3} {
-			for _, c := range splitCases() {
+			for _, c := range cases {
 				for _, mode := range []int{1, -1} {
-					v := fmt.Sprintf(variant, recipeDtype(c.opts))
-					t.Run(fmt.Sprintf("%s/seg%d/early%d/%s", v, seg, mode, c.name), func(t *testing.T) {
+					if variant == "" && mode < 0 {
+						continue // the planner's tiles without early: TestSplitTransferTileApart
+					}
+					v := variant
+					if v != "" {
+						v = fmt.Sprintf(variant, recipeDtype(c.opts))
+					}
+					t.Run(fmt.Sprintf("%s/seg%d/early%d/%s", cmp.Or(v, "planner"), seg, mode, c.name), func(t *testing.T) {
 						r := splitRuntime(t, gdn.Options{Variant: v, SegmentChunks: seg, EarlyFirstSegment: mode})
 						h, _ := splitCaseArgs(t, c, 0)
 						up, err := r.UploadCore(h)
@@ -329,18 +341,77 @@ func TestSplitGraphReplay(t *testing.T) {
 	repeatOnStream(t, r, d, stream, 4)
 }
 
-// The same with an early plan: four launches in one graph, the transfer
-// pass a dependent launch of the early pass.
+// The same with an early plan (four launches, the transfer pass a
+// dependent launch of the early pass): replayed from the call cache's
+// graph, and captured into the caller's own graph (four kernel nodes a
+// call) and launched from there.
 func TestSplitEarlyGraphReplay(t *testing.T) {
 	r := splitRuntime(t, gdn.Options{SegmentChunks: 2, EarlyFirstSegment: 1})
 	d := newDeviceCase(t, r, ref.Shape{B: 1, T: 1333, Hq: 2, Hv: 4}, 9)
 	defer d.free()
+	if pl, err := r.PlanOf(d.args); err != nil || !pl.EarlyFirstSegment {
+		t.Fatalf("plan %v (%v), want an early split", pl, err)
+	}
 	stream, err := r.Context().NewStream()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer stream.Destroy()
 	repeatOnStream(t, r, d, stream, 4)
+	captureAndReplay(t, r, d, stream, 2, 4) // early, transfer, scan, output per call
+}
+
+// The scan starts from the early pass's end states only once that pass has
+// completed. Built with GDN_TEST_EARLY_DELAY, the early pass's CTAs spin
+// about a millisecond first, so the transfer pass (which does not wait for
+// the early pass at its start) ends long before the early pass: the
+// outputs must still match the float64 recurrence, call after call with new
+// inputs (head 0 has g = 0: a stale start state would show). Built also
+// with GDN_TEST_NO_EARLY_WAIT (the transfer pass's last CTA no longer waits
+// for the early pass) the same calls must come out wrong: the wait is what
+// orders the scan after the early pass.
+func TestSplitEarlyWaitsForEarlyPass(t *testing.T) {
+	c := splitCase{"G2_T2048", ref.Shape{B: 1, T: 2048, Hq: 1, Hv: 2}, ref.RecipeOptions{WithH0: true}}
+	for _, m := range []struct {
+		defines string
+		right   bool
+	}{{"GDN_TEST_EARLY_DELAY", true}, {"GDN_TEST_EARLY_DELAY GDN_TEST_NO_EARLY_WAIT", false}} {
+		t.Run(m.defines, func(t *testing.T) {
+			t.Setenv(jit.DefinesEnv, m.defines) // read when a runtime first compiles
+			r := splitRuntime(t, gdn.Options{SegmentChunks: 4, EarlyFirstSegment: 1})
+			for seed := uint64(1); seed <= 3; seed++ {
+				h, in := splitCaseArgs(t, c, seed)
+				if seed == 1 {
+					up, err := r.UploadCore(h)
+					if err != nil {
+						t.Fatal(err)
+					}
+					pl, err := r.PlanOf(up.Args)
+					up.Free()
+					if err != nil || !pl.EarlyFirstSegment {
+						t.Fatalf("plan %v (%v), want an early split", pl, err)
+					}
+				}
+				res, err := r.ForwardHost(h)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantO, wantHt, err := ref.Recurrent(in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				o, ht := ref.Compare32(res.O, wantO), ref.Compare32(res.Ht, wantHt)
+				bad := o.Within(ref.PassO) != nil || ht.Within(ref.PassHt) != nil
+				t.Logf("METRIC split early wait %q seed %d o %v ht %v", m.defines, seed, o, ht)
+				if m.right && bad {
+					t.Errorf("seed %d: o %v, ht %v: over the pass lines with the early pass delayed", seed, o, ht)
+				}
+				if !m.right && !bad {
+					t.Errorf("seed %d: right outputs without the transfer pass's wait: the test cannot see a missing wait", seed)
+				}
+			}
+		})
+	}
 }
 
 func splitRuntime(t *testing.T, o gdn.Options) *gdn.Runtime {

@@ -288,7 +288,7 @@ func TestPlanSplitEarly(t *testing.T) {
 	if !sp.early || sp.segChunks == 0 {
 		t.Fatalf("tp4_32k: %+v, want an early plan", sp)
 	}
-	if segs := ceilDiv(512, sp.segChunks); segs*tp4.Hv*(2/sp.consumers)-tp4.Hv > 132 || sp.transfer != segs-2 {
+	if segs := ceilDiv(512, sp.segChunks); (segs-1)*tp4.Hv*(2/sp.consumers) > 132 || sp.transfer != segs-2 {
 		t.Errorf("tp4_32k: %+v: %d segments, output pass of %d CTAs", sp, segs, (segs-1)*tp4.Hv*(2/sp.consumers))
 	}
 	// The transfer pass runs on the SMs the early pass leaves: mFirst when

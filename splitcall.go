@@ -298,7 +298,7 @@ func newSplitCall(dev scratchDevice, grave *scratchGraveyard, slabs *scratchSlab
 			sc.free()
 			return nil, err
 		}
-		hp.Flags |= kernsrc.HopperFlagSegPairs
+		hp.Flags |= kernsrc.HopperFlagSegPairs | kernsrc.HopperFlagEarlyPass
 		hp.H0, hp.Ht, hp.NHt = key.h0, earlyEnds, int32(p.N)
 		hp.Pack(&sc.early.block)
 		sc.early.grid = [3]uint32{uint32(p.Hv) * tiles, uint32(p.N), 1}

@@ -216,7 +216,7 @@ func TestSplitCallPreparedEarly(t *testing.T) {
 	}
 	firstsAt := uintptr(sc.mem) + uintptr(4*(len(output)+len(transfer)+len(first)))
 	ea := readBlock(&sc.early.block)
-	if ea.flags&kernsrc.HopperFlagTransfer != 0 || ea.flags&kernsrc.HopperFlagSegPairs == 0 || ea.flags&kernsrc.HopperFlagAfterEarly != 0 ||
+	if ea.flags&kernsrc.HopperFlagTransfer != 0 || ea.flags&kernsrc.HopperFlagSegPairs == 0 || ea.flags&kernsrc.HopperFlagAfterEarly != 0 || ea.flags&kernsrc.HopperFlagEarlyPass == 0 ||
 		ea.h0 != a.H0.Ptr || ea.ht != ends || ea.n != 3 || ea.nHt != 3 || ea.t != 3000 || ea.cuSeqlens != firstsAt {
 		t.Errorf("early block %+v", ea)
 	}
@@ -229,7 +229,7 @@ func TestSplitCallPreparedEarly(t *testing.T) {
 		t.Errorf("transfer block %+v", tr)
 	}
 	out := readBlock(&sc.output.block)
-	if out.flags&kernsrc.HopperFlagAfterEarly != 0 || out.h0 != starts || out.ht != a.Ht.Ptr || out.n != 21 || out.nHt != 3 {
+	if out.flags&(kernsrc.HopperFlagAfterEarly|kernsrc.HopperFlagEarlyPass) != 0 || out.h0 != starts || out.ht != a.Ht.Ptr || out.n != 21 || out.nHt != 3 {
 		t.Errorf("output block %+v", out)
 	}
 }

@@ -127,6 +127,9 @@ enum : int32_t {
   // the early pass at its end, so that the scan after it (which waits for
   // this grid) finds the early pass's states complete too.
   kAfterEarly = 256,
+  // The early pass itself (an output pass over each sequence's first
+  // segment): only GDN_TEST_EARLY_DELAY reads it.
+  kEarlyPass = 512,
 };
 
 static_assert(sizeof(TmaDesc) == 128 && alignof(TmaDesc) == 64, "tensor map");
@@ -138,7 +141,7 @@ static_assert(GDN_OFF_PTRS == 5 * sizeof(TmaDesc) && GDN_OFF_SCALARS == GDN_OFF_
 static_assert(GDN_FLAG_BETA_FP32 == kBetaFP32 && GDN_FLAG_A_FP32 == kAFP32 && GDN_FLAG_SEQLENS_INT64 == kSeqlensInt64 &&
                   GDN_FLAG_SEG_PAIRS == kSegPairs && GDN_FLAG_TRANSFER == kTransfer && GDN_FLAG_A_PREPARED == kAPrepared &&
                   GDN_FLAG_M_FIRST == kMFirst && GDN_FLAG_GATE_IN_KERNEL == kGateInKernel &&
-                  GDN_FLAG_AFTER_EARLY == kAfterEarly,
+                  GDN_FLAG_AFTER_EARLY == kAfterEarly && GDN_FLAG_EARLY_PASS == kEarlyPass,
               "kernsrc.HopperFlag*");
 #endif
 
@@ -247,6 +250,21 @@ static_assert(!kFused || (kNorm && kAux == 1), "the fused preparation reads the 
 constexpr bool kEarlyExit = false;
 #else
 constexpr bool kEarlyExit = true;
+#endif
+// For tests only (split_gpu_test.go, TestSplitEarlyWaitsForEarlyPass):
+// GDN_TEST_EARLY_DELAY makes the early pass's CTAs spin about a
+// millisecond before their work, so that the transfer pass ends long before
+// it; GDN_TEST_NO_EARLY_WAIT drops the transfer pass's wait for the early
+// pass (kAfterEarly), which the test must then see as wrong outputs.
+#ifdef GDN_TEST_EARLY_DELAY
+constexpr bool kTestEarlyDelay = true;
+#else
+constexpr bool kTestEarlyDelay = false;
+#endif
+#ifdef GDN_TEST_NO_EARLY_WAIT
+constexpr bool kTestNoEarlyWait = true;
+#else
+constexpr bool kTestNoEarlyWait = false;
 #endif
 // How a chunk's first products are formed (measured, docs/PERF.md v12):
 // a CTA with one consumer group is bound by that group's chain of products,
@@ -1297,6 +1315,9 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_hopper_fwd(const _
   // The scan after a transfer pass is a dependent launch: its CTAs may take
   // SMs this grid leaves free once all of this grid's CTAs have started.
   griddep_release();
+  if (kTestEarlyDelay && (p.sc.flags & kEarlyPass))
+    for (const long long t0 = clock64(); clock64() - t0 < 2000000;) {
+    }
 
   Work w;
   constexpr int tiles = 128 / kBV;
@@ -1401,7 +1422,7 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1) gdn_hopper_fwd(const _
   // kAfterEarly: the grid's last CTA (CTAs start in linear order) holds the
   // grid open until the early pass has completed and its writes are
   // visible; every other CTA leaves as soon as its work is done.
-  if (kXfer && (p.sc.flags & kAfterEarly) && threadIdx.x == 0 && blockIdx.x == gridDim.x - 1 &&
+  if (kXfer && !kTestNoEarlyWait && (p.sc.flags & kAfterEarly) && threadIdx.x == 0 && blockIdx.x == gridDim.x - 1 &&
       blockIdx.y == gridDim.y - 1)
     griddep_wait();
 }

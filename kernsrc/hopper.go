@@ -147,6 +147,10 @@ const (
 	// its end, so the scan after the transfer pass finds the early pass's
 	// end states written.
 	HopperFlagAfterEarly = 256
+	// The early pass itself (splitcall.go): the output kernel over each
+	// sequence's first segment. The kernel reads it only in a test build
+	// (GDN_TEST_EARLY_DELAY).
+	HopperFlagEarlyPass = 512
 )
 
 // HopperParams are the values of GdnHopperParams; Pack lays them out.
@@ -247,6 +251,7 @@ func hopperVariant(dt CoreDtype, consumers int, transfer bool) (Variant, error) 
 			fmt.Sprintf("GDN_FLAG_M_FIRST=%d", HopperFlagMFirst),
 			fmt.Sprintf("GDN_FLAG_GATE_IN_KERNEL=%d", HopperFlagGateInKernel),
 			fmt.Sprintf("GDN_FLAG_AFTER_EARLY=%d", HopperFlagAfterEarly),
+			fmt.Sprintf("GDN_FLAG_EARLY_PASS=%d", HopperFlagEarlyPass),
 			fmt.Sprintf("GDN_TRANSFER=%d", xfer),
 			fmt.Sprintf("GDN_QK_NORM=%d", norm),
 			fmt.Sprintf("GDN_FUSED=%d", fused)},

@@ -160,7 +160,7 @@ for step in "${@:-tests}"; do
 			dir=.
 			[[ $name != gdn ]] && dir=${name//-//}
 			echo "== $name" | tee -a "$out/tests.log" >&2
-			(cd "$dir" && timeout 200 "$OLDPWD/$t" -test.v -test.count=1 -test.timeout 190s) >"$out/test.tmp" 2>&1 || fail "$name"
+			(cd "$dir" && timeout 330 "$OLDPWD/$t" -test.v -test.count=1 -test.timeout 320s) >"$out/test.tmp" 2>&1 || fail "$name"
 			cat "$out/test.tmp" >>"$out/tests.log"
 			grep -E "^(--- FAIL|FAIL|ok|PASS)|METRIC worst" "$out/test.tmp" | tail -20 >&2
 		done

@@ -85,7 +85,7 @@ func parseBenchArgs(args []string) (benchOptions, error) {
 	prepHeads := fs.Int("prep-heads", 0, "with --full: value heads per block of the preparation kernel, at most N (4 or 1, dividing Hv/Hq); 0 lets the shape decide")
 	segments := fs.Int("segments", 0, "sequence parallelism: 0 lets the planner decide, N > 0 cuts sequences longer than N chunks into segments of N, -1 never cuts")
 	transferTile := fs.Int("transfer-tile", 0, "with a split plan: the value-tile width of its transfer pass, 64 or 128; 0 lets the planner choose")
-	earlyFirst := fs.Int("early-first", 0, "with a split plan: 1 runs each sequence's first segment beside the transfer pass wherever that applies, -1 never; 0 lets the planner decide")
+	earlyFirst := fs.Int("early-first", 0, "Options.EarlyFirstSegment: 1 prefers split plans that run each sequence's first segment beside the transfer pass, -1 weighs only plans without (a call whose only worthwhile split is such a plan then runs unsplit); 0 lets the planner decide")
 	scanColumns := fs.Int("scan-columns", 0, "with a split plan: the value columns of one CTA of its scan, 8, 16 or 32; 0 lets the planner choose")
 	fromPath := fs.String("from", "", "take the results from this CSV (from an earlier --csv) instead of running: for --plot and --compare, no GPU needed")
 	sms := fs.Int("sms", 0, smsFlagHelp)
