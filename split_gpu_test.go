@@ -366,51 +366,44 @@ func TestSplitEarlyGraphReplay(t *testing.T) {
 // about a millisecond first, so the transfer pass (which does not wait for
 // the early pass at its start) ends long before the early pass: the
 // outputs must still match the float64 recurrence, call after call with new
-// inputs (head 0 has g = 0: a stale start state would show). Built also
-// with GDN_TEST_NO_EARLY_WAIT (the transfer pass's last CTA no longer waits
-// for the early pass) the same calls must come out wrong: the wait is what
-// orders the scan after the early pass.
+// inputs (head 0 has g = 0: a stale start state would show). (A build
+// without the transfer pass's wait for the early pass gave the same bits on
+// the H200, driver 580: the scan's own wait covered the early pass too.
+// The wait stays: the PTX ISA promises only the prerequisite grid's
+// completion. docs/PERF.md, v34.)
 func TestSplitEarlyWaitsForEarlyPass(t *testing.T) {
 	c := splitCase{"G2_T2048", ref.Shape{B: 1, T: 2048, Hq: 1, Hv: 2}, ref.RecipeOptions{WithH0: true}}
-	for _, m := range []struct {
-		defines string
-		right   bool
-	}{{"GDN_TEST_EARLY_DELAY", true}, {"GDN_TEST_EARLY_DELAY GDN_TEST_NO_EARLY_WAIT", false}} {
-		t.Run(m.defines, func(t *testing.T) {
-			t.Setenv(jit.DefinesEnv, m.defines) // read when a runtime first compiles
-			r := splitRuntime(t, gdn.Options{SegmentChunks: 4, EarlyFirstSegment: 1})
-			for seed := uint64(1); seed <= 3; seed++ {
-				h, in := splitCaseArgs(t, c, seed)
-				if seed == 1 {
-					up, err := r.UploadCore(h)
-					if err != nil {
-						t.Fatal(err)
-					}
-					pl, err := r.PlanOf(up.Args)
-					up.Free()
-					if err != nil || !pl.EarlyFirstSegment {
-						t.Fatalf("plan %v (%v), want an early split", pl, err)
-					}
-				}
-				res, err := r.ForwardHost(h)
-				if err != nil {
-					t.Fatal(err)
-				}
-				wantO, wantHt, err := ref.Recurrent(in)
-				if err != nil {
-					t.Fatal(err)
-				}
-				o, ht := ref.Compare32(res.O, wantO), ref.Compare32(res.Ht, wantHt)
-				bad := o.Within(ref.PassO) != nil || ht.Within(ref.PassHt) != nil
-				t.Logf("METRIC split early wait %q seed %d o %v ht %v", m.defines, seed, o, ht)
-				if m.right && bad {
-					t.Errorf("seed %d: o %v, ht %v: over the pass lines with the early pass delayed", seed, o, ht)
-				}
-				if !m.right && !bad {
-					t.Errorf("seed %d: right outputs without the transfer pass's wait: the test cannot see a missing wait", seed)
-				}
+	t.Setenv(jit.DefinesEnv, "GDN_TEST_EARLY_DELAY") // read when a runtime first compiles
+	r := splitRuntime(t, gdn.Options{SegmentChunks: 4, EarlyFirstSegment: 1})
+	for seed := uint64(1); seed <= 3; seed++ {
+		h, in := splitCaseArgs(t, c, seed)
+		if seed == 1 {
+			up, err := r.UploadCore(h)
+			if err != nil {
+				t.Fatal(err)
 			}
-		})
+			pl, err := r.PlanOf(up.Args)
+			up.Free()
+			if err != nil || !pl.EarlyFirstSegment {
+				t.Fatalf("plan %v (%v), want an early split", pl, err)
+			}
+		}
+		res, err := r.ForwardHost(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantO, wantHt, err := ref.Recurrent(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, ht := ref.Compare32(res.O, wantO), ref.Compare32(res.Ht, wantHt)
+		t.Logf("METRIC split early delayed seed %d o %v ht %v", seed, o, ht)
+		if err := o.Within(ref.PassO); err != nil {
+			t.Errorf("seed %d: o: %v", seed, err)
+		}
+		if err := ht.Within(ref.PassHt); err != nil {
+			t.Errorf("seed %d: ht: %v", seed, err)
+		}
 	}
 }
 
