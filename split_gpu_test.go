@@ -375,35 +375,19 @@ func TestSplitEarlyWaitsForEarlyPass(t *testing.T) {
 	c := splitCase{"G2_T2048", ref.Shape{B: 1, T: 2048, Hq: 1, Hv: 2}, ref.RecipeOptions{WithH0: true}}
 	t.Setenv(jit.DefinesEnv, "GDN_TEST_EARLY_DELAY") // read when a runtime first compiles
 	r := splitRuntime(t, gdn.Options{SegmentChunks: 4, EarlyFirstSegment: 1})
+	h, _ := splitCaseArgs(t, c, 0)
+	up, err := r.UploadCore(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl, err := r.PlanOf(up.Args)
+	up.Free()
+	if err != nil || !pl.EarlyFirstSegment {
+		t.Fatalf("plan %v (%v), want an early split", pl, err)
+	}
 	for seed := uint64(1); seed <= 3; seed++ {
-		h, in := splitCaseArgs(t, c, seed)
-		if seed == 1 {
-			up, err := r.UploadCore(h)
-			if err != nil {
-				t.Fatal(err)
-			}
-			pl, err := r.PlanOf(up.Args)
-			up.Free()
-			if err != nil || !pl.EarlyFirstSegment {
-				t.Fatalf("plan %v (%v), want an early split", pl, err)
-			}
-		}
-		res, err := r.ForwardHost(h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantO, wantHt, err := ref.Recurrent(in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		o, ht := ref.Compare32(res.O, wantO), ref.Compare32(res.Ht, wantHt)
+		_, o, ht := runSplitCaseResult(t, r, c, seed) // against the reference's pass lines
 		t.Logf("METRIC split early delayed seed %d o %v ht %v", seed, o, ht)
-		if err := o.Within(ref.PassO); err != nil {
-			t.Errorf("seed %d: o: %v", seed, err)
-		}
-		if err := ht.Within(ref.PassHt); err != nil {
-			t.Errorf("seed %d: ht: %v", seed, err)
-		}
 	}
 }
 

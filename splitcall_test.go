@@ -125,15 +125,7 @@ func TestSplitCallPrepared(t *testing.T) {
 	p, _ := ValidateCore(a)
 	output, transfer, first, _, _ := segmentTables(p, 2, false)
 	want := append(append(append([]int32(nil), output...), transfer...), first...)
-	got := f.uploads[sc.mem]
-	if len(got) != 4*len(want) {
-		t.Fatalf("uploaded %d bytes, want %d", len(got), 4*len(want))
-	}
-	for i, w := range want {
-		if g := int32(binary.LittleEndian.Uint32(got[4*i:])); g != w {
-			t.Fatalf("table word %d: %d, want %d", i, g, w)
-		}
-	}
+	checkUploadedTables(t, f, sc, want)
 	tableBytes := (4*len(want) + 255) &^ 255
 	bm := uintptr(sc.slab.mem)
 	starts := bm + uintptr(2*21*4*stateFloats*4)
@@ -199,15 +191,7 @@ func TestSplitCallPreparedEarly(t *testing.T) {
 		t.Fatalf("tables: %d output words, %d firsts, %v", len(output), len(firsts), err)
 	}
 	want := append(append(append(append([]int32(nil), output...), transfer...), first...), firsts...)
-	got := f.uploads[sc.mem]
-	if len(got) != 4*len(want) {
-		t.Fatalf("uploaded %d bytes, want %d", len(got), 4*len(want))
-	}
-	for i, w := range want {
-		if g := int32(binary.LittleEndian.Uint32(got[4*i:])); g != w {
-			t.Fatalf("table word %d: %d, want %d", i, g, w)
-		}
-	}
+	checkUploadedTables(t, f, sc, want)
 	bm := uintptr(sc.slab.mem)
 	starts := bm + uintptr(2*18*4*stateFloats*4)
 	ends := starts + uintptr(21*4*stateFloats*4)
@@ -257,6 +241,21 @@ func TestSegmentTablesEarly(t *testing.T) {
 	}
 	if _, _, _, _, err := segmentTables(Problem{B: 1, T: 64, Hq: 1, Hv: 1, N: 1}, 1, true); err == nil {
 		t.Error("a one-segment sequence in an early plan: no error")
+	}
+}
+
+// checkUploadedTables checks that sc's tables went to the device as want,
+// word for word.
+func checkUploadedTables(t *testing.T, f *fakeScratch, sc *splitCall, want []int32) {
+	t.Helper()
+	got := f.uploads[sc.mem]
+	if len(got) != 4*len(want) {
+		t.Fatalf("uploaded %d bytes, want %d", len(got), 4*len(want))
+	}
+	for i, w := range want {
+		if g := int32(binary.LittleEndian.Uint32(got[4*i:])); g != w {
+			t.Fatalf("table word %d: %d, want %d", i, g, w)
+		}
 	}
 }
 
