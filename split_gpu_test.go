@@ -48,6 +48,23 @@ func splitCaseArgs(t *testing.T, c splitCase, seed uint64) (*gdn.HostCoreArgs, r
 		H0: f32(in.H0), FinalState: true}, in
 }
 
+// splitCasePlan is the plan r runs case c with (Runtime.PlanOf on its
+// inputs, uploaded for the question and freed).
+func splitCasePlan(t *testing.T, r *gdn.Runtime, c splitCase) gdn.Plan {
+	t.Helper()
+	h, _ := splitCaseArgs(t, c, 0)
+	up, err := r.UploadCore(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Free()
+	pl, err := r.PlanOf(up.Args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pl
+}
+
 // runSplitCase runs one case through ForwardHost (outputs poisoned first)
 // and holds o and ht to the float64 recurrence; it returns the errors.
 func runSplitCase(t *testing.T, r *gdn.Runtime, c splitCase, seed uint64) (o, ht ref.Errors) {
@@ -123,16 +140,7 @@ func TestSplitEarlyMatchesReference(t *testing.T) {
 					}
 					t.Run(fmt.Sprintf("%s/seg%d/early%d/%s", cmp.Or(v, "planner"), seg, mode, c.name), func(t *testing.T) {
 						r := splitRuntime(t, gdn.Options{Variant: v, SegmentChunks: seg, EarlyFirstSegment: mode})
-						h, _ := splitCaseArgs(t, c, 0)
-						up, err := r.UploadCore(h)
-						if err != nil {
-							t.Fatal(err)
-						}
-						pl, err := r.PlanOf(up.Args)
-						up.Free()
-						if err != nil {
-							t.Fatal(err)
-						}
+						pl := splitCasePlan(t, r, c)
 						if pl.EarlyFirstSegment {
 							early++
 						}
@@ -375,15 +383,8 @@ func TestSplitEarlyWaitsForEarlyPass(t *testing.T) {
 	c := splitCase{"G2_T2048", ref.Shape{B: 1, T: 2048, Hq: 1, Hv: 2}, ref.RecipeOptions{WithH0: true}}
 	t.Setenv(jit.DefinesEnv, "GDN_TEST_EARLY_DELAY") // read when a runtime first compiles
 	r := splitRuntime(t, gdn.Options{SegmentChunks: 4, EarlyFirstSegment: 1})
-	h, _ := splitCaseArgs(t, c, 0)
-	up, err := r.UploadCore(h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pl, err := r.PlanOf(up.Args)
-	up.Free()
-	if err != nil || !pl.EarlyFirstSegment {
-		t.Fatalf("plan %v (%v), want an early split", pl, err)
+	if pl := splitCasePlan(t, r, c); !pl.EarlyFirstSegment {
+		t.Fatalf("plan %v, want an early split", pl)
 	}
 	for seed := uint64(1); seed <= 3; seed++ {
 		_, o, ht := runSplitCaseResult(t, r, c, seed) // against the reference's pass lines
