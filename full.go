@@ -426,7 +426,7 @@ func (rt *Runtime) newFullCall(a *FullArgs, key fullKey, p Problem) (*fullCall, 
 func (rt *Runtime) newFusedCall(a *FullArgs, key fullKey, p Problem) *fullCall {
 	e := &fullCall{key: key, seqs: slices.Clone(p.Seqs), dev: rt.calls.dev, slabs: rt.calls.slabs}
 	e.core = a.coreTemplate(a.Q, a.K, 0, 0)
-	e.core.qkNorm, e.core.fused = true, true
+	e.core.qkNorm, e.core.fused = a.L2Norm, true
 	if a.GateInKernel {
 		e.core.gateInKernel, e.core.aLog, e.core.dtBias = true, a.ALog, a.DtBias
 	}
@@ -456,12 +456,19 @@ func normInCoreFor(p Problem, sms int, variant string, segmentChunks int) bool {
 }
 
 // fusedPrep says whether the core kernel does the full forward's whole
-// preparation for a (kernsrc.CoreBF16Fused): with L2Norm on bf16 inputs
-// wherever the core forward would run unsplit at BV 128, whatever G.
-// Options.L2NormInPrep and Options.PrepKernel turn it off.
+// preparation for a: with L2Norm (kernsrc.CoreBF16Fused) on bf16 inputs
+// wherever the core forward of the normalised copies would run unsplit at
+// BV 128, whatever G (Options.L2NormInPrep turns it off); without
+// (kernsrc.CoreBF16FusedNoNorm) wherever the core forward of q and k as
+// given would. Options.PrepKernel turns both off.
 func (rt *Runtime) fusedPrep(a *FullArgs, p Problem) bool {
-	return a.L2Norm && !rt.normInPrep && !rt.prepKernel &&
-		coreTakesNorm(p, rt.calls.plans.sms, rt.calls.plans.variant, rt.calls.segChunks)
+	if rt.prepKernel {
+		return false
+	}
+	if a.L2Norm {
+		return !rt.normInPrep && coreTakesNorm(p, rt.calls.plans.sms, rt.calls.plans.variant, rt.calls.segChunks)
+	}
+	return coreTakesFused(p, rt.calls.plans.sms, rt.calls.plans.variant, rt.calls.segChunks)
 }
 
 // coreTakesNorm says whether the core kernel can normalise q and k for the
@@ -475,6 +482,20 @@ func coreTakesNorm(p Problem, sms int, variant string, segmentChunks int) bool {
 	copies := p
 	copies.QKDtype = FP16
 	pl, err := PlanFor(copies, sms, variant, segmentChunks)
+	return err == nil && pl.SegmentChunks == 0 && pl.TileWidth == 128
+}
+
+// coreTakesFused says whether the core kernel can do the whole preparation
+// of the full forward of p without L2Norm (kernsrc.CoreBF16FusedNoNorm):
+// bf16 inputs, and the core forward of q and k as given is planned
+// unsplit at BV 128 (the only plan the fused variants have).
+func coreTakesFused(p Problem, sms int, variant string, segmentChunks int) bool {
+	if p.Dtype != BF16 || p.Hq == 0 {
+		return false
+	}
+	core := p
+	core.QKDtype = p.Dtype
+	pl, err := PlanFor(core, sms, variant, segmentChunks)
 	return err == nil && pl.SegmentChunks == 0 && pl.TileWidth == 128
 }
 
@@ -500,6 +521,8 @@ func fullCoreProblem(p Problem, sms int, variant string, segmentChunks int, l2no
 		p.QKNorm, p.Fused = true, true
 	case l2norm:
 		p.QKDtype = FP16
+	case coreTakesFused(p, sms, variant, segmentChunks):
+		p.Fused = true
 	}
 	return p
 }
@@ -563,11 +586,13 @@ func KernelsFor(p Problem, sms int, full bool) ([]kernsrc.Variant, error) {
 		return out, err
 	}
 	// With L2Norm the core that does the whole preparation (fusedPrep) or
-	// the core on the normalised copies; without it the core forward's
-	// plan, already listed. The preparation kernel runs for calls without
-	// L2Norm, and with it wherever the core does not fuse it.
-	if err := core(fullCoreProblem(p, sms, "", 0, true)); err != nil {
-		return nil, err
+	// the core on the normalised copies; without it the core that does the
+	// preparation without the norm, or the core forward's plan. The
+	// preparation kernel runs wherever the core does not fuse it.
+	for _, l2norm := range []bool{true, false} {
+		if err := core(fullCoreProblem(p, sms, "", 0, l2norm)); err != nil {
+			return nil, err
+		}
 	}
 	_, chunks := chainChunks(p)
 	prep, err := kernsrc.PrepVariant(kernsrc.PrepChunkKernel, inputDtype(p.Dtype), prepHeads(p, chunks, sms, 0))

@@ -53,6 +53,11 @@ func fullCases() []fullCase {
 		{"l2norm_gate_G2_varlen", ref.Shape{B: 1, T: 800, Hq: 2, Hv: 4, CuSeqlens: []int{0, 1, 1, 70, 333, 800}},
 			ref.RecipeOptions{WithH0: true}, true, true, false},
 		{"l2norm_strong_beta1", ref.Shape{B: 2, T: 300, Hq: 2, Hv: 4}, ref.RecipeOptions{WithH0: true, StrongDecay: true, BetaValue: &one}, true, false, false},
+		// The preparation inside the core kernel without the norm
+		// (kernsrc.CoreBF16FusedNoNorm) on short, empty and one-token
+		// sequences, with the gate from its raw input.
+		{"gate_G2_varlen", ref.Shape{B: 1, T: 800, Hq: 2, Hv: 4, CuSeqlens: []int{0, 1, 1, 70, 333, 800}},
+			ref.RecipeOptions{WithH0: true}, false, true, false},
 	}
 }
 
@@ -374,25 +379,28 @@ func TestFullNormInCoreBitIdentical(t *testing.T) {
 	}
 }
 
-// The full forward's whole preparation in the core kernel
-// (kernsrc.CoreBF16Fused, the default wherever the core would normalise q
-// and k itself, unsplit at BV 128, any G) against the float64 reference on
-// every bf16 L2Norm case: packed sequences with empty and one-token ones,
-// the in-kernel gate, strong decay with beta = 1, unnormalised rows, G = 2,
-// 4 and 8; the same cases through the preparation kernel
-// (Options.PrepKernel) land as close. Each runtime plans the variant it
-// should.
+// The full forward's whole preparation in the core kernel (the default
+// wherever the core runs unsplit at BV 128, any G: kernsrc.CoreBF16Fused
+// with L2Norm, kernsrc.CoreBF16FusedNoNorm without) against the float64
+// reference on every bf16 case: packed sequences with empty and one-token
+// ones, the in-kernel gate, strong decay with beta = 1, unnormalised rows,
+// G = 2, 4 and 8, with and without L2Norm; the same cases through the
+// preparation kernel (Options.PrepKernel) land as close. Each runtime
+// plans the variant it should.
 func TestFullFused(t *testing.T) {
 	opts := gdn.Options{Variant: "gdn_hopper_bf16_bv128", SegmentChunks: -1}
 	fused := splitRuntime(t, opts)
 	opts.PrepKernel = true
 	kernel := splitRuntime(t, opts)
-	ran := 0
+	ran, given := 0, 0
 	for i, c := range fullCases() {
-		if !c.l2norm || recipeDtype(c.opts) != gdn.BF16 {
+		if recipeDtype(c.opts) != gdn.BF16 {
 			continue
 		}
 		ran++
+		if !c.l2norm {
+			given++
+		}
 		t.Run(c.name, func(t *testing.T) {
 			seed := uint64(700 + i)
 			in, fo, a := runFullRaw(t, fused, c, seed)
@@ -408,16 +416,19 @@ func TestFullFused(t *testing.T) {
 				t.Errorf("fused o ratio %.3e, ht ratio %.3e; the preparation kernel's %.3e, %.3e", o.Ratio, ht.Ratio, ko.Ratio, kht.Ratio)
 			}
 			_, _, h := fullCaseInputs(t, c, seed)
-			checkPlannedVariant(t, fused, h, "gdn_hopper_bf16_fused_bv128")
-			kernelVariant := "gdn_hopper_bf16_l2norm_bv128"
+			fusedVariant, kernelVariant := "gdn_hopper_bf16_fused_bv128", "gdn_hopper_bf16_l2norm_bv128"
 			if c.shape.Hv/c.shape.Hq > gdn.NormInCoreMaxG {
 				kernelVariant = "gdn_hopper_bf16_fp16qk_bv128"
 			}
+			if !c.l2norm {
+				fusedVariant, kernelVariant = "gdn_hopper_bf16_fused_nonorm_bv128", "gdn_hopper_bf16_bv128"
+			}
+			checkPlannedVariant(t, fused, h, fusedVariant)
 			checkPlannedVariant(t, kernel, h, kernelVariant)
 		})
 	}
-	if ran != 7 {
-		t.Errorf("%d bf16 L2Norm cases, want 7", ran)
+	if ran != 11 || given != 4 {
+		t.Errorf("%d bf16 cases, %d of them without L2Norm; want 11 and 4", ran, given)
 	}
 }
 

@@ -92,20 +92,26 @@ func TestFullCoreTakesPreparedA(t *testing.T) {
 // The core call of a fused full forward (the preparation in the core
 // kernel) reads the caller's raw g, plans the fused variant, and with
 // GateInKernel carries the gate's flag and parameters into the block;
-// without it, neither. A fused call without the in-core norm is refused.
+// without it, neither. With the in-core norm it plans CoreBF16Fused,
+// without it CoreBF16FusedNoNorm; fp16 inputs are refused.
 func TestFusedCoreCall(t *testing.T) {
 	hv := Tensor{Ptr: 1 << 30, Bytes: 16, Dtype: FP32, Shape: []int{4}}
 	dt := Tensor{Ptr: 1<<30 + 4096, Bytes: 16, Dtype: FP32, Shape: []int{4}}
-	for _, gate := range []bool{false, true} {
+	for _, c := range []struct{ gate, norm bool }{{false, true}, {true, true}, {false, false}, {true, false}} {
+		gate := c.gate
 		a := fullArgs(2, 100, 2, 4)
 		core := a.coreTemplate(a.Q, a.K, 0, 0)
-		core.qkNorm, core.fused = true, true
+		core.qkNorm, core.fused = c.norm, true
 		if gate {
 			core.gateInKernel, core.aLog, core.dtBias = true, hv, dt
 		}
+		want := kernsrc.CoreBF16Fused
+		if !c.norm {
+			want = kernsrc.CoreBF16FusedNoNorm
+		}
 		p, err := ValidateCore(&core)
-		if err != nil || !p.Fused || coreDtype(p) != kernsrc.CoreBF16Fused {
-			t.Fatalf("gate %v: %+v, %v", gate, p, err)
+		if err != nil || !p.Fused || p.QKNorm != c.norm || coreDtype(p) != want {
+			t.Fatalf("gate %v norm %v: %+v, %v", gate, c.norm, p, err)
 		}
 		var f fakeEncoder
 		hp, err := newHopperCall(&core, p).hopperParams(f.encode)
@@ -121,10 +127,13 @@ func TestFusedCoreCall(t *testing.T) {
 		}
 	}
 	a := fullArgs(2, 100, 2, 4)
+	for _, x := range []*Tensor{&a.Q, &a.K, &a.V} {
+		x.Dtype = FP16
+	}
 	core := a.coreTemplate(a.Q, a.K, 0, 0)
 	core.fused = true
 	if _, err := ValidateCore(&core); err == nil {
-		t.Error("a fused call without the in-core norm accepted")
+		t.Error("a fused call on fp16 inputs accepted")
 	}
 	var s scratchSlabs
 	s.pin(nil) // a fused call has no slab: pinning it is a no-op, not a panic

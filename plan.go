@@ -79,7 +79,7 @@ func PlanFor(p Problem, sms int, variant string, segmentChunks int) (Plan, error
 		pl, err = PlanCoreVariant(p, variant)
 	} else {
 		nc := chooseConsumers(p, sms)
-		if p.QKNorm {
+		if p.QKNorm || p.Fused {
 			nc = 2 // its only tile (the full forward's normInCore checks the copies' plan has it)
 		}
 		pl, err = planHopper(p, nc)
@@ -196,6 +196,9 @@ func PlanCoreVariant(p Problem, name string) (Plan, error) {
 
 // coreDtype is the dtype pair of p's core variants.
 func coreDtype(p Problem) kernsrc.CoreDtype {
+	if p.Fused && !p.QKNorm {
+		return kernsrc.CoreBF16FusedNoNorm
+	}
 	if p.Fused {
 		return kernsrc.CoreBF16Fused
 	}

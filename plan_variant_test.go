@@ -164,7 +164,11 @@ func TestFusedPrep(t *testing.T) {
 		{"sym32_8kx4", full(4, 8192, 32, 32, BF16), true, false, false, true},
 		{"L2NormInPrep", full(8, 4096, 16, 32, BF16), true, true, false, false},
 		{"PrepKernel", full(8, 4096, 16, 32, BF16), true, false, true, false},
-		{"no L2Norm", full(8, 4096, 16, 32, BF16), false, false, false, false},
+		{"no L2Norm", full(8, 4096, 16, 32, BF16), false, false, false, true},
+		{"no L2Norm, L2NormInPrep", full(8, 4096, 16, 32, BF16), false, true, false, true},
+		{"no L2Norm, PrepKernel", full(8, 4096, 16, 32, BF16), false, false, true, false},
+		{"no L2Norm, fp16", full(8, 4096, 16, 32, FP16), false, false, false, false},
+		{"no L2Norm, tp8_32k splits", full(1, 32768, 2, 8, BF16), false, false, false, false},
 		{"fp16", full(8, 4096, 16, 32, FP16), true, false, false, false},
 		{"tp8_32k splits", full(1, 32768, 2, 8, BF16), true, false, false, false},
 		{"few CTAs: BV 64", full(1, 640, 2, 4, BF16), true, false, false, false},
@@ -188,12 +192,19 @@ func TestFusedPrep(t *testing.T) {
 	if a, b := cachedVariants(normed, fused); a != "gdn_hopper_bf16_l2norm_bv128" || b != "gdn_hopper_bf16_fused_bv128" {
 		t.Errorf("plan cache: in-core norm %s, fused %s", a, b)
 	}
+	given := full(8, 4096, 16, 32, BF16)
+	fusedGiven := given
+	fusedGiven.Fused = true
+	if a, b := cachedVariants(given, fusedGiven); a != "gdn_hopper_bf16_bv128" || b != "gdn_hopper_bf16_fused_nonorm_bv128" {
+		t.Errorf("plan cache: as given %s, fused without the norm %s", a, b)
+	}
 }
 
 // PlanForFull names the core a full forward runs: the fused preparation
 // with L2Norm where the core runs unsplit at BV 128 (or is forced to),
-// the copies where it splits or is forced to BV 64, q and k as given
-// without L2Norm.
+// the copies where it splits or is forced to BV 64; without L2Norm the
+// fused preparation without the norm where the core of q and k as given
+// runs unsplit at BV 128, that core elsewhere.
 func TestPlanForFull(t *testing.T) {
 	q35 := Problem{B: 8, T: 4096, Hq: 16, Hv: 32, Dtype: BF16}
 	tp8 := Problem{B: 1, T: 32768, Hq: 2, Hv: 8, Dtype: BF16}
@@ -207,7 +218,10 @@ func TestPlanForFull(t *testing.T) {
 		split   bool
 	}{
 		{"q35 l2norm", q35, "", true, "gdn_hopper_bf16_fused_bv128", false},
-		{"q35", q35, "", false, "gdn_hopper_bf16_bv128", false},
+		{"q35", q35, "", false, "gdn_hopper_bf16_fused_nonorm_bv128", false},
+		{"tp8_32k", tp8, "", false, "gdn_hopper_bf16_bv128", true},
+		{"small", small, "", false, "gdn_hopper_bf16_bv64", false},
+		{"small, BV 128 forced", small, "gdn_hopper_bf16_bv128", false, "gdn_hopper_bf16_fused_nonorm_bv128", false},
 		{"q35 fp16 l2norm", Problem{B: 8, T: 4096, Hq: 16, Hv: 32, Dtype: FP16}, "", true, "gdn_hopper_fp16_bv128", false},
 		{"tp8_32k l2norm", tp8, "", true, "gdn_hopper_bf16_fp16qk_bv128", true},
 		{"small l2norm", small, "", true, "gdn_hopper_bf16_fp16qk_bv64", false},
@@ -223,8 +237,9 @@ func TestPlanForFull(t *testing.T) {
 
 // KernelsFor names what a default Runtime runs: the full forward's core
 // does the whole preparation with L2Norm wherever it runs unsplit at BV 128
-// (G = 2 and 4 alike), the preparation kernel stays for the calls without
-// L2Norm, a split plan takes the copies and brings its transfer pass and
+// (G = 2 and 4 alike), and without L2Norm too (its variant without the
+// norm); the preparation kernel stays for the calls the core does not
+// fuse; a split plan takes the copies and brings its transfer pass and
 // the scan.
 func TestKernelsFor(t *testing.T) {
 	has := func(p Problem, full bool, name string) bool {
@@ -254,6 +269,9 @@ func TestKernelsFor(t *testing.T) {
 		{q397, true, "gdn_prep_chunk_bf16_h4", true},
 		{q35, true, "gdn_hopper_bf16_fused_bv128", true},
 		{q35, false, "gdn_hopper_bf16_fused_bv128", false},
+		{q35, true, "gdn_hopper_bf16_fused_nonorm_bv128", true},
+		{q35, false, "gdn_hopper_bf16_fused_nonorm_bv128", false},
+		{tp8, true, "gdn_hopper_bf16_fused_nonorm_bv128", false},
 		{q35, true, "gdn_hopper_bf16_l2norm_bv128", false},
 		{q35, true, "gdn_hopper_bf16_fp16qk_bv128", false},
 		{q397, true, "gdn_hopper_bf16_fused_bv128", true},

@@ -254,9 +254,10 @@ const earlyShortest = 8
 // count of segments (earlyLengths), so that its output pass can fill a
 // wave exactly.
 func planSplit(p Problem, sms, force, consumers, early int) splitPlan {
-	// QKNorm has no transfer pass (the full forward takes it only where
-	// the plan of its normalised copies does not split: normInCore).
-	if force < 0 || p.N == 0 || p.QKNorm {
+	// QKNorm and Fused have no transfer pass (the full forward takes them
+	// only where its core's plan does not split: coreTakesNorm,
+	// coreTakesFused).
+	if force < 0 || p.N == 0 || p.QKNorm || p.Fused {
 		return splitPlan{}
 	}
 	tilesFor := []int{1, 2}

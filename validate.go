@@ -61,7 +61,8 @@ type CoreArgs struct {
 	// qkFP16 would read, to the bit). Never set by callers.
 	qkNorm bool
 	// fused: the full forward's whole preparation in the core kernel
-	// (kernsrc.CoreBF16Fused, with qkNorm): G is the raw log-gate (or, with
+	// (kernsrc.CoreBF16Fused with qkNorm, kernsrc.CoreBF16FusedNoNorm
+	// without; bf16 q and k as given): G is the raw log-gate (or, with
 	// gateInKernel, the gate's raw input, with aLog and dtBias), summed in
 	// each chunk by the kernel, and A is a stand-in it never reads. Never set
 	// by callers.
@@ -77,7 +78,7 @@ type Problem struct {
 	Dtype        Dtype // of v and o, and of q and k but for QKDtype
 	QKDtype      Dtype // of q and k: Dtype (or unset), or FP16 for the full forward's normalised copies (CoreArgs.qkFP16)
 	QKNorm       bool  // the core kernel L2-normalises q and k (the full forward's L2Norm, bf16, CoreArgs.qkNorm)
-	Fused        bool  // with QKNorm: the core kernel does the full forward's preparation too (CoreArgs.fused)
+	Fused        bool  // the core kernel does the full forward's preparation (with QKNorm, after its L2 norm; CoreArgs.fused)
 	BetaDtype    Dtype
 	ADtype       Dtype // FP16 only for the full forward's prepared A2 (CoreArgs.aPrepared)
 	SeqlensDtype Dtype // of CuSeqlensDevice; DtypeInvalid without varlen
@@ -137,8 +138,8 @@ func ValidateCore(a *CoreArgs) (Problem, error) {
 		p.QKNorm = true
 	}
 	if a.fused {
-		if !a.qkNorm {
-			return p, argErrorf("q", "the fused preparation needs the core's own L2 norm")
+		if a.qkFP16 || p.Dtype != BF16 {
+			return p, argErrorf("q", "dtype %v: the fused preparation takes bf16 q and k as given", p.Dtype)
 		}
 		p.Fused = true
 	}

@@ -243,7 +243,11 @@ constexpr int kWhatIf = GDN_WHATIF;
 #define GDN_TIMELINE 0
 #endif
 constexpr int kTlFirst = GDN_TIMELINE - 1, kTlChunks = 13, kTlSteps = 9;
-static_assert(!kFused || (kNorm && kAux == 1), "the fused preparation reads the normaliser's K");
+// Without kNorm (q and k given normalised, or not to be), the fused
+// preparation's two products read K and Q as loaded, in bf16 (exact
+// products), and the converter turns them into fp16 once both have read
+// them (run_fused_converter).
+static_assert(!kFused || (kConv == 1 && kAux == 1), "the fused preparation needs the converter and one aux group");
 // The transfer matrix's early exit (run_consumer). GDN_TRANSFER_NO_EXIT is
 // for tests only: the walk to the end that the exit must equal.
 #ifdef GDN_TRANSFER_NO_EXIT
@@ -758,25 +762,32 @@ GDN_DEVICE void run_aux_fused(unsigned char* smem, Bars& bars, const GdnHopperPa
     // 1. beta (the gates' sums are the converter's, in the stage with K).
     mbar_wait(&bars.full[s], use & 1);
     tl_stamp(smem, c, 3);
-    mbar_wait(&bars.normed[s], use & 1);
+    if (kNorm) mbar_wait(&bars.normed[s], use & 1);
     tl_stamp(smem, c, 4);
     if (kWhatIf == 5 || kWhatIf == 6) {
+      if (!kNorm) mbar_arrive(&bars.qk_read[s]);
       mbar_arrive(&bars.ready[s]);
       continue;
     }
 
-    // 2. K K^T, both operands the stage's K rows (k-steps of 16 along d).
+    // 2. K K^T, both operands the stage's K rows (k-steps of 16 along d):
+    // the normaliser's fp16 K under kNorm, else K as loaded (bf16), which
+    // the converter rewrites in fp16 once this group has read it (qk_read).
     float KK[32];
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < 8; ++ks) {
       const uint64_t dk = sd.at(kOffBQ + (ks >> 2) * 2 * kTile + (ks & 3) * 32, 16, 1024);
-      wgmma_ss_n64<0, 0>(KK, dk, dk, ks > 0);
+      if (kNorm)
+        wgmma_ss_n64<0, 0>(KK, dk, dk, ks > 0);
+      else
+        wgmma_ss_n64_bf16<0, 0>(KK, dk, dk, ks > 0);
     }
     wgmma_commit();
     if (t < 64) vec.beta[t] = bv;
     named_sync(bar, 128);
     wgmma_wait<0>();
+    if (!kNorm) mbar_arrive(&bars.qk_read[s]);
     reg_fence(KK, 32);
     gate_lower<false>(KK, vec.g, len, warp, lane);
     store_l_and_diag(a2, ld, KK, vec.beta, warp, lane, gq, tq);
@@ -819,6 +830,34 @@ GDN_DEVICE uint4 scale_to_fp16x8(uint4 x, float s) {
     v[j] = pack_fp16x2(y.x * s, y.y * s);
   }
   return x;
+}
+
+// The fused preparation's P (the converter's): Q K^T from the stage's
+// tiles (fp16 under kNorm, the normaliser's; else bf16 as loaded: exact
+// products), gated and stored in the stage's P tile as fp16. Every warp of
+// the group has waited for its part of the product when this returns.
+GDN_DEVICE void build_fused_p(unsigned char* stage, const Vec& vec, int len, int tid) {
+  int tt = tid;
+  asm volatile("" : "+r"(tt));
+  const int warp = tt >> 5, lane = tt & 31;
+  const DescBase sd(stage);
+  float P[32];
+  wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < 8; ++ks) {
+    const int half = ks >> 2, off = (ks & 3) * 32;
+    const uint64_t da = sd.at(kOffBQ + (2 * half + 1) * kTile + off, 16, 1024);
+    const uint64_t db = sd.at(kOffBQ + 2 * half * kTile + off, 16, 1024);
+    if (kNorm)
+      wgmma_ss_n64<0, 0>(P, da, db, ks > 0);
+    else
+      wgmma_ss_n64_bf16<0, 0>(P, da, db, ks > 0);
+  }
+  wgmma_commit();
+  wgmma_wait<0>();
+  reg_fence(P, 32);
+  gate_lower<true>(P, vec.g, len, warp, lane);
+  store_acc_fp16(stage + kOffP, P, 8, 0, warp, lane);
 }
 
 // ---- The converter warpgroup under kNorm: each chunk's K and Q rows
@@ -874,27 +913,45 @@ GDN_DEVICE void run_normaliser(unsigned char* smem, Bars& bars, const GdnHopperP
         mbar_arrive(&bars.ready[s]);
         continue;
       }
-      int tt = tid;
-      asm volatile("" : "+r"(tt));
-      const int warp = tt >> 5, lane = tt & 31;
-      const DescBase sd(stage);
-      float P[32];
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < 8; ++ks) {
-        const int half = ks >> 2, off = (ks & 3) * 32;
-        wgmma_ss_n64<0, 0>(P, sd.at(kOffBQ + (2 * half + 1) * kTile + off, 16, 1024),
-                           sd.at(kOffBQ + 2 * half * kTile + off, 16, 1024), ks > 0);
-      }
-      wgmma_commit();
-      wgmma_wait<0>();
-      reg_fence(P, 32);
-      gate_lower<true>(P, vec.g, len, warp, lane);
-      store_acc_fp16(stage + kOffP, P, 8, 0, warp, lane);
+      build_fused_p(stage, vec, len, tid);
       fence_async_smem();
       mbar_arrive(&bars.ready[s]);
       tl_stamp(smem, c, 2);
     }
+  }
+}
+
+// ---- The converter warpgroup of the fused preparation without the L2
+// norm (kFused, not kNorm): per chunk, as soon as its tiles land (and the
+// consumers' gate warp has written the gate vectors, both on full), P from
+// Q and K as loaded (bf16: build_fused_p), beside the aux group's K K^T
+// of the same tiles; then, once the aux group has read K too (qk_read),
+// K and Q converted to fp16 in place for the consumers, and this group's
+// half of ready. (Under kNorm both products wait for the normaliser's pass
+// over the tiles instead: docs/PERF.md v35.)
+GDN_DEVICE void run_fused_converter(unsigned char* smem, Bars& bars, const GdnHopperParams& p, const Work& w) {
+  const int tid = threadIdx.x & 127;
+  for (int c = 0; c < w.nch; ++c) {
+    const int s = c % kStages, use = c / kStages;
+    unsigned char* stage = smem + s * kStageBytes;
+    uint4* st = reinterpret_cast<uint4*>(stage + kOffBQ);
+    mbar_wait(&bars.full[s], use & 1);
+    tl_stamp(smem, c, 0);
+    if (kWhatIf != 2 && kWhatIf != 6) build_fused_p(stage, *reinterpret_cast<Vec*>(stage + kOffVec), chunk_len(w, c), tid);
+    // Every warp's part of Q K^T has read Q and K, and the aux group's
+    // K K^T has read K: the tiles may be rewritten.
+    named_sync(kBarConv, 128);
+    mbar_wait(&bars.qk_read[s], use & 1);
+    tl_stamp(smem, c, 1);
+#pragma unroll 2
+    for (int u = 0; u < (kWhatIf == 3 || kWhatIf == 6 ? 0 : 16); u += 2) {
+      const uint4 a = st[tid + 128 * u], b = st[tid + 128 * (u + 1)];
+      st[tid + 128 * u] = bf16_to_fp16x8(a);
+      st[tid + 128 * (u + 1)] = bf16_to_fp16x8(b);
+    }
+    fence_async_smem();
+    mbar_arrive(&bars.ready[s]);
+    tl_stamp(smem, c, 2);
   }
 }
 
@@ -906,6 +963,10 @@ GDN_DEVICE void run_converter(unsigned char* smem, Bars& bars, const GdnHopperPa
   const int t = threadIdx.x & 127;
   if (kNorm) {
     run_normaliser(smem, bars, p, w);
+    return;
+  }
+  if (kFused) {
+    run_fused_converter(smem, bars, p, w);
     return;
   }
   for (int c = 0; c < w.nch; ++c) {

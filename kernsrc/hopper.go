@@ -31,10 +31,20 @@ const (
 	// and A2 is built by its aux group from the normalised K; no A is read
 	// and no preparation kernel runs before it. BV 128 core forward only.
 	CoreBF16Fused CoreDtype = "bf16_fused"
+	// CoreBF16FusedNoNorm: CoreBF16Fused without the L2 norm, for a full
+	// forward whose q and k are used as given (no L2Norm): its converter
+	// forms P from Q and K as loaded, beside the aux group's K K^T (both
+	// exact bf16 products), then converts them to fp16 for the consumers.
+	// BV 128 core forward only.
+	CoreBF16FusedNoNorm CoreDtype = "bf16_fused_nonorm"
 )
 
 // coreDtypes are the dtype pairs a core variant is built for.
-var coreDtypes = []CoreDtype{CoreBF16, CoreFP16, CoreBF16FP16QK, CoreBF16L2Norm, CoreBF16Fused}
+var coreDtypes = []CoreDtype{CoreBF16, CoreFP16, CoreBF16FP16QK, CoreBF16L2Norm, CoreBF16Fused, CoreBF16FusedNoNorm}
+
+// Fused says whether the variants of dt do the full forward's whole
+// preparation (CoreBF16Fused, CoreBF16FusedNoNorm).
+func (dt CoreDtype) Fused() bool { return dt == CoreBF16Fused || dt == CoreBF16FusedNoNorm }
 
 // HopperKernel is the entry point of the sm_90a core forward (gdn_hopper.cu).
 const HopperKernel = "gdn_hopper_fwd"
@@ -61,7 +71,7 @@ func HopperAux(consumers int) int {
 // of that chunk (docs/PERF.md v24); none elsewhere (fp16 q and k need no
 // conversion; at BV 64 and in the transfer pass the aux groups keep it).
 func HopperConverters(dt CoreDtype, consumers int, transfer bool) int {
-	if consumers == 2 && (dt == CoreBF16 || dt == CoreBF16L2Norm || dt == CoreBF16Fused) && !transfer {
+	if consumers == 2 && (dt == CoreBF16 || dt == CoreBF16L2Norm || dt.Fused()) && !transfer {
 		return 1
 	}
 	return 0
@@ -91,7 +101,7 @@ func HopperSharedBytes(dt CoreDtype, consumers int) int {
 	const tile = 8192
 	stage := (4+consumers+1+1)*tile + 2048
 	n := HopperStages*stage + consumers*tile + 1024 + 1024
-	if dt == CoreBF16Fused {
+	if dt.Fused() {
 		n += HopperFusedScratchBytes
 	}
 	return n
@@ -207,13 +217,16 @@ func hopperVariant(dt CoreDtype, consumers int, transfer bool) (Variant, error) 
 	fp16, qkFP16, norm, fused := 0, 1, 0, 0
 	switch dt {
 	case CoreBF16FP16QK:
-	case CoreBF16L2Norm, CoreBF16Fused:
+	case CoreBF16L2Norm, CoreBF16Fused, CoreBF16FusedNoNorm:
 		if consumers != 2 || transfer {
-			return Variant{}, fmt.Errorf("kernsrc: hopper %s: a BV 128 core forward only (its converter normalises)", dt)
+			return Variant{}, fmt.Errorf("kernsrc: hopper %s: a BV 128 core forward only (its converter normalises or prepares)", dt)
 		}
 		qkFP16, norm = 0, 1
-		if dt == CoreBF16Fused {
+		if dt.Fused() {
 			fused = 1
+		}
+		if dt == CoreBF16FusedNoNorm {
+			norm = 0
 		}
 	default:
 		var err error

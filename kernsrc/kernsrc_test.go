@@ -36,14 +36,15 @@ func TestCatalogueNamesAndSources(t *testing.T) {
 			}
 		}
 	}
-	if len(HopperVariants()) != 14 || transfer != 6 {
-		t.Errorf("%d Hopper variants (%d transfer), want 14: bf16/fp16/bf16_fp16qk x 1/2 consumers x core/transfer, and bf16_l2norm's and bf16_fused's cores at BV 128", len(HopperVariants()), transfer)
+	if len(HopperVariants()) != 15 || transfer != 6 {
+		t.Errorf("%d Hopper variants (%d transfer), want 15: bf16/fp16/bf16_fp16qk x 1/2 consumers x core/transfer, and bf16_l2norm's, bf16_fused's and bf16_fused_nonorm's cores at BV 128", len(HopperVariants()), transfer)
 	}
 }
 
 // The in-core L2 norm is a BV 128 core forward on bf16 q and k with a
 // converter (GDN_QK_NORM=1 beside GDN_CONV=1): the l2norm variant's and the
-// fused preparation's (GDN_FUSED=1, its own alone); nothing else has it.
+// fused preparation's (GDN_FUSED=1); the fused preparation without the
+// norm has GDN_FUSED=1 and GDN_QK_NORM=0; nothing else has either.
 func TestHopperL2NormVariant(t *testing.T) {
 	v, err := HopperVariant(CoreBF16L2Norm, 2)
 	if err != nil || v.Name != "gdn_hopper_bf16_l2norm_bv128" {
@@ -69,13 +70,26 @@ func TestHopperL2NormVariant(t *testing.T) {
 		}
 		if strings.Contains(d, " GDN_FUSED=1 ") {
 			fused++
-			if v.Name != "gdn_hopper_bf16_fused_bv128" || !strings.Contains(d, " GDN_QK_NORM=1 ") || !strings.Contains(d, " GDN_THREADS=512 ") {
+			norm := map[string]string{"gdn_hopper_bf16_fused_bv128": "1", "gdn_hopper_bf16_fused_nonorm_bv128": "0"}[v.Name]
+			if norm == "" || !strings.Contains(d, " GDN_QK_NORM="+norm+" ") || !strings.Contains(d, " GDN_THREADS=512 ") ||
+				!strings.Contains(d, " GDN_CONV=1 ") || !strings.Contains(d, " GDN_QK_FP16=0 ") {
 				t.Errorf("fused variant %s: %v", v.Name, v.Defines)
 			}
 		}
 	}
-	if norms != 2 || fused != 1 {
-		t.Errorf("%d variants with GDN_QK_NORM=1, %d with GDN_FUSED=1, want 2 and 1", norms, fused)
+	if norms != 2 || fused != 2 {
+		t.Errorf("%d variants with GDN_QK_NORM=1, %d with GDN_FUSED=1, want 2 and 2", norms, fused)
+	}
+	for _, dt := range []CoreDtype{CoreBF16Fused, CoreBF16FusedNoNorm} {
+		if _, err := HopperVariant(dt, 1); err == nil {
+			t.Errorf("a BV 64 %s variant", dt)
+		}
+		if _, err := HopperTransferVariant(dt, 2); err == nil {
+			t.Errorf("a %s transfer pass", dt)
+		}
+		if HopperSharedBytes(dt, 2) != HopperSharedBytes(CoreBF16, 2)+HopperFusedScratchBytes {
+			t.Errorf("%s: shared memory %d", dt, HopperSharedBytes(dt, 2))
+		}
 	}
 }
 
