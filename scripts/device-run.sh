@@ -4,7 +4,7 @@
 # at most one file per step (the device tool brings back 8 files; with
 # more, all but gpu.txt are bundled into outputs.tgz).
 #
-#   .bin/device-run.sh [warmup] [tests] [sanitize[:TOOLS][@GROUPS]] [soak[:MINUTES]] [stress[:SECONDS]] [gchunt[:SECONDS]] [plancheck[:CASES]] [splitgrid[:CASES]] [bench] [bench:CASES] [compare[:CASES]] [comparefull[:CASES]] [knob:DEFINES[@CASES]] [knobfull:DEFINES[@CASES]] [ncu:KERNEL@CASE] [ncufull:KERNEL@CASE] [kerneltimes[:CASES]] [kerneltimesfull[:CASES]] [profile[:CASES]] [profilefull[:CASES]] [benchfull] [benchfull:CASES] [hostbench] [example] [layer] [python]
+#   .bin/device-run.sh [warmup] [tests] [sanitize[:TOOLS][@GROUPS]] [soak[:MINUTES]] [stress[:SECONDS]] [gchunt[:SECONDS]] [plancheck[:CASES]] [splitgrid[:CASES]] [bench] [bench:CASES] [compare[:CASES]] [comparefull[:CASES]] [knob:DEFINES[@CASES]] [knobfull:DEFINES[@CASES]] [ncu:KERNEL@CASE] [ncufull:KERNEL@CASE] [kerneltimes[:CASES]] [kerneltimesfull[:CASES]] [profile[:CASES]] [profilefull[:CASES]] [benchfull] [benchfull:CASES] [benchl2norm[:CASES]] [hostbench] [example] [layer] [python]
 #
 # warmup    every kernel variant compiled by this machine's NVRTC
 #           into an empty cache: fails if one spills or ptxas
@@ -103,9 +103,13 @@
 #           occupancy, and the leading stall reasons (default cases:
 #           issue 7's rows that miss their targets; profile:a,b;
 #           profilefull: with --full)        -> profile.txt, profilefull.txt
-# benchfull gdn bench --full: the full forward from raw gates
-#           (benchfull:a,b for named cases), beside issue 8's
-#           targets              -> benchfull.txt, benchfull.csv, benchfull.svg
+# benchfull gdn bench --full: the full forward from raw gates, q and k
+#           given normalised as the anchors time it (benchfull:a,b for
+#           named cases), beside issue 8's targets
+#                                -> benchfull.txt, benchfull.csv, benchfull.svg
+# benchl2norm  the same with --l2norm (q and k normalised inside, as
+#           Qwen3.5 serving runs it; benchl2norm:a,b)
+#                                -> benchl2norm.txt, benchl2norm.csv
 # hostbench the host-side benchmarks: ForwardHost against the PCIe
 #           time of its bytes, launch overhead, and the CPU
 #           side of ForwardHost's results (PrepareResult,
@@ -197,7 +201,8 @@ for step in "${@:-tests}"; do
 				# The core kernel's own L2 norm (gdn_hopper_bf16_l2norm_bv128)
 				# beside the copies it must equal, G = 2, 4 and 8, varlen.
 				norm) run='^TestFullNormInCoreBitIdentical$' limit=200 what=" (in-core norm)" ;;
-				# The whole preparation in the core kernel (gdn_hopper_bf16_fused_bv128).
+				# The whole preparation in the core kernel (gdn_hopper_bf16_fused_bv128,
+				# and gdn_hopper_bf16_fused_nonorm_bv128 without the L2 norm).
 				fused) run='^TestFullFused$' limit=200 what=" (fused)" ;;
 				esac
 				timeout "$limit" "$san" --tool "$tool" --error-exitcode 9 .bin/gdn.test -test.run "$run" -test.count=1 -test.v >>"$out/san.log" 2>&1 || fail "sanitizer $tool$what"
@@ -480,6 +485,13 @@ for step in "${@:-tests}"; do
 		echo "== bench --full $cases" >&2
 		timeout 300 .bin/gdn bench --full $cases --csv "$out/benchfull.csv" --plot "$out/benchfull.svg" >"$out/benchfull.txt" 2>>"$out/benchfull.txt" || fail benchfull
 		grep -v "^bench:" "$out/benchfull.txt" >&2
+		;;
+	benchl2norm | benchl2norm:*)
+		cases=""
+		[[ $step == benchl2norm:* ]] && cases="--cases ${step#benchl2norm:}"
+		echo "== bench --full --l2norm $cases" >&2
+		timeout 300 .bin/gdn bench --full --l2norm $cases --csv "$out/benchl2norm.csv" >"$out/benchl2norm.txt" 2>>"$out/benchl2norm.txt" || fail benchl2norm
+		grep -v "^bench:" "$out/benchl2norm.txt" >&2
 		;;
 	bench*)
 		cases=""

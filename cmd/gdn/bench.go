@@ -90,15 +90,16 @@ func parseBenchArgs(args []string) (benchOptions, error) {
 	fromPath := fs.String("from", "", "take the results from this CSV (from an earlier --csv) instead of running: for --plot and --compare, no GPU needed")
 	sms := fs.Int("sms", 0, smsFlagHelp)
 	full := fs.Bool("full", false, "time the full forward (ForwardFull: raw per-token g; g_cumsum and A computed inside) beside FLA full, FlashQLA, FlashInfer and issue 8's target")
-	noL2Norm := fs.Bool("no-l2norm", false, "with --full: give q and k already normalised and skip the L2 norm inside (on by default, as Qwen3.5 serving runs it)")
-	inPrep := fs.Bool("l2norm-in-prep", false, "with --full: the L2 norm always by the preparation's normalised copies of q and k, never in the core kernel (Options.L2NormInPrep)")
+	l2norm := fs.Bool("l2norm", false, "with --full: give q and k as drawn and L2-normalise them inside (FLA's use_qk_l2norm_in_kernel, as Qwen3.5 serving runs it); off by default: the anchors' benchmark gives them normalised and times no norm")
+	noL2Norm := fs.Bool("no-l2norm", false, "with --full: q and k given normalised, no L2 norm inside (the default, as the anchors are timed)")
+	inPrep := fs.Bool("l2norm-in-prep", false, "with --full --l2norm: the L2 norm always by the preparation's normalised copies of q and k, never in the core kernel (Options.L2NormInPrep)")
 	prepKernel := fs.Bool("prep-kernel", false, "with --full: the preparation always as a kernel of its own before the core, never inside it (Options.PrepKernel)")
 	if err := parseFlags(fs, args); err != nil {
 		return benchOptions{}, err
 	}
 	o := benchOptions{reps: *reps, warmup: *warmup, calls: *calls, csvPath: *csvPath, seed: *seed, runtimeGraphs: *runtimeGraphs,
 		variant: *variant, segments: *segments, transferTile: *transferTile, earlyFirst: *earlyFirst, scanColumns: *scanColumns, prepHeads: *prepHeads, plotPath: *plotPath, comparePath: *comparePath, fromPath: *fromPath, sms: *sms,
-		full: *full, l2norm: *full && !*noL2Norm, l2normInPrep: *inPrep, prepKernel: *prepKernel}
+		full: *full, l2norm: *full && *l2norm, l2normInPrep: *inPrep, prepKernel: *prepKernel}
 	if o.transferTile != 0 && o.transferTile != 64 && o.transferTile != 128 {
 		return o, fmt.Errorf("--transfer-tile %d: want 64 or 128 (0: the planner's)", o.transferTile)
 	}
@@ -108,11 +109,14 @@ func parseBenchArgs(args []string) (benchOptions, error) {
 	if o.scanColumns != 0 && !slices.Contains(kernsrc.ScanColumnChoices(), o.scanColumns) {
 		return o, fmt.Errorf("--scan-columns %d: want one of %v (0: the planner's)", o.scanColumns, kernsrc.ScanColumnChoices())
 	}
-	if *noL2Norm && !o.full {
-		return o, errors.New("--no-l2norm applies to the full forward: add --full")
+	if (*noL2Norm || *l2norm) && !o.full {
+		return o, errors.New("--l2norm and --no-l2norm apply to the full forward: add --full")
+	}
+	if *noL2Norm && *l2norm {
+		return o, errors.New("--l2norm and --no-l2norm: give one")
 	}
 	if o.l2normInPrep && !o.l2norm {
-		return o, errors.New("--l2norm-in-prep applies to the full forward's L2 norm: add --full, without --no-l2norm")
+		return o, errors.New("--l2norm-in-prep applies to the full forward's L2 norm: add --full --l2norm")
 	}
 	if o.prepKernel && !o.full {
 		return o, errors.New("--prep-kernel applies to the full forward: add --full")

@@ -16,23 +16,32 @@ import (
 )
 
 func TestParseBenchArgsFull(t *testing.T) {
+	// The default times what the anchors time: q and k given normalised.
 	o, err := parseBenchArgs([]string{"--full", "--cases", "tp8_2k"})
-	if err != nil || !o.full || !o.l2norm || len(o.cases) != 1 {
+	if err != nil || !o.full || o.l2norm || len(o.cases) != 1 {
 		t.Errorf("--full: %+v, %v", o, err)
 	}
-	if !strings.Contains(o.forwardText(), "L2-normalised inside") {
+	if !strings.Contains(o.forwardText(), "given normalised") {
 		t.Errorf("forward text %q", o.forwardText())
 	}
 	o, err = parseBenchArgs([]string{"--full", "--no-l2norm"})
 	if err != nil || !o.full || o.l2norm || !strings.Contains(o.forwardText(), "given normalised") {
 		t.Errorf("--full --no-l2norm: %+v, %v", o, err)
 	}
-	o, err = parseBenchArgs([]string{"--full", "--l2norm-in-prep"})
+	o, err = parseBenchArgs([]string{"--full", "--l2norm"})
+	if err != nil || !o.full || !o.l2norm || !strings.Contains(o.forwardText(), "L2-normalised inside") {
+		t.Errorf("--full --l2norm: %+v, %v", o, err)
+	}
+	o, err = parseBenchArgs([]string{"--full", "--l2norm", "--l2norm-in-prep"})
 	if err != nil || !o.l2norm || !o.l2normInPrep || !strings.Contains(o.forwardText(), "preparation's copies") {
-		t.Errorf("--full --l2norm-in-prep: %+v, %v", o, err)
+		t.Errorf("--full --l2norm --l2norm-in-prep: %+v, %v", o, err)
+	}
+	o, err = parseBenchArgs([]string{"--full", "--l2norm", "--prep-kernel"})
+	if err != nil || !o.l2norm || !o.prepKernel || !strings.Contains(o.forwardText(), "L2-normalised inside, by a preparation kernel of its own") {
+		t.Errorf("--full --l2norm --prep-kernel: %+v, %v", o, err)
 	}
 	o, err = parseBenchArgs([]string{"--full", "--prep-kernel"})
-	if err != nil || !o.l2norm || !o.prepKernel || !strings.Contains(o.forwardText(), "preparation kernel of its own") {
+	if err != nil || o.l2norm || !o.prepKernel || !strings.Contains(o.forwardText(), "given normalised; by a preparation kernel of its own") {
 		t.Errorf("--full --prep-kernel: %+v, %v", o, err)
 	}
 	if o, err = parseBenchArgs(nil); err != nil || o.full || o.l2norm || !strings.Contains(o.forwardText(), "core forward") {
@@ -51,8 +60,11 @@ func TestParseBenchArgsFull(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--no-l2norm"}, "--no-l2norm applies to the full forward: add --full"},
+		{[]string{"--no-l2norm"}, "--l2norm and --no-l2norm apply to the full forward: add --full"},
+		{[]string{"--l2norm"}, "--l2norm and --no-l2norm apply to the full forward: add --full"},
+		{[]string{"--full", "--l2norm", "--no-l2norm"}, "--l2norm and --no-l2norm: give one"},
 		{[]string{"--l2norm-in-prep"}, "--l2norm-in-prep applies to the full forward's L2 norm"},
+		{[]string{"--full", "--l2norm-in-prep"}, "--l2norm-in-prep applies to the full forward's L2 norm: add --full --l2norm"},
 		{[]string{"--prep-kernel"}, "--prep-kernel applies to the full forward: add --full"},
 		{[]string{"--full", "--no-l2norm", "--l2norm-in-prep"}, "--l2norm-in-prep applies to the full forward's L2 norm"},
 		{[]string{"--from", "run.csv", "--plot", "a.svg", "--full"}, "--full does not apply"},

@@ -76,7 +76,8 @@ func TestVariantsForShapes(t *testing.T) {
 		got[v.Name] = true
 	}
 	for _, name := range append(names, "gdn_prep_chunk_bf16", "gdn_prep_chunk_fp16", "gdn_prep_chunk_bf16_h4",
-		"gdn_hopper_bf16_fp16qk_bv64", "gdn_hopper_bf16_fp16qk_bv128_transfer", "gdn_hopper_bf16_fused_bv128") {
+		"gdn_hopper_bf16_fp16qk_bv64", "gdn_hopper_bf16_fp16qk_bv128_transfer", "gdn_hopper_bf16_fused_bv128",
+		"gdn_hopper_bf16_fused_nonorm_bv128") {
 		if !got[name] {
 			t.Errorf("--full: %s missing from %d variants", name, len(vs))
 		}
