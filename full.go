@@ -421,7 +421,8 @@ func (rt *Runtime) newFullCall(a *FullArgs, key fullKey, p Problem) (*fullCall, 
 }
 
 // newFusedCall is the full call of a whose preparation the core kernel
-// does (kernsrc.CoreBF16Fused): no scratch, no kernel before the core's; the
+// does (kernsrc.CoreBF16Fused with L2Norm, kernsrc.CoreBF16FusedNoNorm
+// without): no scratch, no kernel before the core's; the
 // core reads the raw gates (and, with GateInKernel, A_log and dt_bias).
 func (rt *Runtime) newFusedCall(a *FullArgs, key fullKey, p Problem) *fullCall {
 	e := &fullCall{key: key, seqs: slices.Clone(p.Seqs), dev: rt.calls.dev, slabs: rt.calls.slabs}
@@ -503,8 +504,9 @@ func coreTakesFused(p Problem, sms int, variant string, segmentChunks int) bool 
 // (ForwardFull) of p's shape and input dtype, with or without L2Norm, on
 // a Runtime with Options{Variant: variant, SegmentChunks: segmentChunks}
 // (and no other) on sms SMs: the variant that does the whole preparation
-// itself (kernsrc.CoreBF16Fused) where it runs, else the core on the
-// preparation's normalised copies (L2Norm) or on q and k as given.
+// itself (kernsrc.CoreBF16Fused with L2Norm, kernsrc.CoreBF16FusedNoNorm
+// without) where it runs, else the core on the preparation's normalised
+// copies (L2Norm) or on q and k as given.
 // Runtime.PlanOfFull answers the same for prepared arguments.
 func PlanForFull(p Problem, sms int, variant string, segmentChunks int, l2norm bool) (Plan, error) {
 	return PlanFor(fullCoreProblem(withN(p), sms, variant, segmentChunks, l2norm), sms, variant, segmentChunks)
@@ -513,7 +515,8 @@ func PlanForFull(p Problem, sms int, variant string, segmentChunks int, l2norm b
 // fullCoreProblem is the core problem of a full forward of p (its input
 // dtype, N set) on a Runtime with default Options but variant and
 // segmentChunks: with L2Norm, the fused preparation's (fusedPrep) or the
-// normalised copies'; without, q and k as given.
+// normalised copies'; without, the fused preparation's without the norm
+// (coreTakesFused) or q and k as given.
 func fullCoreProblem(p Problem, sms int, variant string, segmentChunks int, l2norm bool) Problem {
 	p.QKDtype, p.QKNorm, p.Fused, p.ADtype = p.Dtype, false, false, FP16
 	switch {

@@ -79,11 +79,11 @@ type Options struct {
 	// copies'. This is for tests and benchmarks that compare the paths.
 	L2NormInPrep bool
 	// PrepKernel runs the full forward's preparation (the chunk sums of
-	// the gates, A2) as a kernel of its own everywhere. By default, with
-	// L2Norm on bf16 inputs wherever the core runs unsplit at BV 128 (any
-	// G), the core kernel does the whole preparation itself
-	// (kernsrc.CoreBF16Fused): no kernel runs before it and the call needs
-	// no scratch. The results differ in the last bits (A2's inverse is
+	// the gates, A2) as a kernel of its own everywhere. By default, on
+	// bf16 inputs wherever the core runs unsplit at BV 128 (any G), the
+	// core kernel does the whole preparation itself (kernsrc.CoreBF16Fused
+	// with L2Norm, kernsrc.CoreBF16FusedNoNorm without): no kernel runs
+	// before it and the call needs no scratch. The results differ in the last bits (A2's inverse is
 	// computed in another order, with fp16 block products), equally close
 	// to the float64 reference; this is for tests and benchmarks that
 	// compare the two.

@@ -5,7 +5,7 @@
 //	                                              the full forward, from raw gates
 //	gdn bench [--cases a,b] [--csv F] [--plot F.svg] [--compare OLD.csv]
 //	                                              time the benchmark suite (docs/BENCH.md)
-//	gdn bench --full [--no-l2norm]                the same for the full forward, beside issue 8's targets
+//	gdn bench --full [--l2norm]                   the same for the full forward, beside issue 8's targets
 //	gdn bench --from RUN.csv --plot F.png         chart or compare a saved run, no GPU
 //	gdn warmup [--arch sm_90a] [--variants a,b]   compile kernels into the disk cache
 //	gdn info                                      device, NVRTC and cache facts
