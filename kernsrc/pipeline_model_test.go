@@ -20,7 +20,8 @@ import (
 // group prepares only its own chunk's landed tiles, the consumers take only
 // their chunk's prepared stage (and, with a converter warpgroup, its
 // converted K and Q, rewritten only after the aux group's Q K^T read them,
-// or under GDN_QK_NORM normalised before Q K^T reads them),
+// or under GDN_QK_NORM normalised before Q K^T reads them, or under
+// GDN_FUSED without it converted after both Q K^T and K K^T read them),
 // a load overwrites a stage only after every
 // consumer is done with it, nothing waits forever, and (with the transfer
 // matrix's early exit: the consumers stop after a chunk, the aux groups at
@@ -155,7 +156,15 @@ const (
 	// as soon as they land (normed: the aux group's go for A2), then P built
 	// from the stage and ready from both.
 	normaliserThenP
+	// pThenConvert: run_fused_converter (GDN_FUSED without GDN_QK_NORM):
+	// P from K and Q as loaded, then, once the aux group's K K^T has read
+	// them too (qk_read), K and Q converted in place; ready from both.
+	pThenConvert
 )
+
+// convSkipsQKRead breaks pThenConvert: the converter converts K and Q
+// without waiting for the aux group's K K^T (qk_read).
+var convSkipsQKRead bool
 
 // runRing runs the protocol for nch chunks under one random schedule and
 // returns the first violation ("" for none). fixed: the aux groups' wait on
@@ -164,7 +173,8 @@ const (
 // run_consumer's stop_after), exitAt + 1 < nch. conv: the converter
 // warpgroup, if any (one aux group, no early exit).
 func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool, exitAt int, conv convMode) string {
-	converter, norm, fused := conv == converterAfterRead, conv == normaliserFirst || conv == normaliserThenP, conv == normaliserThenP
+	converter, norm := conv == converterAfterRead, conv == normaliserFirst || conv == normaliserThenP
+	fused := conv == normaliserThenP || conv == pThenConvert
 	const stages = 3
 	m := &ringModel{stages: stages, consumers: consumers, stop: nch,
 		full: make([]mbarrier, stages), ready: make([]mbarrier, stages), empty: make([]mbarrier, stages),
@@ -227,8 +237,11 @@ func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool, exitAt int, conv
 					if norm && m.conv[s] != c { // Q K^T of the normalised rows
 						m.fail("aux %d reads chunk %d's K and Q in stage %d normalised for chunk %d", a, c, s, m.conv[s])
 					}
+					if conv == pThenConvert && m.conv[s] == c { // K K^T of K as loaded
+						m.fail("aux %d reads chunk %d's K in stage %d already converted", a, c, s)
+					}
 					usesGates("the aux group", c, s)
-					if converter { // Q K^T done: the converter may rewrite K and Q
+					if converter || conv == pThenConvert { // the product done: the converter may rewrite K and Q
 						m.read[s] = c
 						m.arriveOn(&m.qkRead[s], "qk_read", s)
 					}
@@ -243,7 +256,32 @@ func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool, exitAt int, conv
 		}
 		roles = append(roles, prog)
 	}
-	if conv != noConverter {
+	if conv == pThenConvert {
+		// run_fused_converter: P from the tiles as they land, then the
+		// conversion once the aux group has read K (qk_read), then ready.
+		var prog []op
+		for c := range nch {
+			s, use := c%stages, c/stages
+			prog = append(prog, op{wait: func() bool { return m.full[s].passes(use & 1) }}, op{do: func(m *ringModel) {
+				if m.data[s] != c || m.conv[s] == c {
+					m.fail("the converter builds chunk %d's P in stage %d holding chunk %d (converted for %d)", c, s, m.data[s], m.conv[s])
+				}
+				usesGates("the converter's P", c, s)
+				m.pBuilt[s] = c
+			}})
+			if !convSkipsQKRead {
+				prog = append(prog, op{wait: func() bool { return m.qkRead[s].passes(use & 1) }})
+			}
+			prog = append(prog, op{do: func(m *ringModel) {
+				if m.data[s] != c {
+					m.fail("the converter rewrites chunk %d's K and Q in stage %d holding chunk %d", c, s, m.data[s])
+				}
+				m.conv[s] = c
+				m.arriveOn(&m.ready[s], "ready", s)
+			}})
+		}
+		roles = append(roles, prog)
+	} else if conv != noConverter {
 		// run_converter: after the aux group's Q K^T has read K and Q, then
 		// its half of ready; run_normaliser: as soon as they land, then the
 		// aux group's go (normed).
@@ -499,6 +537,16 @@ func TestStageRingFusedGates(t *testing.T) {
 	mustFind(t, trials, "a gate warp three chunks ahead", func() string {
 		return runRing(r, 4+r.IntN(9), 1, 2, true, -1, normaliserThenP)
 	})
+}
+
+// The converter of the fused preparation without the norm
+// (run_fused_converter): P from the tiles as loaded, K and Q converted
+// only once the aux group's K K^T has read K (qk_read), the gate warp's
+// vectors with the tiles, the consumers taking a chunk once both producers
+// marked it ready; a converter that skipped its wait on qk_read must be
+// caught.
+func TestStageRingFusedNoNorm(t *testing.T) {
+	ringWithConverter(t, rand.New(rand.NewPCG(13, 14)), pThenConvert, &convSkipsQKRead, "a converter not waiting for the aux group's K K^T")
 }
 
 // ringWithConverter runs conv's protocol (one aux group, two consumer
