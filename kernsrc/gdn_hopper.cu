@@ -497,6 +497,25 @@ GDN_DEVICE void write_gate_vectors(Vec& vec, float g, int t, int len) {
 
 // ---- An aux warpgroup: everything about a chunk that does not need the
 // state.
+// P = Q K^T of a stage's K and Q tiles (m64n64, k-steps of 16 along d; d
+// 0..63 in half tile 0), issued and committed: bf16 operands (the tiles as
+// loaded from bf16 inputs: exact products) or fp16.
+template <bool BF16>
+GDN_DEVICE void issue_qk(float* P, const DescBase& sd) {
+  wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < 8; ++ks) {
+    const int half = ks >> 2, off = (ks & 3) * 32;
+    const uint64_t da = sd.at(kOffBQ + (2 * half + 1) * kTile + off, 16, 1024);
+    const uint64_t db = sd.at(kOffBQ + 2 * half * kTile + off, 16, 1024);
+    if (BF16)
+      wgmma_ss_n64_bf16<0, 0>(P, da, db, ks > 0);
+    else
+      wgmma_ss_n64<0, 0>(P, da, db, ks > 0);
+  }
+  wgmma_commit();
+}
+
 GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& p, const Work& w, int aw) {
   const int t = threadIdx.x & 127, warp = t >> 5, lane = t & 31;
   const int bar = kBarAux + aw;
@@ -571,23 +590,9 @@ GDN_DEVICE void run_aux(unsigned char* smem, Bars& bars, const GdnHopperParams& 
 
     if (t < 64) vec.g[t] = gv, vec.beta[t] = bv;
     // P = Q K^T from the tiles as they arrived (the input dtype: exact
-    // products), before the conversion below rewrites them; k-steps of 16
-    // along d, d 0..63 in half tile 0.
+    // products), before the conversion below rewrites them.
     float P[32];
-    if (!kXfer && kWhatIf != 12 && kWhatIf != 14) {
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < 8; ++ks) {
-        const int half = ks >> 2, off = (ks & 3) * 32;
-        const uint64_t da = sd.at(kOffBQ + (2 * half + 1) * kTile + off, 16, 1024);
-        const uint64_t db = sd.at(kOffBQ + 2 * half * kTile + off, 16, 1024);
-        if (!kQKFP16 && !kNorm)
-          wgmma_ss_n64_bf16<0, 0>(P, da, db, ks > 0);
-        else
-          wgmma_ss_n64<0, 0>(P, da, db, ks > 0);
-      }
-      wgmma_commit();
-    }
+    if (!kXfer && kWhatIf != 12 && kWhatIf != 14) issue_qk<!kQKFP16 && !kNorm>(P, sd);
     named_sync(bar, 128);
     write_gate_vectors(vec, gv, t, len);
 
@@ -842,18 +847,7 @@ GDN_DEVICE void build_fused_p(unsigned char* stage, const Vec& vec, int len, int
   const int warp = tt >> 5, lane = tt & 31;
   const DescBase sd(stage);
   float P[32];
-  wgmma_fence();
-#pragma unroll
-  for (int ks = 0; ks < 8; ++ks) {
-    const int half = ks >> 2, off = (ks & 3) * 32;
-    const uint64_t da = sd.at(kOffBQ + (2 * half + 1) * kTile + off, 16, 1024);
-    const uint64_t db = sd.at(kOffBQ + 2 * half * kTile + off, 16, 1024);
-    if (kNorm)
-      wgmma_ss_n64<0, 0>(P, da, db, ks > 0);
-    else
-      wgmma_ss_n64_bf16<0, 0>(P, da, db, ks > 0);
-  }
-  wgmma_commit();
+  issue_qk<!kNorm>(P, sd);
   wgmma_wait<0>();
   reg_fence(P, 32);
   gate_lower<true>(P, vec.g, len, warp, lane);
