@@ -211,9 +211,10 @@ func chunkPairs(p Problem) []int32 {
 // chunk-local sum, the L2 normalisation of q and k (with L2Norm), A, then
 // the core forward (Forward: the same plans, sequence parallelism and graph
 // cache). Arguments are validated first (ValidateFull); nothing is written
-// when they are wrong. With L2Norm on bf16 inputs, wherever the core runs
-// unsplit at 128-wide value tiles, the core kernel does all of it itself
-// (Options.PrepKernel turns that off) and the call needs no scratch.
+// when they are wrong. On bf16 inputs, with or without L2Norm, wherever
+// the core runs unsplit at 128-wide value tiles, the core kernel does all
+// of it itself (Options.PrepKernel turns that off) and the call needs no
+// scratch.
 // Elsewhere the first call with a set of arguments allocates the scratch
 // the steps need (g_cumsum in fp32 and A2 in fp16: 132 bytes per token and
 // value head; with L2Norm a copy of q and k), kept for repeated calls,

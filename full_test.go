@@ -127,13 +127,17 @@ func TestFusedCoreCall(t *testing.T) {
 		}
 	}
 	a := fullArgs(2, 100, 2, 4)
-	for _, x := range []*Tensor{&a.Q, &a.K, &a.V} {
+	for _, x := range []*Tensor{&a.Q, &a.K, &a.V, &a.O} {
 		x.Dtype = FP16
 	}
 	core := a.coreTemplate(a.Q, a.K, 0, 0)
+	if _, err := ValidateCore(&core); err != nil {
+		t.Fatalf("the same call on fp16, not fused: %v", err)
+	}
 	core.fused = true
-	if _, err := ValidateCore(&core); err == nil {
-		t.Error("a fused call on fp16 inputs accepted")
+	var ae *ArgError
+	if _, err := ValidateCore(&core); !errors.As(err, &ae) || ae.Arg != "q" || !strings.Contains(err.Error(), "fused") {
+		t.Errorf("a fused call on fp16 inputs: %v, want an error naming q and the fused preparation", err)
 	}
 	var s scratchSlabs
 	s.pin(nil) // a fused call has no slab: pinning it is a no-op, not a panic

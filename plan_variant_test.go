@@ -185,6 +185,20 @@ func TestFusedPrep(t *testing.T) {
 		pl.SharedBytes != kernsrc.HopperSharedBytes(kernsrc.CoreBF16Fused, 2) || pl.Block[0] != 512 {
 		t.Errorf("fused plan %v (%v), want gdn_hopper_bf16_fused_bv128 unsplit, its shared memory, 512 threads", pl, err)
 	}
+	// Without the norm too: its own variant at BV 128 on a shape that
+	// would take BV 64, and never split (on a shape that would).
+	for _, c := range []struct {
+		name string
+		p    Problem
+	}{{"few CTAs", full(1, 640, 2, 4, BF16)}, {"tp8_32k", full(1, 32768, 2, 8, BF16)}} {
+		q := c.p
+		q.Fused = true
+		pl, err := PlanFor(q, 132, "", 0)
+		if err != nil || pl.Variant.Name != "gdn_hopper_bf16_fused_nonorm_bv128" || pl.SegmentChunks != 0 ||
+			pl.SharedBytes != kernsrc.HopperSharedBytes(kernsrc.CoreBF16FusedNoNorm, 2) || pl.Block[0] != 512 {
+			t.Errorf("%s, fused without the norm: %v (%v), want gdn_hopper_bf16_fused_nonorm_bv128 unsplit", c.name, pl, err)
+		}
+	}
 	normed := full(8, 4096, 16, 32, BF16)
 	normed.QKNorm = true
 	fused := normed
@@ -238,9 +252,9 @@ func TestPlanForFull(t *testing.T) {
 // KernelsFor names what a default Runtime runs: the full forward's core
 // does the whole preparation with L2Norm wherever it runs unsplit at BV 128
 // (G = 2 and 4 alike), and without L2Norm too (its variant without the
-// norm); the preparation kernel stays for the calls the core does not
-// fuse; a split plan takes the copies and brings its transfer pass and
-// the scan.
+// norm); the preparation kernel is listed with every full forward (the
+// calls the core does not fuse, and Options.PrepKernel, run it); a split
+// plan takes the copies and brings its transfer pass and the scan.
 func TestKernelsFor(t *testing.T) {
 	has := func(p Problem, full bool, name string) bool {
 		vs, err := KernelsFor(p, 132, full)

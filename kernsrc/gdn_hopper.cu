@@ -28,9 +28,10 @@
 //     them, and marks the stage ready beside it; under kNorm (the full
 //     forward's L2 norm) it normalises and converts them as soon as they
 //     land instead, and the aux group's Q K^T waits for it. Under kFused
-//     (the full forward's whole preparation here) it also sums the raw
-//     log-gates and builds P, and the aux group builds A2 from K
-//     (run_aux_fused).
+//     (the full forward's whole preparation here) it also builds P, and
+//     the aux group builds A2 from K (run_aux_fused); without kNorm both
+//     products read the tiles as loaded and the converter converts them
+//     after (run_fused_converter).
 //   consumers (warpgroups 1..NC) run the chain above, write o through a
 //     swizzled staging tile by TMA store (rows past a sequence's end by
 //     plain stores) and release the stage; the first consumer's first
@@ -189,9 +190,9 @@ static_assert(!kNorm || kConv == 1, "the L2 norm is the converter's");
 // needs no kernel before this one: the first consumer warp takes the raw
 // log-gates (or the gate's raw input, kGateInKernel) and writes each
 // chunk's gate vectors (run_consumer), the converter builds P
-// (run_normaliser), and the aux group builds A2 itself from the
-// converter's normalised K: K K^T, L, the inverse by 16 x 16 blocks
-// (run_aux_fused). No A is loaded.
+// (run_normaliser after its norm under kNorm, run_fused_converter from
+// the bf16 tiles without), and the aux group builds A2 itself from K:
+// K K^T, L, the inverse by 16 x 16 blocks (run_aux_fused). No A is loaded.
 #ifndef GDN_FUSED
 #define GDN_FUSED 0
 #endif
@@ -202,7 +203,8 @@ constexpr bool kFused = GDN_FUSED != 0;
 // work, to see what that work costs in time (scripts/device-run.sh
 // knobfull:GDN_WHATIF=N@cases times it against the same binary without).
 // 1: no inverse (gdn_solve.cuh's steps 2 and 3 in run_aux_fused); 2: no
-// P in the converter; 3: no norm in the converter (every kNorm variant's);
+// P in the converter; 3: no norm in the converter (every kNorm variant's;
+// without kNorm under kFused, no conversion of K and Q);
 // (4, gate_lower without its exponentials, retired); 5: the aux group
 // does nothing past its waits; 6: 2, 3 and 5 together (the consumers, with
 // their first warp writing the gate vectors); 7: the gate vectors
@@ -716,11 +718,13 @@ GDN_DEVICE void write_chunk_gates(Vec& vec, float a, float b, int lane, int len,
 }
 
 // ---- The aux warpgroup of the fused full forward (kFused): per chunk, A2
-// from the stage's tiles, once the converter has normalised K and written
-// the gate vectors (normed; the converter also builds P, run_normaliser,
-// beside this chain: docs/PERF.md v26): beta of the chunk's tokens into the
-// stage (loaded two chunks ahead), K K^T (wgmma from the normaliser's fp16
-// K), then gdn_solve.cuh's steps over the stage's A2 tile: L, the diagonal
+// from the stage's tiles (with the gate vectors, on full), under kNorm once
+// the converter has normalised K (normed), without it as soon as the tiles
+// land (the converter builds P beside this chain, run_normaliser or
+// run_fused_converter: docs/PERF.md v26, v35): beta of the chunk's tokens
+// into the stage (loaded two chunks ahead), K K^T (wgmma from the
+// normaliser's fp16 K, or from K as loaded, then qk_read: the converter's
+// go), then gdn_solve.cuh's steps over the stage's A2 tile: L, the diagonal
 // blocks' inverses, the blocks below them (gdn_prep_chunk does the same
 // per chunk and value head where the preparation is a kernel).
 GDN_DEVICE void run_aux_fused(unsigned char* smem, Bars& bars, const GdnHopperParams& p, const Work& w) {

@@ -366,7 +366,9 @@ for step in "${@:-tests}"; do
 		cases=""
 		[[ $step == *:* ]] && cases="--cases ${step#*:}"
 		full=""
-		[[ $name == comparefull ]] && full="--full"
+		# (--no-l2norm spelt out: gdn-old may be a build from before
+		# PERF.md v35, where --full alone meant the norm inside.)
+		[[ $name == comparefull ]] && full="--full --no-l2norm"
 		if [[ ! -x .bin/gdn-old ]]; then
 			fail "$name: no .bin/gdn-old (build it with scripts/device-build.sh --old REV)"
 			continue

@@ -60,7 +60,7 @@ type benchOptions struct {
 	fromPath      string // --from: a CSV to plot or compare instead of running
 	sms           int    // --sms: run on a slice of this many SMs (green context); 0: the whole GPU
 	full          bool   // --full: time ForwardFull from raw gates instead of Forward
-	l2norm        bool   // with full: q and k normalised inside (off with --no-l2norm)
+	l2norm        bool   // with full: q and k normalised inside (--l2norm; off by default)
 	l2normInPrep  bool   // with full: Options.L2NormInPrep (the preparation's copies everywhere)
 	prepKernel    bool   // with full: Options.PrepKernel (the preparation as a kernel of its own everywhere)
 }

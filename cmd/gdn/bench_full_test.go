@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -273,6 +274,25 @@ func TestPrintCompareForwards(t *testing.T) {
 	mixed := []benchRow{full[0], chainCore}
 	if err := printCompare(&b, mixed, full, "mixed.csv"); err != nil || !strings.Contains(b.String(), "one of the full (not compared): [chain_equal]") {
 		t.Errorf("partly other forward: %v\n%s", err, b.String())
+	}
+	// A full forward with the norm inside is not set against one without
+	// (before docs/PERF.md v35 --full meant --l2norm).
+	given := slices.Clone(full)
+	for i := range given {
+		given[i].L2Norm = "false"
+	}
+	if full[0].L2Norm != "true" {
+		t.Fatalf("fake full rows: l2norm %q, want true", full[0].L2Norm)
+	}
+	b.Reset()
+	if err := printCompare(&b, full, given, "l2norm.csv"); err == nil || !strings.Contains(err.Error(), "L2 norm inside") {
+		t.Errorf("norm inside against given normalised: %v\n%s", err, b.String())
+	}
+	b.Reset()
+	mixed = []benchRow{given[0], full[1]}
+	if err := printCompare(&b, mixed, given, "mixed.csv"); err != nil || !strings.Contains(b.String(), "without (not compared): ["+full[1].Case+"]") ||
+		!strings.Contains(b.String(), "over 1 cases") {
+		t.Errorf("partly with the norm: %v\n%s", err, b.String())
 	}
 }
 

@@ -19,6 +19,7 @@ type benchRow struct {
 	Case, Lens   string
 	Hq, Hv       int
 	Forward      string // "core" or "full" (ForwardFull); "core" in CSVs from before --full
+	L2Norm       string // full rows: "true" (q and k normalised inside) or "false"; "" for core rows
 	MedianMs     float64
 	FloorMs      float64
 	FLACoreMs    float64 // 0: no anchor row
@@ -109,7 +110,7 @@ func readBenchCSV(r io.Reader, name string) ([]benchRow, error) {
 			return n
 		}
 		row := benchRow{
-			Case: cell("case"), Lens: cell("lens"), Hq: integer("hq"), Hv: integer("hv"), Forward: cell("forward"),
+			Case: cell("case"), Lens: cell("lens"), Hq: integer("hq"), Hv: integer("hv"), Forward: cell("forward"), L2Norm: cell("l2norm"),
 			MedianMs: num("median_ms", true), FloorMs: num("floor_ms", true),
 			FLACoreMs: num("fla_core_ms", false), FLAFullMs: num("fla_full_ms", false), FlashQLAMs: num("flashqla_fwd_ms", false),
 			FlashInferMs: num("flashinfer_fwd_ms", false), TargetMs: num("target_ms", false),

@@ -8,9 +8,10 @@ import (
 )
 
 // printCompare writes, for each case of cur that old also has (same name,
-// heads, lengths and forward), both medians and the speed-up old/new (> 1: the new
-// run is faster), then the geometric mean of the speed-ups and the cases
-// only one run has. It fails when the runs share no case.
+// heads, lengths and forward, and for the full forward the same L2Norm),
+// both medians and the speed-up old/new (> 1: the new run is faster), then
+// the geometric mean of the speed-ups and the cases only one run has. It
+// fails when the runs share no case.
 func printCompare(w io.Writer, old, cur []benchRow, oldName string) error {
 	byCase := map[string]benchRow{}
 	for _, r := range old {
@@ -20,7 +21,7 @@ func printCompare(w io.Writer, old, cur []benchRow, oldName string) error {
 	fmt.Fprintf(tw, "case\tlens\told ms\tnew ms\tspeed-up\t\n")
 	var logSum float64
 	var n int
-	var onlyNew, changed, otherForward []string
+	var onlyNew, changed, otherForward, otherNorm []string
 	seen := map[string]bool{}
 	for _, r := range cur {
 		o, ok := byCase[r.Case]
@@ -35,6 +36,11 @@ func printCompare(w io.Writer, old, cur []benchRow, oldName string) error {
 		case o.Forward != r.Forward:
 			// A core time against a full one measures different work.
 			otherForward = append(otherForward, r.Case)
+			continue
+		case o.L2Norm != r.L2Norm:
+			// So does a full forward with the norm inside against one
+			// without (--full meant --l2norm before docs/PERF.md v35).
+			otherNorm = append(otherNorm, r.Case)
 			continue
 		}
 		s := o.MedianMs / r.MedianMs
@@ -53,6 +59,9 @@ func printCompare(w io.Writer, old, cur []benchRow, oldName string) error {
 		if len(otherForward) > 0 {
 			return fmt.Errorf("--compare %s: no case in common with this run (it timed the other forward: core against full)", oldName)
 		}
+		if len(otherNorm) > 0 {
+			return fmt.Errorf("--compare %s: no case in common with this run (one timed the full forward with the L2 norm inside, one without: --l2norm)", oldName)
+		}
 		return fmt.Errorf("--compare %s: no case in common with this run", oldName)
 	}
 	fmt.Fprintf(w, "speed-up: old median over new (> 1: this run is faster); geometric mean over %d cases %.2fx\n", n, math.Exp(logSum/float64(n)))
@@ -67,6 +76,9 @@ func printCompare(w io.Writer, old, cur []benchRow, oldName string) error {
 	}
 	if len(otherForward) > 0 {
 		fmt.Fprintf(w, "same case, one run of the core forward and one of the full (not compared): %v\n", otherForward)
+	}
+	if len(otherNorm) > 0 {
+		fmt.Fprintf(w, "same case, one full-forward run with the L2 norm inside and one without (not compared): %v\n", otherNorm)
 	}
 	return nil
 }

@@ -31,7 +31,9 @@ const (
 	timelineRowLen = 60 // stamps a row of ht (slot i at row i / 60, column i % 60)
 )
 
-// timelineStepNames are the kernel's steps, in its order.
+// timelineStepNames are the kernel's steps, in its order. (In the fused
+// kernel without the norm, "conv normed" is the converter past qk_read,
+// before its conversion, and "aux normed" the aux group past full again.)
 var timelineStepNames = [timelineSteps]string{
 	"conv full", "conv normed", "conv ready", "aux full", "aux normed", "aux ready", "cons ready", "cons release", "copies issued",
 }
