@@ -223,6 +223,10 @@ constexpr bool kFused = GDN_FUSED != 0;
 #define GDN_WHATIF 0
 #endif
 constexpr int kWhatIf = GDN_WHATIF;
+// 18: 6, and the gate warp writes no vectors (it only arrives on full);
+// 19: 18, and the consumers store no o; 20: no o stored, all else kept.
+constexpr bool kW6 = kWhatIf == 6 || kWhatIf == 18 || kWhatIf == 19;
+constexpr bool kWhatIfNoStore = kWhatIf == 19 || kWhatIf == 20;
 
 // GDN_TIMELINE (measurement only; the library never sets it): F + 1 makes
 // the fused kernel's first CTA stamp its chunks F .. F + kTlChunks - 1 with
@@ -773,7 +777,7 @@ GDN_DEVICE void run_aux_fused(unsigned char* smem, Bars& bars, const GdnHopperPa
     tl_stamp(smem, c, 3);
     if (kNorm) mbar_wait(&bars.normed[s], use & 1);
     tl_stamp(smem, c, 4);
-    if (kWhatIf == 5 || kWhatIf == 6) {
+    if (kWhatIf == 5 || kW6) {
       if (!kNorm) mbar_arrive(&bars.qk_read[s]);
       mbar_arrive(&bars.ready[s]);
       continue;
@@ -884,7 +888,7 @@ GDN_DEVICE void run_normaliser(unsigned char* smem, Bars& bars, const GdnHopperP
     // Row group r: pieces r and r + 8 (the two d halves of the same rows).
 #pragma unroll 2
     for (int r = 0; r < 8; ++r) {
-      if (kWhatIf == 3 || kWhatIf == 6) break;
+      if (kWhatIf == 3 || kW6) break;
       const uint4 a = st[t + 128 * r], b = st[t + 128 * (r + 8)];
       float ss = sum_squares8(a) + sum_squares8(b);
       ss += __shfl_xor_sync(0xffffffffu, ss, 4);
@@ -907,7 +911,7 @@ GDN_DEVICE void run_normaliser(unsigned char* smem, Bars& bars, const GdnHopperP
       // are each thread's own, so the group meets before its wgmma (the aux
       // group's wait on normed is that meeting for its K K^T).
       named_sync(kBarConv, 128);
-      if (kWhatIf == 2 || kWhatIf == 6) {
+      if (kWhatIf == 2 || kW6) {
         mbar_arrive(&bars.ready[s]);
         continue;
       }
@@ -935,14 +939,14 @@ GDN_DEVICE void run_fused_converter(unsigned char* smem, Bars& bars, const GdnHo
     uint4* st = reinterpret_cast<uint4*>(stage + kOffBQ);
     mbar_wait(&bars.full[s], use & 1);
     tl_stamp(smem, c, 0);
-    if (kWhatIf != 2 && kWhatIf != 6) build_fused_p(stage, *reinterpret_cast<Vec*>(stage + kOffVec), chunk_len(w, c), tid);
+    if (kWhatIf != 2 && !kW6) build_fused_p(stage, *reinterpret_cast<Vec*>(stage + kOffVec), chunk_len(w, c), tid);
     // Every warp's part of Q K^T has read Q and K, and the aux group's
     // K K^T has read K: the tiles may be rewritten.
     named_sync(kBarConv, 128);
     mbar_wait(&bars.qk_read[s], use & 1);
     tl_stamp(smem, c, 1);
 #pragma unroll 2
-    for (int u = 0; u < (kWhatIf == 3 || kWhatIf == 6 ? 0 : 16); u += 2) {
+    for (int u = 0; u < (kWhatIf == 3 || kW6 ? 0 : 16); u += 2) {
       const uint4 a = st[tid + 128 * u], b = st[tid + 128 * (u + 1)];
       st[tid + 128 * u] = bf16_to_fp16x8(a);
       st[tid + 128 * (u + 1)] = bf16_to_fp16x8(b);
@@ -1015,7 +1019,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
   float* const raw = reinterpret_cast<float*>(smem + kOffInv + kRawGates);
   auto write_gates = [&](int x, float a, float b) {
     Vec& v = *reinterpret_cast<Vec*>(smem + (x % kStages) * kStageBytes + kOffVec);
-    write_chunk_gates(v, a, b, lane, chunk_len(w, x), gp);
+    if (kWhatIf != 18 && kWhatIf != 19) write_chunk_gates(v, a, b, lane, chunk_len(w, x), gp);
     mbar_arrive(&bars.full[x % kStages]);
   };
   if (gate_warp) {
@@ -1288,7 +1292,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       update_state();
       wgmma_wait<1>();
       reg_fence(O, 32);
-      if (w.store_o) store_o(c, O);
+      if (w.store_o && !kWhatIfNoStore) store_o(c, O);
       wgmma_wait<0>();
       reg_fence(S, 64);
       release(c);
@@ -1302,7 +1306,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       if (cw == 0) tl_stamp(smem, c, 7);
       if (!kXfer) {
         reg_fence(O, 32);
-        if (w.store_o) store_o(c, O);
+        if (w.store_o && !kWhatIfNoStore) store_o(c, O);
       }
     }
     // A transfer matrix whose state is exactly zero stays zero (v is zero:
