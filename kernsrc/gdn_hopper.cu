@@ -224,7 +224,9 @@ constexpr bool kFused = GDN_FUSED != 0;
 #endif
 constexpr int kWhatIf = GDN_WHATIF;
 // 18: 6, and the gate warp writes no vectors (it only arrives on full);
-// 19: 18, and the consumers store no o; 20: no o stored, all else kept.
+// 19: 18, and the consumers store no o; 20: no o stored, all else kept;
+// the output's store in parts (o wrong): 21 without the TMA store and its
+// wait, 22 only its two named barriers, 23 without its proxy fence.
 constexpr bool kW6 = kWhatIf == 6 || kWhatIf == 18 || kWhatIf == 19;
 constexpr bool kWhatIfNoStore = kWhatIf == 19 || kWhatIf == 20;
 
@@ -1084,9 +1086,9 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
   // writes rows i).
   auto store_o = [&](int c, const float* O) {
     const int len = chunk_len(w, c);
-    if (t == 0) tma_store_wait_read();
+    if (t == 0 && kWhatIf != 21 && kWhatIf != 22) tma_store_wait_read();
     named_sync(1 + cw, 128);
-    {
+    if (kWhatIf != 22) {
       const int m = lane >> 3, r = lane & 7;
       const float sc = p.sc.scale;
 #pragma unroll
@@ -1099,9 +1101,10 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
                           E::pack2(sc * O[4 * jb + 6], sc * O[4 * jb + 7]));
       }
     }
-    fence_async_smem();
+    if (kWhatIf != 22 && kWhatIf != 23) fence_async_smem();
     named_sync(1 + cw, 128);
-    if (len == 64) {
+    if (kWhatIf == 21 || kWhatIf == 22) {
+    } else if (len == 64) {
       if (t == 0) {
         tma_store_4d(&p.tm_o, out, vb, w.h, w.t0 + 64 * c, w.b);
         tma_store_commit();
