@@ -226,7 +226,10 @@ constexpr int kWhatIf = GDN_WHATIF;
 // 18: 6, and the gate warp writes no vectors (it only arrives on full);
 // 19: 18, and the consumers store no o; 20: no o stored, all else kept;
 // the output's store in parts (o wrong): 21 without the TMA store and its
-// wait, 22 only its two named barriers, 23 without its proxy fence.
+// wait, 22 only its two named barriers, 23 without its proxy fence, 24
+// O scaled and packed but not written (no stmatrix), 25 zeros written in
+// O's place (O unread after its products: what 22 changes beside the
+// store, docs/PERF.md v35).
 constexpr bool kW6 = kWhatIf == 6 || kWhatIf == 18 || kWhatIf == 19;
 constexpr bool kWhatIfNoStore = kWhatIf == 19 || kWhatIf == 20;
 
@@ -1095,10 +1098,19 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       for (int jb = 0; jb < 8; jb += 2) {
         const int i = 8 * (jb + (m >> 1)) + r;
         const int chunk = 2 * warp + (m & 1);
-        stmatrix_x4_trans(smem_addr(out) + swz128(i, 16 * chunk), E::pack2(sc * O[4 * jb], sc * O[4 * jb + 1]),
-                          E::pack2(sc * O[4 * jb + 2], sc * O[4 * jb + 3]),
-                          E::pack2(sc * O[4 * jb + 4], sc * O[4 * jb + 5]),
-                          E::pack2(sc * O[4 * jb + 6], sc * O[4 * jb + 7]));
+        if (kWhatIf == 24) {
+          asm volatile("" ::"r"(E::pack2(sc * O[4 * jb], sc * O[4 * jb + 1])),
+                       "r"(E::pack2(sc * O[4 * jb + 2], sc * O[4 * jb + 3])),
+                       "r"(E::pack2(sc * O[4 * jb + 4], sc * O[4 * jb + 5])),
+                       "r"(E::pack2(sc * O[4 * jb + 6], sc * O[4 * jb + 7])));
+        } else if (kWhatIf == 25) {
+          stmatrix_x4_trans(smem_addr(out) + swz128(i, 16 * chunk), 0u, 0u, 0u, 0u);
+        } else {
+          stmatrix_x4_trans(smem_addr(out) + swz128(i, 16 * chunk), E::pack2(sc * O[4 * jb], sc * O[4 * jb + 1]),
+                            E::pack2(sc * O[4 * jb + 2], sc * O[4 * jb + 3]),
+                            E::pack2(sc * O[4 * jb + 4], sc * O[4 * jb + 5]),
+                            E::pack2(sc * O[4 * jb + 6], sc * O[4 * jb + 7]));
+        }
       }
     }
     if (kWhatIf != 22 && kWhatIf != 23) fence_async_smem();
