@@ -474,30 +474,28 @@ func (rt *Runtime) fusedPrep(a *FullArgs, p Problem) bool {
 }
 
 // coreTakesNorm says whether the core kernel can normalise q and k for the
-// full forward of p with L2Norm: bf16 inputs, and the plan the normalised
-// copies would get is unsplit at BV 128 (the only plan of the variants that
-// normalise).
+// full forward of p with L2Norm: the core forward of the normalised (fp16)
+// copies would run unsplit at BV 128 (coreRunsWide).
 func coreTakesNorm(p Problem, sms int, variant string, segmentChunks int) bool {
-	if p.Dtype != BF16 || p.Hq == 0 {
-		return false
-	}
-	copies := p
-	copies.QKDtype = FP16
-	pl, err := PlanFor(copies, sms, variant, segmentChunks)
-	return err == nil && pl.SegmentChunks == 0 && pl.TileWidth == 128
+	return coreRunsWide(p, FP16, sms, variant, segmentChunks)
 }
 
 // coreTakesFused says whether the core kernel can do the whole preparation
 // of the full forward of p without L2Norm (kernsrc.CoreBF16FusedNoNorm):
-// bf16 inputs, and the core forward of q and k as given is planned
-// unsplit at BV 128 (the only plan the fused variants have).
+// the core forward of q and k as given would run unsplit at BV 128.
 func coreTakesFused(p Problem, sms int, variant string, segmentChunks int) bool {
+	return coreRunsWide(p, p.Dtype, sms, variant, segmentChunks)
+}
+
+// coreRunsWide says whether the core forward of p on bf16 inputs, with q
+// and k in qk, is planned unsplit at BV 128: the only plan of the variants
+// that normalise q and k or prepare everything themselves.
+func coreRunsWide(p Problem, qk Dtype, sms int, variant string, segmentChunks int) bool {
 	if p.Dtype != BF16 || p.Hq == 0 {
 		return false
 	}
-	core := p
-	core.QKDtype = p.Dtype
-	pl, err := PlanFor(core, sms, variant, segmentChunks)
+	p.QKDtype = qk
+	pl, err := PlanFor(p, sms, variant, segmentChunks)
 	return err == nil && pl.SegmentChunks == 0 && pl.TileWidth == 128
 }
 
