@@ -230,6 +230,13 @@ constexpr int kWhatIf = GDN_WHATIF;
 // O scaled and packed but not written (no stmatrix), 25 zeros written in
 // O's place (O unread after its products: what 22 changes beside the
 // store, docs/PERF.md v35).
+// The fused kernel stages each chunk's o at the end of the chunk (the
+// stmatrix) but stores it (the proxy fence, the group's barrier and the
+// TMA store) in the next chunk, once that chunk's first products are
+// issued: off the chain between a chunk's last products and the next
+// one's first (1.01-1.03x on the fused rows, docs/PERF.md v36; the core
+// variants measured 0.97-1.03x and keep the store at the chunk's end).
+constexpr bool kDeferStore = kFused;
 constexpr bool kW6 = kWhatIf == 6 || kWhatIf == 18 || kWhatIf == 19;
 constexpr bool kWhatIfNoStore = kWhatIf == 19 || kWhatIf == 20;
 
@@ -1090,9 +1097,12 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
     }
   };
   // O^T of chunk c -> o[i][v] through the staging tile (stmatrix .trans
-  // writes rows i).
-  auto store_o = [&](int c, const float* O) {
-    const int len = chunk_len(w, c);
+  // writes rows i): stage_o writes the tile (once the store before has
+  // read it), flush_o stores it (len rows). Under kDeferStore a whole
+  // chunk's flush waits for the next chunk's first products to be issued
+  // (or the loop's end); the next stage_o's wait and barrier still come
+  // after it, so the tile is never overwritten before its store read it.
+  auto stage_o = [&](const float* O) {
     if (t == 0 && kWhatIf != 21 && kWhatIf != 22) tma_store_wait_read();
     named_sync(1 + cw, 128);
     if (kWhatIf != 22) {
@@ -1117,6 +1127,8 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
         }
       }
     }
+  };
+  auto flush_o = [&](int c, int len) {
     if (kWhatIf != 22 && kWhatIf != 23) fence_async_smem();
     named_sync(1 + cw, 128);
     if (kWhatIf == 21 || kWhatIf == 22) {
@@ -1136,6 +1148,13 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       }
     }
   };
+  // (Only a whole chunk's TMA store is deferred: the partial chunk's copy
+  // held registers across the next chunk's products and spilled.)
+  auto store_o = [&](int c, const float* O) {
+    const int len = chunk_len(w, c);
+    stage_o(O);
+    if (!kDeferStore || len < 64) flush_o(c, len);
+  };
 
   for (int c = 0; c < w.nch; ++c) {
     const int s = c % kStages, use = c / kStages;
@@ -1151,7 +1170,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       cp_async_wait_all();
       const float* const r = raw + ((c + 2) & 1) * 64;
       write_gates(c + 2, r[lane], r[lane + 32]);
-      if (c + 3 < w.nch) fetch_raw_gates(raw, p, w, lane, c + 3);
+      if (c + 3 < w.nch && !kDeferStore) fetch_raw_gates(raw, p, w, lane, c + 3);
     }
     mbar_wait(&bars.ready[s], use & 1);
     if (cw == 0) tl_stamp(smem, c, 6);
@@ -1214,6 +1233,10 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
                           sd.at(kOffBQ + (ks >> 2) * 2 * kTile + kTile + (ks & 3) * 32, 16, 1024), ks > 0);
       }
       wgmma_commit();
+      if (kDeferStore && w.store_o && c > 0 && chunk_len(w, c - 1) == 64) flush_o(c - 1, 64);
+      // (The gate warp's next raw gates after the flush, whose proxy fence
+      // would otherwise wait for those copies.)
+      if (kDeferStore && gate_warp && c + 3 < w.nch) fetch_raw_gates(raw, p, w, lane, c + 3);
       if (!kFused) refill(c - 1);
       wgmma_wait<0>();
       reg_fence(acc, kXfer ? 32 : 64);
@@ -1354,6 +1377,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       }
     }
   }
+  if (kDeferStore && w.store_o && w.nch > 0 && chunk_len(w, w.nch - 1) == 64) flush_o(w.nch - 1, 64);
   if (t == 0) tma_store_wait_all();
 
   if (p.ptr.ht != nullptr && w.n < p.sc.n_ht) {

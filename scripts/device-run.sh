@@ -429,7 +429,10 @@ for step in "${@:-tests}"; do
 		# exit status is not the step's: under ncu's replays its output
 		# check may find NaN (seen on a split call's graph; the GPU tests,
 		# not a profiled run, say whether outputs are right).
-		timeout 240 ncu --cache-control none -k "regex:$kernel" --launch-count 1 \
+		# --clock-control none: the card's clocks as found (ncu's default
+		# locks them to base, 1.37 GHz on the H200, and the device notes
+		# ask that clocks be left alone).
+		timeout 240 ncu --clock-control none --cache-control none -k "regex:$kernel" --launch-count 1 \
 			--section SpeedOfLight --section MemoryWorkloadAnalysis --section SchedulerStats \
 			--section WarpStateStats --section Occupancy --section LaunchStats --section SourceCounters \
 			-o "$tmp/rep" "$bin" bench $full --cases "$case" --reps 1 --warmup 1 --calls 1 >"$base.txt" 2>&1

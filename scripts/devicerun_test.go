@@ -550,7 +550,8 @@ touch "$2.ncu-rep"
 `
 
 // The ncu step profiles the named kernel in one bench call of the case (with
-// --full for ncufull, another build with NCU_GDN), and keeps the printed
+// --full for ncufull, another build with NCU_GDN) at the card's own clocks,
+// and keeps the printed
 // sections and the per-instruction CSV; a step without KERNEL@CASE fails.
 func TestDeviceRunNCU(t *testing.T) {
 	fake := t.TempDir()
@@ -574,7 +575,7 @@ func TestDeviceRunNCU(t *testing.T) {
 		t.Errorf("the regex's characters are not kept out of the file name: %v", err)
 	}
 	calls, _ := os.ReadFile(filepath.Join(filepath.Dir(out), "calls.log"))
-	for _, want := range []string{"-k regex:gdn_scan --launch-count 1", "--cache-control none", "bench --cases chain_equal --reps 1",
+	for _, want := range []string{"-k regex:gdn_scan --launch-count 1", "--clock-control none --cache-control none", "bench --cases chain_equal --reps 1",
 		"-k regex:gdn_hopper.* ", "bench --full --cases tp8_2k"} {
 		if !strings.Contains(string(calls), want) {
 			t.Errorf("no %q in the calls:\n%s", want, calls)
