@@ -234,7 +234,7 @@ constexpr int kWhatIf = GDN_WHATIF;
 // stmatrix) but stores it (the proxy fence, the group's barrier and the
 // TMA store) in the next chunk, once that chunk's first products are
 // issued: off the chain between a chunk's last products and the next
-// one's first (1.01-1.03x on the fused rows, docs/PERF.md v36; the core
+// one's first (1.01-1.04x on the fused rows, docs/PERF.md v36; the core
 // variants measured 0.97-1.03x and keep the store at the chunk's end).
 constexpr bool kDeferStore = kFused;
 constexpr bool kW6 = kWhatIf == 6 || kWhatIf == 18 || kWhatIf == 19;
@@ -291,6 +291,9 @@ constexpr bool kTestEarlyDelay = false;
 // V stays as loaded and enters through registers, U and O' are m64n64
 // products, and the aux converts only K and Q.
 constexpr bool kWide = kNC == 1 && !kXfer;
+// (The deferred flush sits in the two-group chain's branch of the first
+// products: a kWide chain would never store a chunk but the last.)
+static_assert(!kDeferStore || (!kWide && !kXfer), "o's deferred store is the two-group chain's");
 // The consumers give O' its factors e^{g_i} (columns of O'^T, after its
 // product): the aux group, the bound of a BV 128 chunk, converts Q to fp16
 // where it must (bf16 inputs) but never scales it. (Scaling Q's rows in the
