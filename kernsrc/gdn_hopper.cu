@@ -1151,8 +1151,9 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       }
     }
   };
-  // (Only a whole chunk's TMA store is deferred: the partial chunk's copy
-  // held registers across the next chunk's products and spilled.)
+  // (Only a whole chunk's TMA store is deferred: with the partial chunk's
+  // row copy inlined into the loop's flush as well, its address arithmetic
+  // held registers across the first products and ptxas spilled.)
   auto store_o = [&](int c, const float* O) {
     const int len = chunk_len(w, c);
     stage_o(O);
@@ -1236,7 +1237,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
                           sd.at(kOffBQ + (ks >> 2) * 2 * kTile + kTile + (ks & 3) * 32, 16, 1024), ks > 0);
       }
       wgmma_commit();
-      if (kDeferStore && w.store_o && c > 0 && chunk_len(w, c - 1) == 64) flush_o(c - 1, 64);
+      if (kDeferStore && w.store_o && !kWhatIfNoStore && c > 0 && chunk_len(w, c - 1) == 64) flush_o(c - 1, 64);
       // (The gate warp's next raw gates after the flush, whose proxy fence
       // would otherwise wait for those copies.)
       if (kDeferStore && gate_warp && c + 3 < w.nch) fetch_raw_gates(raw, p, w, lane, c + 3);
@@ -1380,7 +1381,9 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       }
     }
   }
-  if (kDeferStore && w.store_o && w.nch > 0 && chunk_len(w, w.nch - 1) == 64) flush_o(w.nch - 1, 64);
+  // (The last chunk staged is nch - 1: the fused chain has no early exit.)
+  if (kDeferStore && w.store_o && !kWhatIfNoStore && w.nch > 0 && chunk_len(w, w.nch - 1) == 64)
+    flush_o(w.nch - 1, 64);
   if (t == 0) tma_store_wait_all();
 
   if (p.ptr.ht != nullptr && w.n < p.sc.n_ht) {
