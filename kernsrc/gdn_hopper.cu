@@ -229,7 +229,9 @@ constexpr int kWhatIf = GDN_WHATIF;
 // wait, 22 only its two named barriers, 23 without its proxy fence, 24
 // O scaled and packed but not written (no stmatrix), 25 zeros written in
 // O's place (O unread after its products: what 22 changes beside the
-// store, docs/PERF.md v35).
+// store, docs/PERF.md v35), 26 O times zero staged (the same instructions
+// and dependencies as 0, zeros for data: does staging real data cost by
+// its data or by its code? docs/PERF.md v36).
 // The fused kernel stages each chunk's o at the end of the chunk (the
 // stmatrix) but stores it (the proxy fence, the group's barrier and the
 // TMA store) in the next chunk, once that chunk's first products are
@@ -237,6 +239,16 @@ constexpr int kWhatIf = GDN_WHATIF;
 // one's first (1.01-1.04x on the fused rows, docs/PERF.md v36; the core
 // variants measured 0.97-1.03x and keep the store at the chunk's end).
 constexpr bool kDeferStore = kFused;
+// GDN_FLUSH_AT (measurement only; the library never sets it): where in
+// chunk c the deferred flush of chunk c - 1 goes. 0: right after the U
+// and O' products are issued; 1: at the top of the chunk, before the wait
+// for ready (where the consumers often wait anyway); 2: once U and O' are
+// in; 3: in the shadow of Vn's product. (Does the proxy fence wait for the
+// products' shared-memory reads in flight? docs/PERF.md v36.)
+#ifndef GDN_FLUSH_AT
+#define GDN_FLUSH_AT 0
+#endif
+constexpr int kFlushAt = GDN_FLUSH_AT;
 constexpr bool kW6 = kWhatIf == 6 || kWhatIf == 18 || kWhatIf == 19;
 constexpr bool kWhatIfNoStore = kWhatIf == 19 || kWhatIf == 20;
 
@@ -1110,7 +1122,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
     named_sync(1 + cw, 128);
     if (kWhatIf != 22) {
       const int m = lane >> 3, r = lane & 7;
-      const float sc = p.sc.scale;
+      const float sc = kWhatIf == 26 ? 0.f * p.sc.scale : p.sc.scale;
 #pragma unroll
       for (int jb = 0; jb < 8; jb += 2) {
         const int i = 8 * (jb + (m >> 1)) + r;
@@ -1159,6 +1171,11 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
     stage_o(O);
     if (!kDeferStore || len < 64) flush_o(c, len);
   };
+  // The deferred flush of chunk c - 1, in chunk c (at kFlushAt's place).
+  auto flush_prev = [&](int c, int at) {
+    if (kDeferStore && kFlushAt == at && w.store_o && !kWhatIfNoStore && c > 0 && chunk_len(w, c - 1) == 64)
+      flush_o(c - 1, 64);
+  };
 
   for (int c = 0; c < w.nch; ++c) {
     const int s = c % kStages, use = c / kStages;
@@ -1176,6 +1193,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       write_gates(c + 2, r[lane], r[lane + 32]);
       if (c + 3 < w.nch && !kDeferStore) fetch_raw_gates(raw, p, w, lane, c + 3);
     }
+    flush_prev(c, 1);
     mbar_wait(&bars.ready[s], use & 1);
     if (cw == 0) tl_stamp(smem, c, 6);
 
@@ -1237,7 +1255,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
                           sd.at(kOffBQ + (ks >> 2) * 2 * kTile + kTile + (ks & 3) * 32, 16, 1024), ks > 0);
       }
       wgmma_commit();
-      if (kDeferStore && w.store_o && !kWhatIfNoStore && c > 0 && chunk_len(w, c - 1) == 64) flush_o(c - 1, 64);
+      flush_prev(c, 0);
       // (The gate warp's next raw gates after the flush, whose proxy fence
       // would otherwise wait for those copies.)
       if (kDeferStore && gate_warp && c + 3 < w.nch) fetch_raw_gates(raw, p, w, lane, c + 3);
@@ -1245,6 +1263,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       wgmma_wait<0>();
       reg_fence(acc, kXfer ? 32 : 64);
       if (!kXfer) scale_o();
+      flush_prev(c, 2);
     }
 
     // Vn^T = (V - diag(e^g) U)^T A2^T, into acc[0..31] (the transfer
@@ -1295,6 +1314,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
     }
     wgmma_commit();
     if (kWide) refill(c - 1);
+    flush_prev(c, 3);
     wgmma_wait<0>();
     reg_fence(Vn, 32);
 
