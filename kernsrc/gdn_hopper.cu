@@ -1171,7 +1171,8 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
     stage_o(O);
     if (!kDeferStore || len < 64) flush_o(c, len);
   };
-  // The deferred flush of chunk c - 1, in chunk c (at kFlushAt's place).
+  // The deferred flush of chunk c - 1, in chunk c (at kFlushAt's place) or
+  // after the loop (c = nch).
   auto flush_prev = [&](int c, int at) {
     if (kDeferStore && kFlushAt == at && w.store_o && !kWhatIfNoStore && c > 0 && chunk_len(w, c - 1) == 64)
       flush_o(c - 1, 64);
@@ -1401,9 +1402,9 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       }
     }
   }
-  // (The last chunk staged is nch - 1: the fused chain has no early exit.)
-  if (kDeferStore && w.store_o && !kWhatIfNoStore && w.nch > 0 && chunk_len(w, w.nch - 1) == 64)
-    flush_o(w.nch - 1, 64);
+  // The last chunk's deferred flush (the last staged is nch - 1: the fused
+  // chain has no early exit).
+  flush_prev(w.nch, kFlushAt);
   if (t == 0) tma_store_wait_all();
 
   if (p.ptr.ht != nullptr && w.n < p.sc.n_ht) {
