@@ -226,12 +226,14 @@ constexpr int kWhatIf = GDN_WHATIF;
 // 18: 6, and the gate warp writes no vectors (it only arrives on full);
 // 19: 18, and the consumers store no o; 20: no o stored, all else kept;
 // the output's store in parts (o wrong): 21 without the TMA store and its
-// wait, 22 only its two named barriers, 23 without its proxy fence, 24
-// O scaled and packed but not written (no stmatrix), 25 zeros written in
-// O's place (O unread after its products: what 22 changes beside the
-// store, docs/PERF.md v35), 26 O times zero staged (the same instructions
-// and dependencies as 0, zeros for data: does staging real data cost by
-// its data or by its code? docs/PERF.md v36).
+// wait, 22 only its two named barriers, 23 without its proxy fence, 26 O
+// times zero staged (the same instructions as 0, zeros for data); O's
+// products in parts (o wrong, still staged and stored): 27 without the O'
+// product (S^T Q^T), 28 without the P term (Vn^T P^T), 29 without both.
+// Beware: where O is never read after its products (19, 20, 22), ptxas
+// drops the O' and P-term products as dead code (the fused kernel's 44
+// HGMMA become 33), so those measure the products too (what v35-v36 of
+// docs/PERF.md took for the staging's cost: v37).
 // The fused kernel stages each chunk's o at the end of the chunk (the
 // stmatrix) but stores it (the proxy fence, the group's barrier and the
 // TMA store) in the next chunk, once that chunk's first products are
@@ -239,16 +241,6 @@ constexpr int kWhatIf = GDN_WHATIF;
 // one's first (1.01-1.04x on the fused rows, docs/PERF.md v36; the core
 // variants measured 0.97-1.03x and keep the store at the chunk's end).
 constexpr bool kDeferStore = kFused;
-// GDN_FLUSH_AT (measurement only; the library never sets it): where in
-// chunk c the deferred flush of chunk c - 1 goes. 0: right after the U
-// and O' products are issued; 1: at the top of the chunk, before the wait
-// for ready (where the consumers often wait anyway); 2: once U and O' are
-// in; 3: in the shadow of Vn's product. (Does the proxy fence wait for the
-// products' shared-memory reads in flight? docs/PERF.md v36.)
-#ifndef GDN_FLUSH_AT
-#define GDN_FLUSH_AT 0
-#endif
-constexpr int kFlushAt = GDN_FLUSH_AT;
 constexpr bool kW6 = kWhatIf == 6 || kWhatIf == 18 || kWhatIf == 19;
 constexpr bool kWhatIfNoStore = kWhatIf == 19 || kWhatIf == 20;
 
@@ -1127,19 +1119,10 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       for (int jb = 0; jb < 8; jb += 2) {
         const int i = 8 * (jb + (m >> 1)) + r;
         const int chunk = 2 * warp + (m & 1);
-        if (kWhatIf == 24) {
-          asm volatile("" ::"r"(E::pack2(sc * O[4 * jb], sc * O[4 * jb + 1])),
-                       "r"(E::pack2(sc * O[4 * jb + 2], sc * O[4 * jb + 3])),
-                       "r"(E::pack2(sc * O[4 * jb + 4], sc * O[4 * jb + 5])),
-                       "r"(E::pack2(sc * O[4 * jb + 6], sc * O[4 * jb + 7])));
-        } else if (kWhatIf == 25) {
-          stmatrix_x4_trans(smem_addr(out) + swz128(i, 16 * chunk), 0u, 0u, 0u, 0u);
-        } else {
-          stmatrix_x4_trans(smem_addr(out) + swz128(i, 16 * chunk), E::pack2(sc * O[4 * jb], sc * O[4 * jb + 1]),
-                            E::pack2(sc * O[4 * jb + 2], sc * O[4 * jb + 3]),
-                            E::pack2(sc * O[4 * jb + 4], sc * O[4 * jb + 5]),
-                            E::pack2(sc * O[4 * jb + 6], sc * O[4 * jb + 7]));
-        }
+        stmatrix_x4_trans(smem_addr(out) + swz128(i, 16 * chunk), E::pack2(sc * O[4 * jb], sc * O[4 * jb + 1]),
+                          E::pack2(sc * O[4 * jb + 2], sc * O[4 * jb + 3]),
+                          E::pack2(sc * O[4 * jb + 4], sc * O[4 * jb + 5]),
+                          E::pack2(sc * O[4 * jb + 6], sc * O[4 * jb + 7]));
       }
     }
   };
@@ -1171,11 +1154,12 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
     stage_o(O);
     if (!kDeferStore || len < 64) flush_o(c, len);
   };
-  // The deferred flush of chunk c - 1, in chunk c (at kFlushAt's place) or
-  // after the loop (c = nch).
-  auto flush_prev = [&](int c, int at) {
-    if (kDeferStore && kFlushAt == at && w.store_o && !kWhatIfNoStore && c > 0 && chunk_len(w, c - 1) == 64)
-      flush_o(c - 1, 64);
+  // The deferred flush of chunk c - 1, in chunk c right after its U and O'
+  // products are issued, or after the loop (c = nch). (Where in the chunk
+  // it goes measured the same: at the top, once U and O' are in, or in
+  // Vn's shadow, 0.96x-1.01x: docs/PERF.md v37.)
+  auto flush_prev = [&](int c) {
+    if (kDeferStore && w.store_o && !kWhatIfNoStore && c > 0 && chunk_len(w, c - 1) == 64) flush_o(c - 1, 64);
   };
 
   for (int c = 0; c < w.nch; ++c) {
@@ -1194,7 +1178,6 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       write_gates(c + 2, r[lane], r[lane + 32]);
       if (c + 3 < w.nch && !kDeferStore) fetch_raw_gates(raw, p, w, lane, c + 3);
     }
-    flush_prev(c, 1);
     mbar_wait(&bars.ready[s], use & 1);
     if (cw == 0) tl_stamp(smem, c, 6);
 
@@ -1249,14 +1232,18 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       for (int ks = 0; ks < 8; ++ks)
         wgmma_rs_n64<0>(U, sa[ks], sd.at(kOffBQ + (ks >> 2) * 2 * kTile + (ks & 3) * 32, 16, 1024),
                         ks > 0);
-      if (!kXfer) {
+      if (!kXfer && kWhatIf != 27 && kWhatIf != 29) {
 #pragma unroll
         for (int ks = 0; ks < 8; ++ks)
           wgmma_rs_n64<0>(O, sa[ks],
                           sd.at(kOffBQ + (ks >> 2) * 2 * kTile + kTile + (ks & 3) * 32, 16, 1024), ks > 0);
       }
+      if (kWhatIf == 27 || kWhatIf == 29) {
+#pragma unroll
+        for (int i = 0; i < 32; ++i) O[i] = 0.f;
+      }
       wgmma_commit();
-      flush_prev(c, 0);
+      flush_prev(c);
       // (The gate warp's next raw gates after the flush, whose proxy fence
       // would otherwise wait for those copies.)
       if (kDeferStore && gate_warp && c + 3 < w.nch) fetch_raw_gates(raw, p, w, lane, c + 3);
@@ -1264,7 +1251,6 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       wgmma_wait<0>();
       reg_fence(acc, kXfer ? 32 : 64);
       if (!kXfer) scale_o();
-      flush_prev(c, 2);
     }
 
     // Vn^T = (V - diag(e^g) U)^T A2^T, into acc[0..31] (the transfer
@@ -1315,7 +1301,6 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
     }
     wgmma_commit();
     if (kWide) refill(c - 1);
-    flush_prev(c, 3);
     wgmma_wait<0>();
     reg_fence(Vn, 32);
 
@@ -1349,8 +1334,10 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       wgmma_commit();
     };
     auto p_term = [&] {
+      if (kWhatIf != 28 && kWhatIf != 29) {
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks) wgmma_rs_n64<0>(O, va[ks], sd.at(kOffP + ks * 32, 16, 1024));
+        for (int ks = 0; ks < 4; ++ks) wgmma_rs_n64<0>(O, va[ks], sd.at(kOffP + ks * 32, 16, 1024));
+      }
       wgmma_commit();
     };
     wgmma_fence();
@@ -1404,7 +1391,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
   }
   // The last chunk's deferred flush (the last staged is nch - 1: the fused
   // chain has no early exit).
-  flush_prev(w.nch, kFlushAt);
+  flush_prev(w.nch);
   if (t == 0) tma_store_wait_all();
 
   if (p.ptr.ht != nullptr && w.n < p.sc.n_ht) {
