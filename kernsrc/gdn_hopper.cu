@@ -229,7 +229,11 @@ constexpr int kWhatIf = GDN_WHATIF;
 // wait, 22 only its two named barriers, 23 without its proxy fence, 26 O
 // times zero staged (the same instructions as 0, zeros for data); O's
 // products in parts (o wrong, still staged and stored): 27 without the O'
-// product (S^T Q^T), 28 without the P term (Vn^T P^T), 29 without both.
+// product (S^T Q^T), 28 without the P term (Vn^T P^T), 29 without both;
+// 30: 29, and each group writes what a fifth warpgroup computing O would
+// need into its staging tile (S^T's fp16 copy after U's issue, Vn's after
+// the state update's, each with the proxy fence such a handoff needs):
+// what taking O's products off the consumers' chain could gain.
 // Beware: where O is never read after its products (19, 20, 22), ptxas
 // drops the O' and P-term products as dead code (the fused kernel's 44
 // HGMMA become 33), so those measure the products too (what v35-v36 of
@@ -243,6 +247,7 @@ constexpr int kWhatIf = GDN_WHATIF;
 constexpr bool kDeferStore = kFused;
 constexpr bool kW6 = kWhatIf == 6 || kWhatIf == 18 || kWhatIf == 19;
 constexpr bool kWhatIfNoStore = kWhatIf == 19 || kWhatIf == 20;
+constexpr bool kWhatIfNoOProducts = kWhatIf == 29 || kWhatIf == 30;
 
 // GDN_TIMELINE (measurement only; the library never sets it): F + 1 makes
 // the fused kernel's first CTA stamp its chunks F .. F + kTlChunks - 1 with
@@ -1158,6 +1163,17 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
   // products are issued, or after the loop (c = nch). (Where in the chunk
   // it goes measured the same: at the top, once U and O' are in, or in
   // Vn's shadow, 0.96x-1.01x: docs/PERF.md v37.)
+  // (What-if 30 only.) A-fragment operands a[0..n-1] (16 columns each, as
+  // wgmma_rs takes them) into the group's staging tile as a K-major fp16
+  // tile, then the proxy fence a wgmma reading them would need.
+  auto export_a = [&](const uint32_t (*a)[4], int n) {
+    const int m = lane >> 3, row = 16 * warp + 8 * (m & 1) + (lane & 7);
+#pragma unroll
+    for (int ks = 0; ks < n; ++ks)
+      stmatrix_x4(smem_addr(out) + (ks >> 2) * 8192 + swz128(row, 32 * (ks & 3) + 16 * (m >> 1)), a[ks][0], a[ks][1],
+                  a[ks][2], a[ks][3]);
+    fence_async_smem();
+  };
   auto flush_prev = [&](int c) {
     if (kDeferStore && w.store_o && !kWhatIfNoStore && c > 0 && chunk_len(w, c - 1) == 64) flush_o(c - 1, 64);
   };
@@ -1232,17 +1248,18 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       for (int ks = 0; ks < 8; ++ks)
         wgmma_rs_n64<0>(U, sa[ks], sd.at(kOffBQ + (ks >> 2) * 2 * kTile + (ks & 3) * 32, 16, 1024),
                         ks > 0);
-      if (!kXfer && kWhatIf != 27 && kWhatIf != 29) {
+      if (!kXfer && kWhatIf != 27 && !kWhatIfNoOProducts) {
 #pragma unroll
         for (int ks = 0; ks < 8; ++ks)
           wgmma_rs_n64<0>(O, sa[ks],
                           sd.at(kOffBQ + (ks >> 2) * 2 * kTile + kTile + (ks & 3) * 32, 16, 1024), ks > 0);
       }
-      if (kWhatIf == 27 || kWhatIf == 29) {
+      if (kWhatIf == 27 || kWhatIfNoOProducts) {
 #pragma unroll
         for (int i = 0; i < 32; ++i) O[i] = 0.f;
       }
       wgmma_commit();
+      if (kWhatIf == 30) export_a(sa, 8);
       flush_prev(c);
       // (The gate warp's next raw gates after the flush, whose proxy fence
       // would otherwise wait for those copies.)
@@ -1334,7 +1351,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       wgmma_commit();
     };
     auto p_term = [&] {
-      if (kWhatIf != 28 && kWhatIf != 29) {
+      if (kWhatIf != 28 && !kWhatIfNoOProducts) {
 #pragma unroll
         for (int ks = 0; ks < 4; ++ks) wgmma_rs_n64<0>(O, va[ks], sd.at(kOffP + ks * 32, 16, 1024));
       }
@@ -1353,6 +1370,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       if (cw == 0) tl_stamp(smem, c, 7);
     } else {
       update_state();
+      if (kWhatIf == 30) export_a(va, 4);
       if (!kXfer) p_term();
       wgmma_wait<0>();
       reg_fence(S, 64);
