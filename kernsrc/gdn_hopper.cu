@@ -303,6 +303,17 @@ constexpr bool kWide = kNC == 1 && !kXfer;
 // (The deferred flush sits in the two-group chain's branch of the first
 // products: a kWide chain would never store a chunk but the last.)
 static_assert(!kDeferStore || (!kWide && !kXfer), "o's deferred store is the two-group chain's");
+// GDN_TRI (measurement for now; prepared in docs/PERF.md v37, not yet
+// run): the two-group chain's Vn product, against the lower-triangular A2,
+// as two m64n32 halves, the first with half the k-steps: 3/4 of the work,
+// on the chain. For finite inputs the outputs should not change (the steps
+// left out only add products of zeros); the GPU tests and a comparison
+// with main are to show it. (The P term's product the same way, summed
+// into O after it, spills 160 + 40 bytes: not prepared.)
+#ifndef GDN_TRI
+#define GDN_TRI 0
+#endif
+constexpr bool kTri = !kWide && !kXfer && GDN_TRI != 0;
 // The consumers give O' its factors e^{g_i} (columns of O'^T, after its
 // product): the aux group, the bound of a BV 128 chunk, converts Q to fp16
 // where it must (bf16 inputs) but never scales it. (Scaling Q's rows in the
@@ -1273,6 +1284,8 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
     // Vn^T = (V - diag(e^g) U)^T A2^T, into acc[0..31] (the transfer
     // matrix's value tiles are zero).
     float* Vn = U;
+    // kTri: the halves of Vn's triangular product.
+    float tlo[16], thi[16];
     if (kWide) {
       // V^T A2^T with V fp16 in the stage (read M-major: rows j, columns
       // v), then -(U^T diag(e^g)) A2^T from registers.
@@ -1312,13 +1325,23 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
         wa[ks][3] = pack_fp16x2(fmaf(-e8, U[8 * ks + 6], v3.x), fmaf(-e9, U[8 * ks + 7], v3.y));
       }
       wgmma_fence();
+      if (kTri) {
+        wgmma_rs_lower(tlo, thi, wa, sd, kOffA2);
+      } else {
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks)
-        wgmma_rs_n64<0>(Vn, wa[ks], sd.at(kOffA2 + ks * 32, 16, 1024), ks > 0);
+        for (int ks = 0; ks < 4; ++ks)
+          wgmma_rs_n64<0>(Vn, wa[ks], sd.at(kOffA2 + ks * 32, 16, 1024), ks > 0);
+      }
     }
     wgmma_commit();
     if (kWide) refill(c - 1);
     wgmma_wait<0>();
+    if (kTri) {
+      reg_fence(tlo, 16);
+      reg_fence(thi, 16);
+#pragma unroll
+      for (int i = 0; i < 16; ++i) Vn[i] = tlo[i], Vn[16 + i] = thi[i];
+    }
     reg_fence(Vn, 32);
 
     // Vn^T as A operands: as is (for P) and with the column factors f (for
