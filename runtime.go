@@ -83,10 +83,10 @@ type Options struct {
 	// bf16 inputs wherever the core runs unsplit at BV 128 (any G), the
 	// core kernel does the whole preparation itself (kernsrc.CoreBF16Fused
 	// with L2Norm, kernsrc.CoreBF16FusedNoNorm without): no kernel runs
-	// before it and the call needs no scratch. The results differ in the last bits (A2's inverse is
-	// computed in another order, with fp16 block products), equally close
-	// to the float64 reference; this is for tests and benchmarks that
-	// compare the two.
+	// before it and the call needs no scratch. The results differ in the
+	// last bits (A2's inverse is computed in another order, with fp16
+	// block products), equally close to the float64 reference; this is
+	// for tests and benchmarks that compare the two.
 	PrepKernel bool
 	// SMs, when positive, runs the Runtime on a slice of at least that many
 	// of the device's SMs, through a CUDA green context (driver.OpenGreen);

@@ -1170,10 +1170,6 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
     stage_o(O);
     if (!kDeferStore || len < 64) flush_o(c, len);
   };
-  // The deferred flush of chunk c - 1, in chunk c right after its U and O'
-  // products are issued, or after the loop (c = nch). (Where in the chunk
-  // it goes measured the same: at the top, once U and O' are in, or in
-  // Vn's shadow, 0.96x-1.01x: docs/PERF.md v37.)
   // (What-if 30 only.) A-fragment operands a[0..n-1] (16 columns each, as
   // wgmma_rs takes them) into the group's staging tile as a K-major fp16
   // tile, then the proxy fence a wgmma reading them would need.
@@ -1185,6 +1181,10 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
                   a[ks][2], a[ks][3]);
     fence_async_smem();
   };
+  // The deferred flush of chunk c - 1, in chunk c right after its U and O'
+  // products are issued, or after the loop (c = nch). (Where in the chunk
+  // it goes measured the same: at the top, once U and O' are in, or in
+  // Vn's shadow, 0.96x-1.01x: docs/PERF.md v37.)
   auto flush_prev = [&](int c) {
     if (kDeferStore && w.store_o && !kWhatIfNoStore && c > 0 && chunk_len(w, c - 1) == 64) flush_o(c - 1, 64);
   };

@@ -221,12 +221,12 @@ func hopperVariant(dt CoreDtype, consumers int, transfer bool) (Variant, error) 
 		if consumers != 2 || transfer {
 			return Variant{}, fmt.Errorf("kernsrc: hopper %s: a BV 128 core forward only (its converter normalises or prepares)", dt)
 		}
-		qkFP16, norm = 0, 1
+		qkFP16 = 0
+		if dt != CoreBF16FusedNoNorm {
+			norm = 1
+		}
 		if dt.Fused() {
 			fused = 1
-		}
-		if dt == CoreBF16FusedNoNorm {
-			norm = 0
 		}
 	default:
 		var err error
