@@ -232,8 +232,11 @@ constexpr int kWhatIf = GDN_WHATIF;
 // product (S^T Q^T), 28 without the P term (Vn^T P^T), 29 without both;
 // 30: 29, and each group writes what a fifth warpgroup computing O would
 // need into its staging tile (S^T's fp16 copy after U's issue, Vn's after
-// the state update's, each with the proxy fence such a handoff needs):
-// what taking O's products off the consumers' chain could gain.
+// the state update's, each with the proxy fence that a handoff to wgmma
+// reading shared memory needs): what taking O's products off the
+// consumers' chain could gain (measured 0.99-1.02x against 0, where 29
+// gave 1.07-1.12x: docs/PERF.md v38); 31: 30 without the proxy fences (a
+// fifth group that loads its A operands by ldmatrix needs none).
 // Beware: where O is never read after its products (19, 20, 22), ptxas
 // drops the O' and P-term products as dead code (the fused kernel's 44
 // HGMMA become 33), so those measure the products too (what v35-v36 of
@@ -247,7 +250,8 @@ constexpr int kWhatIf = GDN_WHATIF;
 constexpr bool kDeferStore = kFused;
 constexpr bool kW6 = kWhatIf == 6 || kWhatIf == 18 || kWhatIf == 19;
 constexpr bool kWhatIfNoStore = kWhatIf == 19 || kWhatIf == 20;
-constexpr bool kWhatIfNoOProducts = kWhatIf == 29 || kWhatIf == 30;
+constexpr bool kWhatIfNoOProducts = kWhatIf == 29 || kWhatIf == 30 || kWhatIf == 31;
+constexpr bool kWhatIfExport = kWhatIf == 30 || kWhatIf == 31;
 
 // GDN_TIMELINE (measurement only; the library never sets it): F + 1 makes
 // the fused kernel's first CTA stamp its chunks F .. F + kTlChunks - 1 with
@@ -303,17 +307,6 @@ constexpr bool kWide = kNC == 1 && !kXfer;
 // (The deferred flush sits in the two-group chain's branch of the first
 // products: a kWide chain would never store a chunk but the last.)
 static_assert(!kDeferStore || (!kWide && !kXfer), "o's deferred store is the two-group chain's");
-// GDN_TRI (measurement for now; prepared in docs/PERF.md v37, not yet
-// run): the two-group chain's Vn product, against the lower-triangular A2,
-// as two m64n32 halves, the first with half the k-steps: 3/4 of the work,
-// on the chain. For finite inputs the outputs should not change (the steps
-// left out only add products of zeros); the GPU tests and a comparison
-// with main are to show it. (The P term's product the same way, summed
-// into O after it, spills 160 + 40 bytes: not prepared.)
-#ifndef GDN_TRI
-#define GDN_TRI 0
-#endif
-constexpr bool kTri = !kWide && !kXfer && GDN_TRI != 0;
 // The consumers give O' its factors e^{g_i} (columns of O'^T, after its
 // product): the aux group, the bound of a BV 128 chunk, converts Q to fp16
 // where it must (bf16 inputs) but never scales it. (Scaling Q's rows in the
@@ -1170,16 +1163,17 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
     stage_o(O);
     if (!kDeferStore || len < 64) flush_o(c, len);
   };
-  // (What-if 30 only.) A-fragment operands a[0..n-1] (16 columns each, as
-  // wgmma_rs takes them) into the group's staging tile as a K-major fp16
-  // tile, then the proxy fence a wgmma reading them would need.
+  // (What-ifs 30 and 31 only.) A-fragment operands a[0..n-1] (16 columns
+  // each, as wgmma_rs takes them) into the group's staging tile as a
+  // K-major fp16 tile, then (30) the proxy fence a wgmma reading them would
+  // need.
   auto export_a = [&](const uint32_t (*a)[4], int n) {
     const int m = lane >> 3, row = 16 * warp + 8 * (m & 1) + (lane & 7);
 #pragma unroll
     for (int ks = 0; ks < n; ++ks)
       stmatrix_x4(smem_addr(out) + (ks >> 2) * 8192 + swz128(row, 32 * (ks & 3) + 16 * (m >> 1)), a[ks][0], a[ks][1],
                   a[ks][2], a[ks][3]);
-    fence_async_smem();
+    if (kWhatIf == 30) fence_async_smem();
   };
   // The deferred flush of chunk c - 1, in chunk c right after its U and O'
   // products are issued, or after the loop (c = nch). (Where in the chunk
@@ -1270,7 +1264,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
         for (int i = 0; i < 32; ++i) O[i] = 0.f;
       }
       wgmma_commit();
-      if (kWhatIf == 30) export_a(sa, 8);
+      if (kWhatIfExport) export_a(sa, 8);
       flush_prev(c);
       // (The gate warp's next raw gates after the flush, whose proxy fence
       // would otherwise wait for those copies.)
@@ -1284,8 +1278,6 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
     // Vn^T = (V - diag(e^g) U)^T A2^T, into acc[0..31] (the transfer
     // matrix's value tiles are zero).
     float* Vn = U;
-    // kTri: the halves of Vn's triangular product.
-    float tlo[16], thi[16];
     if (kWide) {
       // V^T A2^T with V fp16 in the stage (read M-major: rows j, columns
       // v), then -(U^T diag(e^g)) A2^T from registers.
@@ -1325,23 +1317,13 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
         wa[ks][3] = pack_fp16x2(fmaf(-e8, U[8 * ks + 6], v3.x), fmaf(-e9, U[8 * ks + 7], v3.y));
       }
       wgmma_fence();
-      if (kTri) {
-        wgmma_rs_lower(tlo, thi, wa, sd, kOffA2);
-      } else {
 #pragma unroll
-        for (int ks = 0; ks < 4; ++ks)
-          wgmma_rs_n64<0>(Vn, wa[ks], sd.at(kOffA2 + ks * 32, 16, 1024), ks > 0);
-      }
+      for (int ks = 0; ks < 4; ++ks)
+        wgmma_rs_n64<0>(Vn, wa[ks], sd.at(kOffA2 + ks * 32, 16, 1024), ks > 0);
     }
     wgmma_commit();
     if (kWide) refill(c - 1);
     wgmma_wait<0>();
-    if (kTri) {
-      reg_fence(tlo, 16);
-      reg_fence(thi, 16);
-#pragma unroll
-      for (int i = 0; i < 16; ++i) Vn[i] = tlo[i], Vn[16 + i] = thi[i];
-    }
     reg_fence(Vn, 32);
 
     // Vn^T as A operands: as is (for P) and with the column factors f (for
@@ -1393,7 +1375,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       if (cw == 0) tl_stamp(smem, c, 7);
     } else {
       update_state();
-      if (kWhatIf == 30) export_a(va, 4);
+      if (kWhatIfExport) export_a(va, 4);
       if (!kXfer) p_term();
       wgmma_wait<0>();
       reg_fence(S, 64);

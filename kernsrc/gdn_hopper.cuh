@@ -210,31 +210,6 @@ GDN_DEVICE void wgmma_rs_n64(float* d, const uint32_t a[4], uint64_t db, int sca
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d), "n"(TB));
 }
 
-// d[0..15] = A * B + (scale_d ? d : 0), m64n32k16, A from registers (as
-// wgmma_rs_n64), B from shared memory. (Its accumulators must be registers
-// of their own: as halves of an m64n64 product's, ptxas serialises the
-// wgmma pipeline, docs/PERF.md v37.)
-template <int TB>
-GDN_DEVICE void wgmma_rs_n32(float* d, const uint32_t a[4], uint64_t db, int scale_d = 1) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, %22;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d), "n"(TB));
-}
-
-// lo/hi = A * B over a chunk (m64n64k64 in two m64n32 halves of n), where
-// B (at off: rows n = tokens i, 64 fp16 j each, 128B-swizzled) is lower
-// triangular: rows 0-31 are zero past column 31, so their half takes only
-// the first two k-steps: 3/4 of the full product's work. Each half's first
-// k-step overwrites its accumulators.
-GDN_DEVICE void wgmma_rs_lower(float lo[16], float hi[16], const uint32_t a[4][4], const DescBase& sd, uint32_t off) {
-#pragma unroll
-  for (int ks = 0; ks < 2; ++ks) wgmma_rs_n32<0>(lo, a[ks], sd.at(off + ks * 32, 16, 1024), ks > 0);
-#pragma unroll
-  for (int ks = 0; ks < 4; ++ks) wgmma_rs_n32<0>(hi, a[ks], sd.at(off + 32 * 128 + ks * 32, 16, 1024), ks > 0);
-}
-
 // d[0..63] = A * B + (scale_d ? d : 0), m64n128k16, A and B from shared memory
 // (descriptors; TA/TB 1 = M-/N-major), fp16 operands, fp32 accumulators.
 template <int TA, int TB>
