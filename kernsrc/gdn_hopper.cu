@@ -237,6 +237,12 @@ constexpr int kWhatIf = GDN_WHATIF;
 // consumers' chain could gain (measured 0.99-1.02x against 0, where 29
 // gave 1.07-1.12x: docs/PERF.md v38); 31: 30 without the proxy fences (a
 // fifth group that loads its A operands by ldmatrix needs none).
+// 32: the two-group chain without Vn's product: the state update and the
+// P term take (V - e^g U)^T's operands as they are (the chain of a design
+// whose producers would hand over A2^T diag(f) K and P A2 in place of K
+// and P: Vn is then never formed); 34: 32 and 6 (that chain alone).
+// Measured (docs/PERF.md v38): 32 1.02-1.10x; 34 only 1-3% faster than 6,
+// so a round fewer barely shortens the consumers' own chain.
 // Beware: where O is never read after its products (19, 20, 22), ptxas
 // drops the O' and P-term products as dead code (the fused kernel's 44
 // HGMMA become 33), so those measure the products too (what v35-v36 of
@@ -248,10 +254,11 @@ constexpr int kWhatIf = GDN_WHATIF;
 // one's first (1.01-1.04x on the fused rows, docs/PERF.md v36; the core
 // variants measured 0.97-1.03x and keep the store at the chunk's end).
 constexpr bool kDeferStore = kFused;
-constexpr bool kW6 = kWhatIf == 6 || kWhatIf == 18 || kWhatIf == 19;
+constexpr bool kW6 = kWhatIf == 6 || kWhatIf == 18 || kWhatIf == 19 || kWhatIf == 34;
 constexpr bool kWhatIfNoStore = kWhatIf == 19 || kWhatIf == 20;
 constexpr bool kWhatIfNoOProducts = kWhatIf == 29 || kWhatIf == 30 || kWhatIf == 31;
 constexpr bool kWhatIfExport = kWhatIf == 30 || kWhatIf == 31;
+constexpr bool kWhatIfNoVn = (kWhatIf == 32 || kWhatIf == 34) && kNC == 2;
 
 // GDN_TIMELINE (measurement only; the library never sets it): F + 1 makes
 // the fused kernel's first CTA stamp its chunks F .. F + kTlChunks - 1 with
@@ -1278,6 +1285,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
     // Vn^T = (V - diag(e^g) U)^T A2^T, into acc[0..31] (the transfer
     // matrix's value tiles are zero).
     float* Vn = U;
+    uint32_t wkeep[4][4];  // (what-ifs 32, 34) (V - e^g U)^T's operands
     if (kWide) {
       // V^T A2^T with V fp16 in the stage (read M-major: rows j, columns
       // v), then -(U^T diag(e^g)) A2^T from registers.
@@ -1316,21 +1324,35 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
         wa[ks][2] = pack_fp16x2(fmaf(-e8, U[8 * ks + 4], v2.x), fmaf(-e9, U[8 * ks + 5], v2.y));
         wa[ks][3] = pack_fp16x2(fmaf(-e8, U[8 * ks + 6], v3.x), fmaf(-e9, U[8 * ks + 7], v3.y));
       }
-      wgmma_fence();
+      if (kWhatIfNoVn) {
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks)
-        wgmma_rs_n64<0>(Vn, wa[ks], sd.at(kOffA2 + ks * 32, 16, 1024), ks > 0);
+        for (int ks = 0; ks < 4; ++ks)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) wkeep[ks][e] = wa[ks][e];
+      } else {
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks)
+          wgmma_rs_n64<0>(Vn, wa[ks], sd.at(kOffA2 + ks * 32, 16, 1024), ks > 0);
+      }
     }
-    wgmma_commit();
-    if (kWide) refill(c - 1);
-    wgmma_wait<0>();
-    reg_fence(Vn, 32);
+    if (!kWhatIfNoVn) {
+      wgmma_commit();
+      if (kWide) refill(c - 1);
+      wgmma_wait<0>();
+      reg_fence(Vn, 32);
+    }
 
     // Vn^T as A operands: as is (for P) and with the column factors f (for
     // the state update).
     uint32_t va[4][4], vf[4][4];
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
+      if (kWhatIfNoVn) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) va[ks][e] = vf[ks][e] = wkeep[ks][e];
+        continue;
+      }
       acc_to_a(va[ks], Vn, ks);
       const int j0 = 16 * ks + 2 * tq;
       const float f0 = vec.f[j0], f1 = vec.f[j0 + 1], f8 = vec.f[j0 + 8], f9 = vec.f[j0 + 9];
