@@ -243,6 +243,10 @@ constexpr int kWhatIf = GDN_WHATIF;
 // and P: Vn is then never formed); 34: 32 and 6 (that chain alone).
 // Measured (docs/PERF.md v38): 32 1.02-1.10x; 34 only 1-3% faster than 6,
 // so a round fewer barely shortens the consumers' own chain.
+// 35: the fused kernel with the gate warp's vectors written for the first
+// kStages chunks only (later chunks find a stage's stale ones): what gate
+// vectors computed before the kernel and loaded with the tiles could gain
+// (measured 0.96-1.02x: nothing, docs/PERF.md v38).
 // Beware: where O is never read after its products (19, 20, 22), ptxas
 // drops the O' and P-term products as dead code (the fused kernel's 44
 // HGMMA become 33), so those measure the products too (what v35-v36 of
@@ -1058,7 +1062,8 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
   float* const raw = reinterpret_cast<float*>(smem + kOffInv + kRawGates);
   auto write_gates = [&](int x, float a, float b) {
     Vec& v = *reinterpret_cast<Vec*>(smem + (x % kStages) * kStageBytes + kOffVec);
-    if (kWhatIf != 18 && kWhatIf != 19) write_chunk_gates(v, a, b, lane, chunk_len(w, x), gp);
+    if (kWhatIf != 18 && kWhatIf != 19 && (kWhatIf != 35 || x < kStages))
+      write_chunk_gates(v, a, b, lane, chunk_len(w, x), gp);
     mbar_arrive(&bars.full[x % kStages]);
   };
   if (gate_warp) {
