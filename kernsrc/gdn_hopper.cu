@@ -246,7 +246,11 @@ constexpr int kWhatIf = GDN_WHATIF;
 // 35: the fused kernel with the gate warp's vectors written for the first
 // kStages chunks only (later chunks find a stage's stale ones): what gate
 // vectors computed before the kernel and loaded with the tiles could gain
-// (measured 0.96-1.02x: nothing, docs/PERF.md v38).
+// (measured 0.96-1.02x: nothing, docs/PERF.md v38). 36: the fused kernel
+// without the preparation's products (A2's and P's) on odd chunks, the
+// tiles still converted: what a cluster pair that prepares every other
+// chunk for both CTAs could gain, before the exchange's cost (measured
+// 1.03-1.09x: docs/PERF.md v38).
 // Beware: where O is never read after its products (19, 20, 22), ptxas
 // drops the O' and P-term products as dead code (the fused kernel's 44
 // HGMMA become 33), so those measure the products too (what v35-v36 of
@@ -816,7 +820,7 @@ GDN_DEVICE void run_aux_fused(unsigned char* smem, Bars& bars, const GdnHopperPa
     tl_stamp(smem, c, 3);
     if (kNorm) mbar_wait(&bars.normed[s], use & 1);
     tl_stamp(smem, c, 4);
-    if (kWhatIf == 5 || kW6) {
+    if (kWhatIf == 5 || kW6 || (kWhatIf == 36 && (c & 1))) {
       if (!kNorm) mbar_arrive(&bars.qk_read[s]);
       mbar_arrive(&bars.ready[s]);
       continue;
@@ -992,7 +996,8 @@ GDN_DEVICE void run_fused_converter(unsigned char* smem, Bars& bars, const GdnHo
     uint4* st = reinterpret_cast<uint4*>(stage + kOffBQ);
     mbar_wait(&bars.full[s], use & 1);
     tl_stamp(smem, c, 0);
-    if (kWhatIf != 2 && !kW6) build_fused_p(stage, *reinterpret_cast<Vec*>(stage + kOffVec), chunk_len(w, c), tid);
+    if (kWhatIf != 2 && !kW6 && !(kWhatIf == 36 && (c & 1)))
+      build_fused_p(stage, *reinterpret_cast<Vec*>(stage + kOffVec), chunk_len(w, c), tid);
     // Every warp's part of Q K^T has read Q and K, and the aux group's
     // K K^T has read K: the tiles may be rewritten.
     named_sync(kBarConv, 128);
