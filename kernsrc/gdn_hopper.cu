@@ -230,27 +230,10 @@ constexpr int kWhatIf = GDN_WHATIF;
 // times zero staged (the same instructions as 0, zeros for data); O's
 // products in parts (o wrong, still staged and stored): 27 without the O'
 // product (S^T Q^T), 28 without the P term (Vn^T P^T), 29 without both;
-// 30: 29, and each group writes what a fifth warpgroup computing O would
-// need into its staging tile (S^T's fp16 copy after U's issue, Vn's after
-// the state update's, each with the proxy fence that a handoff to wgmma
-// reading shared memory needs): what taking O's products off the
-// consumers' chain could gain (measured 0.99-1.02x against 0, where 29
-// gave 1.07-1.12x: docs/PERF.md v38); 31: 30 without the proxy fences (a
-// fifth group that loads its A operands by ldmatrix needs none).
-// 32: the two-group chain without Vn's product: the state update and the
-// P term take (V - e^g U)^T's operands as they are (the chain of a design
-// whose producers would hand over A2^T diag(f) K and P A2 in place of K
-// and P: Vn is then never formed); 34: 32 and 6 (that chain alone).
-// Measured (docs/PERF.md v38): 32 1.02-1.10x; 34 only 1-3% faster than 6,
-// so a round fewer barely shortens the consumers' own chain.
-// 35: the fused kernel with the gate warp's vectors written for the first
-// kStages chunks only (later chunks find a stage's stale ones): what gate
-// vectors computed before the kernel and loaded with the tiles could gain
-// (measured 0.96-1.02x: nothing, docs/PERF.md v38). 36: the fused kernel
-// without the preparation's products (A2's and P's) on odd chunks, the
-// tiles still converted: what a cluster pair that prepares every other
-// chunk for both CTAs could gain, before the exchange's cost (measured
-// 1.03-1.09x: docs/PERF.md v38).
+// (30-32 and 34-36, retired: a fifth warpgroup's handoff of O's operands,
+// the chain without Vn's product, the gate work out of the kernel, half
+// the preparation; what each measured is in docs/PERF.md v38, their code
+// in commit 9f9e723.)
 // Beware: where O is never read after its products (19, 20, 22), ptxas
 // drops the O' and P-term products as dead code (the fused kernel's 44
 // HGMMA become 33), so those measure the products too (what v35-v36 of
@@ -262,11 +245,9 @@ constexpr int kWhatIf = GDN_WHATIF;
 // one's first (1.01-1.04x on the fused rows, docs/PERF.md v36; the core
 // variants measured 0.97-1.03x and keep the store at the chunk's end).
 constexpr bool kDeferStore = kFused;
-constexpr bool kW6 = kWhatIf == 6 || kWhatIf == 18 || kWhatIf == 19 || kWhatIf == 34;
+constexpr bool kW6 = kWhatIf == 6 || kWhatIf == 18 || kWhatIf == 19;
 constexpr bool kWhatIfNoStore = kWhatIf == 19 || kWhatIf == 20;
-constexpr bool kWhatIfNoOProducts = kWhatIf == 29 || kWhatIf == 30 || kWhatIf == 31;
-constexpr bool kWhatIfExport = kWhatIf == 30 || kWhatIf == 31;
-constexpr bool kWhatIfNoVn = (kWhatIf == 32 || kWhatIf == 34) && kNC == 2;
+constexpr bool kWhatIfNoOProducts = kWhatIf == 29;
 
 // GDN_TIMELINE (measurement only; the library never sets it): F + 1 makes
 // the fused kernel's first CTA stamp its chunks F .. F + kTlChunks - 1 with
@@ -820,7 +801,7 @@ GDN_DEVICE void run_aux_fused(unsigned char* smem, Bars& bars, const GdnHopperPa
     tl_stamp(smem, c, 3);
     if (kNorm) mbar_wait(&bars.normed[s], use & 1);
     tl_stamp(smem, c, 4);
-    if (kWhatIf == 5 || kW6 || (kWhatIf == 36 && (c & 1))) {
+    if (kWhatIf == 5 || kW6) {
       if (!kNorm) mbar_arrive(&bars.qk_read[s]);
       mbar_arrive(&bars.ready[s]);
       continue;
@@ -996,8 +977,7 @@ GDN_DEVICE void run_fused_converter(unsigned char* smem, Bars& bars, const GdnHo
     uint4* st = reinterpret_cast<uint4*>(stage + kOffBQ);
     mbar_wait(&bars.full[s], use & 1);
     tl_stamp(smem, c, 0);
-    if (kWhatIf != 2 && !kW6 && !(kWhatIf == 36 && (c & 1)))
-      build_fused_p(stage, *reinterpret_cast<Vec*>(stage + kOffVec), chunk_len(w, c), tid);
+    if (kWhatIf != 2 && !kW6) build_fused_p(stage, *reinterpret_cast<Vec*>(stage + kOffVec), chunk_len(w, c), tid);
     // Every warp's part of Q K^T has read Q and K, and the aux group's
     // K K^T has read K: the tiles may be rewritten.
     named_sync(kBarConv, 128);
@@ -1067,8 +1047,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
   float* const raw = reinterpret_cast<float*>(smem + kOffInv + kRawGates);
   auto write_gates = [&](int x, float a, float b) {
     Vec& v = *reinterpret_cast<Vec*>(smem + (x % kStages) * kStageBytes + kOffVec);
-    if (kWhatIf != 18 && kWhatIf != 19 && (kWhatIf != 35 || x < kStages))
-      write_chunk_gates(v, a, b, lane, chunk_len(w, x), gp);
+    if (kWhatIf != 18 && kWhatIf != 19) write_chunk_gates(v, a, b, lane, chunk_len(w, x), gp);
     mbar_arrive(&bars.full[x % kStages]);
   };
   if (gate_warp) {
@@ -1180,18 +1159,6 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
     stage_o(O);
     if (!kDeferStore || len < 64) flush_o(c, len);
   };
-  // (What-ifs 30 and 31 only.) A-fragment operands a[0..n-1] (16 columns
-  // each, as wgmma_rs takes them) into the group's staging tile as a
-  // K-major fp16 tile, then (30) the proxy fence a wgmma reading them would
-  // need.
-  auto export_a = [&](const uint32_t (*a)[4], int n) {
-    const int m = lane >> 3, row = 16 * warp + 8 * (m & 1) + (lane & 7);
-#pragma unroll
-    for (int ks = 0; ks < n; ++ks)
-      stmatrix_x4(smem_addr(out) + (ks >> 2) * 8192 + swz128(row, 32 * (ks & 3) + 16 * (m >> 1)), a[ks][0], a[ks][1],
-                  a[ks][2], a[ks][3]);
-    if (kWhatIf == 30) fence_async_smem();
-  };
   // The deferred flush of chunk c - 1, in chunk c right after its U and O'
   // products are issued, or after the loop (c = nch). (Where in the chunk
   // it goes measured the same: at the top, once U and O' are in, or in
@@ -1281,7 +1248,6 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
         for (int i = 0; i < 32; ++i) O[i] = 0.f;
       }
       wgmma_commit();
-      if (kWhatIfExport) export_a(sa, 8);
       flush_prev(c);
       // (The gate warp's next raw gates after the flush, whose proxy fence
       // would otherwise wait for those copies.)
@@ -1295,7 +1261,6 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
     // Vn^T = (V - diag(e^g) U)^T A2^T, into acc[0..31] (the transfer
     // matrix's value tiles are zero).
     float* Vn = U;
-    uint32_t wkeep[4][4];  // (what-ifs 32, 34) (V - e^g U)^T's operands
     if (kWide) {
       // V^T A2^T with V fp16 in the stage (read M-major: rows j, columns
       // v), then -(U^T diag(e^g)) A2^T from registers.
@@ -1334,35 +1299,21 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
         wa[ks][2] = pack_fp16x2(fmaf(-e8, U[8 * ks + 4], v2.x), fmaf(-e9, U[8 * ks + 5], v2.y));
         wa[ks][3] = pack_fp16x2(fmaf(-e8, U[8 * ks + 6], v3.x), fmaf(-e9, U[8 * ks + 7], v3.y));
       }
-      if (kWhatIfNoVn) {
+      wgmma_fence();
 #pragma unroll
-        for (int ks = 0; ks < 4; ++ks)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) wkeep[ks][e] = wa[ks][e];
-      } else {
-        wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < 4; ++ks)
-          wgmma_rs_n64<0>(Vn, wa[ks], sd.at(kOffA2 + ks * 32, 16, 1024), ks > 0);
-      }
+      for (int ks = 0; ks < 4; ++ks)
+        wgmma_rs_n64<0>(Vn, wa[ks], sd.at(kOffA2 + ks * 32, 16, 1024), ks > 0);
     }
-    if (!kWhatIfNoVn) {
-      wgmma_commit();
-      if (kWide) refill(c - 1);
-      wgmma_wait<0>();
-      reg_fence(Vn, 32);
-    }
+    wgmma_commit();
+    if (kWide) refill(c - 1);
+    wgmma_wait<0>();
+    reg_fence(Vn, 32);
 
     // Vn^T as A operands: as is (for P) and with the column factors f (for
     // the state update).
     uint32_t va[4][4], vf[4][4];
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
-      if (kWhatIfNoVn) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) va[ks][e] = vf[ks][e] = wkeep[ks][e];
-        continue;
-      }
       acc_to_a(va[ks], Vn, ks);
       const int j0 = 16 * ks + 2 * tq;
       const float f0 = vec.f[j0], f1 = vec.f[j0 + 1], f8 = vec.f[j0 + 8], f9 = vec.f[j0 + 9];
@@ -1407,7 +1358,6 @@ GDN_DEVICE void run_consumer(unsigned char* smem, Bars& bars, const GdnHopperPar
       if (cw == 0) tl_stamp(smem, c, 7);
     } else {
       update_state();
-      if (kWhatIfExport) export_a(va, 4);
       if (!kXfer) p_term();
       wgmma_wait<0>();
       reg_fence(S, 64);

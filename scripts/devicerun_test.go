@@ -551,8 +551,8 @@ touch "$2.ncu-rep"
 
 // The ncu step profiles the named kernel in one bench call of the case (with
 // --full for ncufull, another build with NCU_GDN) at the card's own clocks,
-// and keeps the printed
-// sections and the per-instruction CSV; a step without KERNEL@CASE fails.
+// and keeps the printed sections and the per-instruction CSV; a step without
+// KERNEL@CASE fails.
 func TestDeviceRunNCU(t *testing.T) {
 	fake := t.TempDir()
 	if err := os.WriteFile(filepath.Join(fake, "ncu"), []byte(fakeNCU), 0o755); err != nil {
