@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# fuzz.sh: runs each fuzz target for FUZZTIME (default 10s), one go test
-# invocation per target (go fuzzes one target at a time).
+# fuzz.sh: runs each fuzz target for FUZZTIME (default 3s), one go test
+# invocation per target (go fuzzes one target at a time), with a heartbeat
+# while the instrumented build is silent (scripts/heartbeat.sh).
 #
 #   scripts/fuzz.sh PKG:FuzzName [PKG:FuzzName ...]
 #
@@ -14,13 +15,14 @@
 # input written"), a panic, a t.Error, a build error. The seed corpus is
 # replayed deterministically by go test ./... either way.
 set -uo pipefail
-fuzztime="${FUZZTIME:-10s}"
+fuzztime="${FUZZTIME:-3s}"
 status=0
 for t in "$@"; do
 	pkg="${t%%:*}" name="${t#*:}"
 	echo "fuzz $name ($fuzztime)"
 	log="$(mktemp)"
-	go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" -fuzzminimizetime 2s "$pkg" 2>&1 | tee "$log"
+	"$(dirname "$0")/heartbeat.sh" "fuzz $name" \
+		go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" -fuzzminimizetime 2s "$pkg" | tee "$log"
 	rc=${PIPESTATUS[0]}
 	if ((rc != 0)); then
 		# The deadline race alone: the failure's only line is the context
