@@ -7,9 +7,9 @@
 #
 # Go 1.26's fuzzing coordinator can end a duration-limited run with a bare
 # "context deadline exceeded" failure when -fuzztime expires while a worker
-# is still busy (a race in internal/fuzz, go.dev/issue/75804, fixed in Go
-# 1.27); on a loaded two-core machine it happens in a run of the five
-# targets now and then. That failure writes no reproducer and says nothing
+# is still busy (a race in Go's internal/fuzz, fixed in Go 1.27); on a
+# loaded two-core machine it happens in a run of the five targets now and
+# then. That failure writes no reproducer and says nothing
 # about the code, so it is reported and not counted. Anything else fails:
 # a crasher (go writes it to testdata/fuzz/<FuzzName>/ and says "Failing
 # input written"), a panic, a t.Error, a build error. The seed corpus is
@@ -28,7 +28,7 @@ for t in "$@"; do
 		# The deadline race alone: the failure's only line is the context
 		# error, and no input was written.
 		if grep -q "^    context deadline exceeded$" "$log" && ! grep -qE "Failing input written|panic:|_test\.go:[0-9]+:" "$log"; then
-			echo "fuzz $name: ended by Go's -fuzztime deadline race (go.dev/issue/75804), no failing input: not counted"
+			echo "fuzz $name: ended by Go 1.26's -fuzztime deadline race (fixed in Go 1.27), no failing input: not counted"
 		else
 			status=1
 		fi
