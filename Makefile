@@ -1,41 +1,50 @@
 # gdn: Gated DeltaNet chunked prefill on Hopper GPUs, from Go.
 #
-#   make test   bootstrap (CUDA 12.4 headers, NVRTC), gofmt, go vet, the CPU
-#               tests, a build of the GPU code (-tags cuda), then make fuzz
-#   make fuzz   every fuzz target for FUZZTIME (default 10s) each
 #   make run    the main example (GPU forward checked against the reference;
 #               without a GPU, the CPU reference on a small case)
+#   make test   bootstrap (CUDA 12.4 headers, NVRTC), gofmt, go vet (with and
+#               without -tags cuda), the CPU tests, a build of the GPU code
+#               (-tags cuda), then make fuzz; a line at least every 15 s
+#   make fuzz   every fuzz target for FUZZTIME each (default 3s; make fuzz
+#               FUZZTIME=1m for a long run)
 #   make device build the -tags cuda test binaries and the tool into .bin/
 #               for the GPU machine (scripts/device-build.sh)
 SHELL := /bin/bash
 .ONESHELL:
 .SHELLFLAGS := -eu -o pipefail -c
 SDK := eval "$$(scripts/cuda-sdk.sh)"
+# Runs a step, and says every 15 s of silence that it still runs.
+BEAT := scripts/heartbeat.sh
 
 .PHONY: test run device fmt fuzz
 
 test:
-	$(SDK)
+	@$(SDK)
+	echo "== gofmt"
 	unformatted="$$(gofmt -l .)"
 	if [[ -n "$$unformatted" ]]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
-	go vet ./...
-	go vet -tags cuda ./...
-	go test -count=1 ./...
-	go build -tags cuda ./...
+	echo "== go vet"
+	$(BEAT) "go vet" go vet ./...
+	$(BEAT) "go vet -tags cuda" go vet -tags cuda ./...
+	echo "== go test (CPU): a line per package as it finishes"
+	go run ./scripts/testprogress -count=1 ./...
+	echo "== go build -tags cuda"
+	$(BEAT) "go build -tags cuda" go build -tags cuda ./...
+	echo "== fuzz ($(FUZZTIME) a target)"
 	$(MAKE) --no-print-directory fuzz
 
 # Each fuzz target for FUZZTIME (go runs one target per invocation); the
 # seed corpus and every crasher found live in testdata/fuzz/<FuzzName>/.
 # scripts/fuzz.sh says which failure of Go 1.26's fuzzing it does not count.
-FUZZTIME ?= 10s
+FUZZTIME ?= 3s
 FUZZ_TARGETS := .:FuzzValidateCore ./cmd/gdn:FuzzReadNpz ./cmd/gdn:FuzzParseShape ./cmd/gdn:FuzzParseLens ./cmd/gdn:FuzzParseSoakProblem
 
 # No bootstrap: the fuzzed packages build without the CUDA headers.
 fuzz:
-	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh $(FUZZ_TARGETS)
+	@FUZZTIME=$(FUZZTIME) scripts/fuzz.sh $(FUZZ_TARGETS)
 
 run:
-	$(SDK)
+	@$(SDK)
 	if [[ -e /dev/nvidia0 || -e /dev/nvidiactl ]]; then tags="-tags cuda"; else tags=""; fi
 	go run $$tags ./examples/prefill
 

@@ -67,7 +67,7 @@ type LoadError struct {
 // Error lists the attempts, one per line.
 func (e *LoadError) Error() string {
 	var b strings.Builder
-	b.WriteString("jit: NVRTC library not found; set GDN_NVRTC_PATH to libnvrtc.so (or its folder), or CUDA_HOME; tried:")
+	b.WriteString("jit: NVRTC library not found: run " + SDKHint + " in gdn's source folder (it fetches NVRTC 12.4), or set GDN_NVRTC_PATH to libnvrtc.so or its folder; tried:")
 	for _, a := range e.Tried {
 		fmt.Fprintf(&b, "\n  %s: %s", a.Path, a.Err)
 	}
@@ -97,8 +97,10 @@ var loadOnce = sync.OnceValues(loadNVRTC)
 // LoadNVRTC opens NVRTC on first use and returns the same library (or the
 // same error) on every later call. When GDN_NVRTC_PATH is set (a file or a
 // folder) it looks there only; otherwise, in order, at $CUDA_HOME/lib64,
-// /usr/local/cuda/lib64, then the bare sonames libnvrtc.so.13, .so.12,
-// .so.11.2 and .so on the loader path. Before
+// /usr/local/cuda/lib64, the bare sonames libnvrtc.so.13, .so.12,
+// .so.11.2 and .so on the loader path, and last the folder where
+// scripts/cuda-sdk.sh keeps NVRTC 12.4 ($GDN_CUDA_SDK_DIR/lib, by default
+// ~/.cache/gdn/cuda-sdk/lib). Before
 // opening libnvrtc from a folder it opens the libnvrtc-builtins library of
 // that folder, so LD_LIBRARY_PATH need not name it.
 func LoadNVRTC() (*NVRTC, error) { return loadOnce() }
@@ -164,6 +166,9 @@ func candidates() (out []candidate, skipped []Attempt) {
 	folder("/usr/local/cuda/lib64", "")
 	for _, s := range sonames {
 		out = append(out, candidate{path: s})
+	}
+	if d := sdkLibDir(); d != "" {
+		folder(d, "scripts/cuda-sdk.sh's cache")
 	}
 	return out, skipped
 }

@@ -62,8 +62,11 @@ func TestCandidatesOrder(t *testing.T) {
 	if !slices.Equal(paths, want) {
 		t.Errorf("with GDN_NVRTC_PATH: candidates %v, want %v", paths, want)
 	}
-	// Unset: $CUDA_HOME/lib64 (missing, so noted), /usr/local/cuda/lib64, the sonames.
+	// Unset: $CUDA_HOME/lib64 (missing, so noted), /usr/local/cuda/lib64, the
+	// sonames, then scripts/cuda-sdk.sh's folder (missing here, so the
+	// sonames come last; nvrtc_sdk_test.go tests that folder).
 	t.Setenv("GDN_NVRTC_PATH", "")
+	t.Setenv(SDKDirEnv, filepath.Join(dir, "missing-sdk"))
 	cands, skipped := candidates()
 	paths = paths[:0]
 	for _, c := range cands {

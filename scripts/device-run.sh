@@ -101,11 +101,11 @@
 #           per kernel and grid also the tensor pipe's activity,
 #           eligible and resident warps a scheduler, achieved
 #           occupancy, and the leading stall reasons (default cases:
-#           issue 7's rows that miss their targets; profile:a,b;
+#           the many-head rows over their core targets; profile:a,b;
 #           profilefull: with --full)        -> profile.txt, profilefull.txt
 # benchfull gdn bench --full: the full forward from raw gates, q and k
 #           given normalised as the anchors time it (benchfull:a,b for
-#           named cases), beside issue 8's targets
+#           named cases), beside the full-forward targets
 #                                -> benchfull.txt, benchfull.csv, benchfull.svg
 # benchl2norm  the same with --l2norm (q and k normalised inside, as
 #           Qwen3.5 serving runs it; benchl2norm:a,b)
@@ -450,7 +450,7 @@ for step in "${@:-tests}"; do
 		metrics=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__issue_active.avg.pct_of_peak_sustained_active
 		cases=tp8_32k,tp4_32k,tp2_32k,tp2_16kx2,q397_32k,chain_equal
 		if [[ $name == profile* ]]; then
-			# What issue 7 asks of a row that misses its target: the
+			# What explains a row that misses its core target: the
 			# tensor pipe's activity, warps eligible and resident a
 			# scheduler, achieved occupancy, and every stall reason
 			# (warps stalled per issued instruction; the summary shows the

@@ -660,11 +660,11 @@ func TestDeviceRunKernelTimes(t *testing.T) {
 		"--csv .bin/gdn bench --full --cases tp2_32k")
 }
 
-// The profile step is kerneltimes with the metrics issue 7 asks for: each
-// kernel's line gains the tensor pipe's activity, eligible / resident
-// warps a scheduler and achieved occupancy, and a line of its leading
-// stall reasons, largest first; by default on issue 7's rows that miss
-// their targets.
+// The profile step is kerneltimes with the metrics that explain a row over
+// its target: each kernel's line gains the tensor pipe's activity,
+// eligible / resident warps a scheduler and achieved occupancy, and a line
+// of its leading stall reasons, largest first; by default on the many-head
+// rows over their core targets.
 func TestDeviceRunProfile(t *testing.T) {
 	dir, out := runKernelTimesSteps(t, "profile", "profilefull:varlen_mix")
 	txt, err := os.ReadFile(filepath.Join(out, "profile.txt"))

@@ -11,15 +11,16 @@ same kernel on different grids): how many launches ncu saw (the bench's warm-up 
 calls), the median duration in microseconds at the GPU's own clocks, and
 the median DRAM and issue-slot use; then the sum of the medians, one
 call's kernel time (launch gaps and overlap aside). That is how
-docs/PERF.md v30 found where the split and BV 64 rows' time goes.
+the performance log's v30 (docs/perf/v29-v30.md) found where the split and
+BV 64 rows' time goes.
 
 From device-run.sh's profile step (its CSVs also hold the tensor pipe's
 activity, warps eligible and resident a scheduler, achieved occupancy and
 the stall reasons) each kernel's line also has the tensor pipe's %, the
 eligible / resident warps a scheduler and the achieved occupancy %, and
 a line below it with the leading stall reasons (medians of warps stalled
-per issued instruction), largest first: what issue 7 asks for a row that
-misses its target (docs/PERF.md v32).
+per issued instruction), largest first: what explains a row that misses
+its target (docs/perf/v31-v32.md, v32).
 Standard library only.
 """
 

@@ -17,8 +17,8 @@ numbers above: [A, B), [B, C), ...; find a role's code by its first
 instructions, e.g. the consumers' setmaxnreg): each range's share of the
 samples, its instructions executed (warp instructions; divided by --per,
 e.g. CTAs x chunks x warps, to read them per warp and chunk), its top stall
-reasons and its most executed opcodes. That is how docs/PERF.md v22 found
-where a chunk's issue slots went.
+reasons and its most executed opcodes. That is how the performance log's v22
+(docs/perf/v20-v22.md) found where a chunk's issue slots went.
 """
 
 import argparse

@@ -1,14 +1,16 @@
 // Command gdn is gdn's command-line tool: one binary with subcommands.
 //
+//	gdn info                                      device, NVRTC and cache facts
+//	gdn warmup [--arch sm_90a] [--variants a,b]   compile kernels into the disk cache
 //	gdn run --in in.npz --out out.npz             the core forward on NumPy arrays
 //	gdn run --full [--l2norm] [--gate-in-kernel] --in in.npz --out out.npz
 //	                                              the full forward, from raw gates
 //	gdn bench [--cases a,b] [--csv F] [--plot F.svg] [--compare OLD.csv]
 //	                                              time the benchmark suite (docs/BENCH.md)
-//	gdn bench --full [--l2norm]                   the same for the full forward, beside issue 8's targets
+//	gdn bench --full [--l2norm]                   the same for the full forward, beside the
+//	                                              target (0.8 x the faster of FlashQLA and FlashInfer)
 //	gdn bench --from RUN.csv --plot F.png         chart or compare a saved run, no GPU
-//	gdn warmup [--arch sm_90a] [--variants a,b]   compile kernels into the disk cache
-//	gdn info                                      device, NVRTC and cache facts
+//	gdn soak --minutes 9                          random problems against the float64 reference
 //	gdn help [command]                            usage
 //
 // The default build (no -tags cuda) links the driver stub: it compiles
@@ -21,7 +23,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strings"
 )
 
@@ -77,7 +78,12 @@ func gdnMain(args []string) int {
 	case "help", "-h", "-help", "--help":
 		if len(rest) > 0 {
 			if c, ok := commands[rest[0]]; ok {
-				c.run([]string{"-h"}) // prints the command's flags
+				// Asked for, the help goes to stdout (a pager can take it);
+				// the command prints it on stderr for -h.
+				saved := stderr
+				stderr = stdout
+				c.run([]string{"-h"})
+				stderr = saved
 				return 0
 			}
 			fmt.Fprintf(stderr, "gdn: unknown command %q\n", rest[0])
@@ -102,35 +108,31 @@ func gdnMain(args []string) int {
 	case errors.Is(err, errReported):
 		return 1
 	default:
-		fmt.Fprintf(stderr, "gdn %s: %v\n", name, err)
+		fmt.Fprintln(stderr, errorLine(name, err))
 		return 1
 	}
 }
 
-// usage lists the subcommands.
-func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: gdn <command> [flags]\n\ncommands:")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
+// errorLine is the one line (more when the error's text has more) that gdn
+// prints for a failed command: "gdn NAME: " and the error, each thing said
+// once. An error from package gdn starts "gdn: ", and one may already
+// name the command; a wrapped error may repeat its wrapper's prefix
+// ("npz: npz: ..."): both are dropped.
+func errorLine(name string, err error) string {
+	msg := err.Error()
+	for _, p := range []string{"gdn " + name + ": ", "gdn: "} {
+		for strings.HasPrefix(msg, p) {
+			msg = strings.TrimPrefix(msg, p)
+		}
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+	parts := strings.Split(msg, ": ")
+	kept := parts[:1]
+	for _, p := range parts[1:] {
+		if p != kept[len(kept)-1] {
+			kept = append(kept, p)
+		}
 	}
-	fmt.Fprintln(w, "  help     this text; 'gdn help <command>' for a command's flags")
-}
-
-// newFlags returns a flag set for a subcommand that reports errors instead of
-// exiting and prints its usage on stderr.
-func newFlags(name, synopsis string) *flag.FlagSet {
-	fs := flag.NewFlagSet("gdn "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: gdn %s %s\n\n%s\n\nflags:\n", name, synopsis, commands[name].summary)
-		fs.PrintDefaults()
-	}
-	return fs
+	return "gdn " + name + ": " + strings.Join(kept, ": ")
 }
 
 // parseFlags parses args into fs. It returns flag.ErrHelp for -h, and

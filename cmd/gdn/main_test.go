@@ -55,9 +55,13 @@ func TestHelpAndUnknownCommand(t *testing.T) {
 	if code, _, _ := runGDN(t); code != 2 {
 		t.Errorf("no command: exit %d, want 2", code)
 	}
-	code, _, errOut = runGDN(t, "help", "warmup")
-	if code != 0 || !strings.Contains(errOut, "-variants") {
-		t.Errorf("help warmup: exit %d, stderr:\n%s", code, errOut)
+	code, out, errOut = runGDN(t, "help", "warmup")
+	if code != 0 || !strings.Contains(out, "--variants") || errOut != "" {
+		t.Errorf("help warmup: exit %d, stdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	code, out, errOut = runGDN(t, "warmup", "-h")
+	if code != 0 || !strings.Contains(errOut, "--variants") || out != "" {
+		t.Errorf("warmup -h: exit %d, stdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 	code, _, errOut = runGDN(t, "warmup", "--no-such-flag")
 	if code != 2 || !strings.Contains(errOut, "no-such-flag") {

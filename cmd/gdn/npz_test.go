@@ -3,9 +3,7 @@ package main
 import (
 	"archive/zip"
 	"bytes"
-	"encoding/binary"
 	"errors"
-	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -27,107 +25,6 @@ func npzBytes(t *testing.T, arrays []namedArray, method uint16) []byte {
 
 func readNpzBytes(b []byte) (map[string]*npyArray, error) {
 	return readNpz(bytes.NewReader(b), int64(len(b)))
-}
-
-func TestNpyRoundTrip(t *testing.T) {
-	cases := map[string]*npyArray{
-		"f4":       {Shape: []int{2, 3}, Data: []float32{1, -2.5, 3e-7, 4, 5, 6}},
-		"f8":       {Shape: []int{3}, Data: []float64{1, 2, 3.25}},
-		"i4":       {Shape: []int{4}, Data: []int32{0, -1, 2147483647, -2147483648}},
-		"i8":       {Shape: []int{2, 1, 2}, Data: []int64{1 << 40, -3, 0, 7}},
-		"scalar":   {Shape: []int{}, Data: []float32{0.125}},
-		"scalar64": {Shape: []int{}, Data: []float64{0.088}},
-		"empty":    {Shape: []int{0, 128}, Data: []float32{}},
-	}
-	for name, a := range cases {
-		t.Run(name, func(t *testing.T) {
-			var b bytes.Buffer
-			if err := writeNpy(&b, a); err != nil {
-				t.Fatal(err)
-			}
-			if b.Len()%64 != 0 && a.size() == 0 {
-				t.Errorf("header of %d bytes is not padded to 64", b.Len())
-			}
-			got, err := readNpy(&b, int64(b.Len()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got, a) {
-				t.Errorf("read back %+v, wrote %+v", got, a)
-			}
-		})
-	}
-}
-
-// TestNpyHeaderLikeNumPy pins the exact bytes NumPy writes for a 2x3
-// float32 array (format 1.0, header padded to 64 bytes, newline last).
-func TestNpyHeaderLikeNumPy(t *testing.T) {
-	dict := "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"
-	want := "\x93NUMPY\x01\x00\x76\x00" + dict + strings.Repeat(" ", 128-10-len(dict)-1) + "\n"
-	var b bytes.Buffer
-	if err := writeNpy(&b, &npyArray{Shape: []int{2, 3}, Data: make([]float32, 6)}); err != nil {
-		t.Fatal(err)
-	}
-	if got := b.String()[:128]; got != want {
-		t.Errorf("header\n%q\nwant\n%q", got, want)
-	}
-}
-
-// TestNpyVersion2 reads a format 2.0 file (32-bit header length), as NumPy
-// writes for very large headers.
-func TestNpyVersion2(t *testing.T) {
-	hdr := "{'descr': '<i8', 'fortran_order': False, 'shape': (2,), }\n"
-	b := append([]byte("\x93NUMPY\x02\x00"), binary.LittleEndian.AppendUint32(nil, uint32(len(hdr)))...)
-	b = append(b, hdr...)
-	b = binary.LittleEndian.AppendUint64(b, 5)
-	b = binary.LittleEndian.AppendUint64(b, 1<<62)
-	a, err := readNpy(bytes.NewReader(b), int64(len(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []int64{5, 1 << 62}; !reflect.DeepEqual(a.Data, want) || !reflect.DeepEqual(a.Shape, []int{2}) {
-		t.Errorf("got %v %v, want [2] %v", a.Shape, a.Data, want)
-	}
-}
-
-func TestNpyMalformed(t *testing.T) {
-	v1 := func(dict string, data ...byte) []byte {
-		b := append([]byte("\x93NUMPY\x01\x00"), binary.LittleEndian.AppendUint16(nil, uint16(len(dict)))...)
-		return append(append(b, dict...), data...)
-	}
-	f4 := make([]byte, 24)
-	cases := []struct {
-		name, want string
-		file       []byte
-	}{
-		{"bad magic", "bad magic", []byte("PK\x03\x04 not numpy at all")},
-		{"truncated", "header", []byte("\x93NUM")},
-		{"version", "version 9.0", []byte("\x93NUMPY\x09\x00\x00\x00")},
-		{"short header", "header", append([]byte("\x93NUMPY\x01\x00"), 0xff, 0x00, '{')},
-		{"not a dict", "not a dictionary", v1("descr='<f4'")},
-		{"big endian", "not supported", v1("{'descr': '>f4', 'fortran_order': False, 'shape': (2, 3), }", f4...)},
-		{"float16", "not supported", v1("{'descr': '<f2', 'fortran_order': False, 'shape': (2, 3), }", f4...)},
-		{"fortran", "Fortran", v1("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", f4...)},
-		{"no shape", "invalid dictionary format", v1("{'descr': '<f4', 'fortran_order': False, }", f4...)},
-		{"bad shape", "bad dimension", v1("{'descr': '<f4', 'fortran_order': False, 'shape': (2, -3), }", f4...)},
-		{"unclosed", "expected", v1("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3 }", f4...)},
-		{"short data", "data of shape [7] <f4", v1("{'descr': '<f4', 'fortran_order': False, 'shape': (7,), }", f4...)},
-		{"huge shape", "too large", v1("{'descr': '<f4', 'fortran_order': False, 'shape': (1000000, 1000000, 1000000), }", f4...)},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			_, err := readNpy(bytes.NewReader(c.file), int64(len(c.file)))
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Errorf("err = %v, want one containing %q", err, c.want)
-			}
-		})
-	}
-	// A header claiming more data than the zip member holds fails before
-	// anything is allocated.
-	long := v1("{'descr': '<f4', 'fortran_order': False, 'shape': (7,), }", f4...)
-	if _, err := readNpy(bytes.NewReader(long), 24); err == nil || !strings.Contains(err.Error(), "needs 28 bytes") {
-		t.Errorf("err = %v, want one about the 28 bytes the shape needs", err)
-	}
 }
 
 func TestNpzStoredAndDeflated(t *testing.T) {
@@ -164,11 +61,21 @@ func TestNpzMalformedMember(t *testing.T) {
 	w.Write([]byte("\x93NUMPY\x01\x00\x04\x00{}\n\n"))
 	zw.Close()
 	_, err := readNpzBytes(b.Bytes())
-	if err == nil || !strings.Contains(err.Error(), "q") || !strings.Contains(err.Error(), "invalid dictionary") {
-		t.Errorf("err = %v, want one naming q and the bad dictionary", err)
+	if err == nil || !strings.HasPrefix(err.Error(), "q.npy: header") || !strings.Contains(err.Error(), "want the keys") {
+		t.Errorf("err = %v, want one naming q.npy and the keys its header lacks", err)
 	}
-	if _, err := readNpzBytes([]byte("not a zip")); err == nil {
-		t.Error("a non-zip file read without error")
+	// Each error says each thing once: no prefix twice (the archive
+	// library's own "zip:" stays, once, after what gdn says).
+	_, err = readNpzBytes([]byte("not a zip"))
+	if err == nil || err.Error() != "not an .npz file: zip: not a valid zip file" {
+		t.Errorf("a non-zip file: err = %v, want \"not an .npz file: zip: not a valid zip file\"", err)
+	}
+	path := filepath.Join(t.TempDir(), "in.npz")
+	if err := os.WriteFile(path, []byte("not a zip"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readNpzFile(path); err == nil || err.Error() != path+": not an .npz file: zip: not a valid zip file" {
+		t.Errorf("readNpzFile: err = %v, want the path, then the reason, once", err)
 	}
 }
 
@@ -354,56 +261,6 @@ func TestRunCommandArgs(t *testing.T) {
 	}
 	if err := runRun([]string{"--bogus"}); !errors.Is(err, errUsage) {
 		t.Errorf("unknown flag: err = %v, want errUsage", err)
-	}
-}
-
-// TestNpyHeadersNpyioMisreads covers headers that npyio v0.14.0 cannot
-// parse safely on its own: each must be an error (never a panic), or read
-// correctly.
-func TestNpyHeadersNpyioMisreads(t *testing.T) {
-	file := func(version byte, dict string, data []byte) []byte {
-		b := append([]byte(npyMagic), version, 0)
-		if version == 1 {
-			b = binary.LittleEndian.AppendUint16(b, uint16(len(dict)))
-		} else {
-			b = binary.LittleEndian.AppendUint32(b, uint32(len(dict)))
-		}
-		return append(append(b, dict...), data...)
-	}
-	f4x2 := []byte{0, 0, 0x80, 0x3f, 0, 0, 0, 0x40} // 1, 2
-	ok := map[string][]byte{
-		"no newline":  file(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }", f4x2),
-		"version 3.0": file(3, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }\n", f4x2),
-	}
-	for name, b := range ok {
-		a, err := readNpy(bytes.NewReader(b), int64(len(b)))
-		if err != nil || !reflect.DeepEqual(a.Data, []float32{1, 2}) {
-			t.Errorf("%s: %v, %v", name, a, err)
-		}
-	}
-	bad := map[string]struct {
-		file []byte
-		want string
-	}{
-		// npyio reads these wrongly (as a 0-d array, or by slicing past
-		// the text): refused, since NumPy never writes them.
-		"no trailing comma": {file(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,)}\n", f4x2), "expected the form"},
-		"keys out of order": {file(1, "{'shape': (2,), 'fortran_order': False, 'descr': '<f4', }\n", f4x2), "header"},
-		"shape not a tuple": {file(1, "{'descr': '<f4', 'fortran_order': False, 'shape': 2, }\n", f4x2), "header"},
-		"empty shape text":  {file(1, "{'descr': '<f4', 'fortran_order': False, 'shape': , }\n", f4x2), "header"},
-		"huge header":       {file(2, strings.Repeat(" ", 8), nil)[:12], "implausible"},
-		"short by one item": {file(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }\n", f4x2), "ends after 8 of its 12 bytes"},
-		"object dtype":      {file(1, "{'descr': '|O', 'fortran_order': False, 'shape': (2,), }\n", f4x2), "not supported"},
-	}
-	// A header length of 2^32-1: bounded before anything is allocated.
-	huge := bad["huge header"]
-	binary.LittleEndian.PutUint32(huge.file[8:], math.MaxUint32)
-	bad["huge header"] = huge
-	for name, c := range bad {
-		_, err := readNpy(bytes.NewReader(c.file), int64(len(c.file)))
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: err = %v, want one containing %q", name, err, c.want)
-		}
 	}
 }
 

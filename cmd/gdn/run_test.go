@@ -153,13 +153,13 @@ func TestRunCommandFull(t *testing.T) {
 
 // gdn help run documents both forwards and the full forward's flags.
 func TestRunHelp(t *testing.T) {
-	code, _, errOut := runGDN(t, "help", "run")
+	code, out, _ := runGDN(t, "help", "run")
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
 	for _, want := range []string{"--full", "-l2norm", "-gate-in-kernel", "A_log [Hv]", "dt_bias [Hv]", "raw per-token log-gate", "A [B,T,Hv,64]"} {
-		if !strings.Contains(errOut, want) {
-			t.Errorf("help lacks %q:\n%s", want, errOut)
+		if !strings.Contains(out, want) {
+			t.Errorf("help lacks %q:\n%s", want, out)
 		}
 	}
 }
