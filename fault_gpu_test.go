@@ -12,6 +12,7 @@ import (
 	"github.com/gdnjit/gdn"
 	"github.com/gdnjit/gdn/driver"
 	"github.com/gdnjit/gdn/dtype"
+	"github.com/gdnjit/gdn/internal/tuning"
 	"github.com/gdnjit/gdn/ref"
 )
 
@@ -81,9 +82,9 @@ func TestForwardHostOutOfMemory(t *testing.T) {
 	if _, err := r.ForwardHost(small); err != nil { // the kernel is loaded before memory is measured
 		t.Fatal(err)
 	}
-	release := hogMemory(t, r.Context(), 256<<20)
+	release := hogMemory(t, tuning.Context(r), 256<<20)
 	defer release()
-	before, _, _ := r.Context().MemInfo()
+	before, _, _ := tuning.Context(r).MemInfo()
 
 	// q, k, v, g and beta take 154 MB and fit; A (134 MB more) does not.
 	const T, Hq, Hv = 32768, 1, 16
@@ -91,7 +92,7 @@ func TestForwardHostOutOfMemory(t *testing.T) {
 		Q: make([]float32, T*Hq*128), K: make([]float32, T*Hq*128), V: make([]float32, T*Hv*128),
 		G: make([]float32, T*Hv), Beta: make([]float32, T*Hv), A: make([]float32, T*Hv*64)}
 	_, err := r.ForwardHost(big)
-	after, _, _ := r.Context().MemInfo()
+	after, _, _ := tuning.Context(r).MemInfo()
 	if err == nil || !driver.IsCode(err, driver.CodeOutOfMemory) || errors.Is(err, gdn.ErrInvalidArgument) {
 		t.Fatalf("ForwardHost without room: %v; want the driver's out-of-memory error", err)
 	}
@@ -185,25 +186,26 @@ func deviceCalls(r *gdn.Runtime, s ref.Shape, seed uint64, calls int) (err error
 	gcum, _ := ref.ChunkCumsum(s, in.G)
 	A, _ := ref.SolveA(s, in.K, in.Beta, gcum)
 	wantO, _, _ := ref.Recurrent(in)
-	var ptrs []uintptr
+	ctx := tuning.Context(r)
+	var ptrs []driver.DevicePtr
 	defer func() {
 		for _, p := range ptrs {
-			r.Free(p)
+			ctx.Free(p)
 		}
 	}()
 	upload := func(src unsafe.Pointer, bytes int, dt gdn.Dtype, shape ...int) gdn.Tensor {
 		if err != nil {
 			return gdn.Tensor{}
 		}
-		var p uintptr
-		if p, err = r.Malloc(bytes); err != nil {
+		var p driver.DevicePtr
+		if p, err = ctx.Alloc(bytes); err != nil {
 			return gdn.Tensor{}
 		}
 		ptrs = append(ptrs, p)
 		if src != nil {
-			err = r.CopyToDevice(p, src, bytes)
+			err = ctx.CopyToDevice(p, src, bytes)
 		}
-		return gdn.Tensor{Ptr: p, Bytes: bytes, Dtype: dt, Shape: shape}
+		return gdn.Tensor{Ptr: uintptr(p), Bytes: bytes, Dtype: dt, Shape: shape}
 	}
 	bf := func(x []float64, shape ...int) gdn.Tensor {
 		b := make([]uint16, len(x))
@@ -223,20 +225,20 @@ func deviceCalls(r *gdn.Runtime, s ref.Shape, seed uint64, calls int) (err error
 	if err != nil {
 		return err
 	}
-	stream, err := r.Context().NewStream()
+	stream, err := ctx.NewStream()
 	if err != nil {
 		return err
 	}
 	defer stream.Destroy()
-	// The uploads ran on the legacy stream. (Not Context().Synchronize: it
+	// The uploads ran on the legacy stream. (Not ctx.Synchronize: it
 	// fails while another goroutine's Forward captures a graph.)
-	if err := r.Context().WrapStream(0).Synchronize(); err != nil {
+	if err := ctx.WrapStream(0).Synchronize(); err != nil {
 		return err
 	}
 	out := make([]uint16, s.VLen())
 	got := make([]float32, len(out))
 	for call := range calls {
-		if err := r.Context().MemsetD16(driver.DevicePtr(a.O.Ptr), 0x7fff, a.O.Elems(), stream); err != nil {
+		if err := ctx.MemsetD16(driver.DevicePtr(a.O.Ptr), 0x7fff, a.O.Elems(), stream); err != nil {
 			return err
 		}
 		if err := r.Forward(a, gdn.Stream(stream.Handle())); err != nil {
@@ -245,7 +247,7 @@ func deviceCalls(r *gdn.Runtime, s ref.Shape, seed uint64, calls int) (err error
 		if err := stream.Synchronize(); err != nil {
 			return fmt.Errorf("call %d: %w", call, err)
 		}
-		if err := r.CopyToHost(unsafe.Pointer(&out[0]), a.O.Ptr, 2*len(out)); err != nil {
+		if err := ctx.CopyToHost(unsafe.Pointer(&out[0]), driver.DevicePtr(a.O.Ptr), 2*len(out)); err != nil {
 			return err
 		}
 		for i, v := range out {

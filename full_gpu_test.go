@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/gdnjit/gdn"
+	"github.com/gdnjit/gdn/internal/tuning"
 	"github.com/gdnjit/gdn/ref"
 )
 
@@ -153,7 +154,7 @@ func runFullRaw(t *testing.T, r *gdn.Runtime, c fullCase, seed uint64) (ref.Inpu
 	// Twice: the first call prepares, the second runs the prepared call.
 	var res *gdn.HostCoreResult
 	for call := 0; call < 2; call++ {
-		ctx := r.Context()
+		ctx := tuning.Context(r)
 		if err := ctx.MemsetD16(driverPtr(fa.O.Ptr), 0x7fff, fa.O.Elems(), nil); err != nil {
 			t.Fatal(err)
 		}
@@ -177,13 +178,13 @@ func runFullRaw(t *testing.T, r *gdn.Runtime, c fullCase, seed uint64) (ref.Inpu
 // computed from A_log, dt_bias and a; q and k normalised inside or not;
 // packed sequences with empty and one-token ones; fp16; strong decay and
 // beta = 1; sequences with G = 4 and 8; the same through a split plan,
-// plain and early (Options.EarlyFirstSegment); and
+// plain and early (the EarlyFirstSegment knob); and
 // the preparation in blocks of four value heads wherever four divide G
-// (Options.PrepHeads; a test shape's grid is too small for the full
+// (the PrepHeads knob; a test shape's grid is too small for the full
 // forward to choose them itself).
 func TestFullMatchesReference(t *testing.T) {
-	for _, o := range []gdn.Options{{}, {SegmentChunks: 2}, {SegmentChunks: 2, EarlyFirstSegment: 1}, {PrepHeads: 4}} {
-		r := splitRuntime(t, o)
+	for _, o := range []tuning.Knobs{{}, {SegmentChunks: 2}, {SegmentChunks: 2, EarlyFirstSegment: 1}, {PrepHeads: 4}} {
+		r := splitRuntime(t, withKnobs(gdn.Options{}, o))
 		name := fmt.Sprintf("seg%d_prep%d", o.SegmentChunks, o.PrepHeads)
 		if o.EarlyFirstSegment > 0 {
 			name = fmt.Sprintf("seg%d_early_prep%d", o.SegmentChunks, o.PrepHeads)
@@ -209,7 +210,7 @@ func TestFullMatchesReference(t *testing.T) {
 // the plan the call ran.
 func TestFullHostMatchesReference(t *testing.T) {
 	for _, seg := range []int{0, 2} {
-		r := splitRuntime(t, gdn.Options{SegmentChunks: seg})
+		r := splitRuntime(t, withKnobs(gdn.Options{}, tuning.Knobs{SegmentChunks: seg}))
 		for i, c := range fullCases() {
 			t.Run(fmt.Sprintf("seg%d/%s", seg, c.name), func(t *testing.T) {
 				in, fo, h := fullCaseInputs(t, c, uint64(200+i))
@@ -235,7 +236,7 @@ func TestFullHostMatchesReference(t *testing.T) {
 		}
 	}
 	// The plan of a split call says so.
-	r := splitRuntime(t, gdn.Options{SegmentChunks: 2})
+	r := splitRuntime(t, withKnobs(gdn.Options{}, tuning.Knobs{SegmentChunks: 2}))
 	_, _, h := fullCaseInputs(t, fullCases()[len(fullCases())-1], 1)
 	up, err := r.UploadFull(h)
 	if err != nil {
@@ -261,7 +262,7 @@ func TestFullFP16QKBothTiles(t *testing.T) {
 		}
 	}
 	for _, tile := range []string{"bv64", "bv128"} {
-		r := splitRuntime(t, gdn.Options{Variant: "gdn_hopper_bf16_" + tile})
+		r := splitRuntime(t, withKnobs(gdn.Options{}, tuning.Knobs{Variant: "gdn_hopper_bf16_" + tile}))
 		for i, c := range cases {
 			t.Run(tile+"/"+c.name, func(t *testing.T) {
 				o, ht := runFullCase(t, r, c, uint64(300+i))
@@ -282,8 +283,8 @@ func TestFullFP16QKBothTiles(t *testing.T) {
 				if tile == "bv128" && pl.SegmentChunks == 0 {
 					want = "gdn_hopper_bf16_fused_bv128"
 				}
-				if err != nil || pl.Variant.Name != want {
-					t.Errorf("PlanOfFull: %v (%v), want %s", pl.Variant.Name, err, want)
+				if err != nil || pl.Kernel != want {
+					t.Errorf("PlanOfFull: %v (%v), want %s", pl.Kernel, err, want)
 				}
 			})
 		}
@@ -299,8 +300,8 @@ func TestFullFP16QKBothTiles(t *testing.T) {
 		}
 		pl, err := r.PlanOfFull(up.Args)
 		up.Free()
-		if err != nil || strings.Contains(pl.Variant.Name, "_fp16qk_") != l2 {
-			t.Errorf("L2Norm %v: the planner's variant %s (%v)", l2, pl.Variant.Name, err)
+		if err != nil || strings.Contains(pl.Kernel, "_fp16qk_") != l2 {
+			t.Errorf("L2Norm %v: the planner's variant %s (%v)", l2, pl.Kernel, err)
 		}
 	}
 }
@@ -315,23 +316,23 @@ func checkPlannedVariant(t *testing.T, r *gdn.Runtime, h *gdn.HostFullArgs, want
 	}
 	pl, err := r.PlanOfFull(up.Args)
 	up.Free()
-	if err != nil || pl.Variant.Name != want {
-		t.Errorf("PlanOfFull: %v (%v), want %s", pl.Variant.Name, err, want)
+	if err != nil || pl.Kernel != want {
+		t.Errorf("PlanOfFull: %v (%v), want %s", pl.Kernel, err, want)
 	}
 }
 
 // The full forward's L2 norm done by the core kernel (its converter
-// warpgroup, kernsrc.CoreBF16L2Norm: with Options.PrepKernel, for bf16
+// warpgroup, kernsrc.CoreBF16L2Norm: with the PrepKernel knob, for bf16
 // inputs on an unsplit BV 128 plan with G at most NormInCoreMaxG) gives o and ht equal
 // to the bit to those of the preparation's normalised copies
-// (Options.L2NormInPrep), and each runtime plans the variant it should, on
+// (the L2NormInPrep knob), and each runtime plans the variant it should, on
 // every bf16 L2Norm case (unnormalised rows, packed sequences with empty
 // and one-token ones; G = 4 and 8 take the copies either way).
 func TestFullNormInCoreBitIdentical(t *testing.T) {
-	opts := gdn.Options{Variant: "gdn_hopper_bf16_bv128", SegmentChunks: -1, PrepKernel: true}
-	inCore := splitRuntime(t, opts)
-	opts.L2NormInPrep = true
-	inPrep := splitRuntime(t, opts)
+	knobs := tuning.Knobs{Variant: "gdn_hopper_bf16_bv128", SegmentChunks: -1, PrepKernel: true}
+	inCore := splitRuntime(t, withKnobs(gdn.Options{}, knobs))
+	knobs.L2NormInPrep = true
+	inPrep := splitRuntime(t, withKnobs(gdn.Options{}, knobs))
 	ran, inCoreRan := 0, 0
 	for i, c := range fullCases() {
 		if !c.l2norm || recipeDtype(c.opts) != gdn.BF16 {
@@ -385,13 +386,13 @@ func TestFullNormInCoreBitIdentical(t *testing.T) {
 // reference on every bf16 case: packed sequences with empty and one-token
 // ones, the in-kernel gate, strong decay with beta = 1, unnormalised rows,
 // G = 2, 4 and 8, with and without L2Norm; the same cases through the
-// preparation kernel (Options.PrepKernel) land as close. Each runtime
+// preparation kernel (the PrepKernel knob) land as close. Each runtime
 // plans the variant it should.
 func TestFullFused(t *testing.T) {
-	opts := gdn.Options{Variant: "gdn_hopper_bf16_bv128", SegmentChunks: -1}
-	fused := splitRuntime(t, opts)
-	opts.PrepKernel = true
-	kernel := splitRuntime(t, opts)
+	knobs := tuning.Knobs{Variant: "gdn_hopper_bf16_bv128", SegmentChunks: -1}
+	fused := splitRuntime(t, withKnobs(gdn.Options{}, knobs))
+	knobs.PrepKernel = true
+	kernel := splitRuntime(t, withKnobs(gdn.Options{}, knobs))
 	ran, given := 0, 0
 	for i, c := range fullCases() {
 		if recipeDtype(c.opts) != gdn.BF16 {
@@ -499,7 +500,7 @@ func TestFullTiming(t *testing.T) {
 		}
 		ca := up.Args
 		fa := &gdn.FullArgs{Q: ca.Q, K: ca.K, V: ca.V, G: ca.G, Beta: ca.Beta, O: ca.O, Ht: ca.Ht, L2Norm: true}
-		stream, err := r.Context().NewStream()
+		stream, err := tuning.Context(r).NewStream()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -553,7 +554,7 @@ func TestFullNewBoundariesEachCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer up.Free()
-	ctx := r.Context()
+	ctx := tuning.Context(r)
 	rng := rand.New(rand.NewPCG(7, 8))
 	const calls = 12
 	for call := range calls {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gdnjit/gdn"
+	"github.com/gdnjit/gdn/internal/tuning"
 )
 
 // benchBatch is the batch of examples/prefill: four packed sequences, 7,896
@@ -143,7 +144,7 @@ func BenchmarkForwardHost(b *testing.B) {
 // pcieMs returns the median time, in milliseconds, of copying in bytes to
 // the device and out bytes back, from and to pinned host memory.
 func pcieMs(b *testing.B, rt *gdn.Runtime, in, out int) float64 {
-	ctx := rt.Context()
+	ctx := tuning.Context(rt)
 	host, err := ctx.AllocHost(max(in, out))
 	if err != nil {
 		b.Fatal(err)
@@ -216,7 +217,7 @@ func tinyCall(tb testing.TB, rt *gdn.Runtime) *gdn.DeviceCoreArgs {
 // (the legacy default stream never goes through a graph) and a graph replay
 // (a stream of the caller's, from the second identical call on).
 func forwardStreams(tb testing.TB, rt *gdn.Runtime) (names []string, streams []gdn.Stream, done func()) {
-	s, err := rt.Context().NewStream()
+	s, err := tuning.Context(rt).NewStream()
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -243,7 +244,7 @@ func TestForwardAllocs(t *testing.T) {
 			t.Errorf("%s: %v allocs per repeated Forward, want 0", names[i], allocs)
 		}
 	}
-	if err := r.Context().Synchronize(); err != nil {
+	if err := tuning.Context(r).Synchronize(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -272,7 +273,7 @@ func BenchmarkGPUForward(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			if err := rt.Context().Synchronize(); err != nil {
+			if err := tuning.Context(rt).Synchronize(); err != nil {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
@@ -282,7 +283,7 @@ func BenchmarkGPUForward(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			if err := rt.Context().Synchronize(); err != nil {
+			if err := tuning.Context(rt).Synchronize(); err != nil {
 				b.Fatal(err)
 			}
 		})

@@ -15,6 +15,7 @@ import (
 	"github.com/gdnjit/gdn"
 	"github.com/gdnjit/gdn/driver"
 	"github.com/gdnjit/gdn/dtype"
+	"github.com/gdnjit/gdn/internal/tuning"
 	"github.com/gdnjit/gdn/kernsrc"
 	"github.com/gdnjit/gdn/ref"
 )
@@ -29,6 +30,13 @@ func recipeDtype(o ref.RecipeOptions) gdn.Dtype {
 }
 
 func driverPtr(p uintptr) driver.DevicePtr { return driver.DevicePtr(p) }
+
+// withKnobs is o with the knobs of tests and benchmarks attached
+// (tuning.Set): forced variants, split lengths and the like.
+func withKnobs(o gdn.Options, k tuning.Knobs) gdn.Options {
+	tuning.Set(&o, k)
+	return o
+}
 
 // The GPU tests run on a machine with an NVIDIA GPU (build tag cuda). Every
 // case draws fresh inputs from the recipe of docs/SPEC.md (seeded from the case, so a
@@ -177,7 +185,7 @@ func variantRuntime(t *testing.T, variant string) *gdn.Runtime {
 	if r, ok := variantRuntimes.Load(variant); ok {
 		return r.(*gdn.Runtime)
 	}
-	r, err := gdn.Open(gdn.Options{Variant: variant})
+	r, err := gdn.Open(withKnobs(gdn.Options{}, tuning.Knobs{Variant: variant}))
 	if err != nil {
 		t.Fatalf("open runtime for %s: %v", variant, err)
 	}
@@ -335,14 +343,14 @@ func newDeviceCase(t *testing.T, r *gdn.Runtime, s ref.Shape, seed uint64) *devi
 func (d *deviceCase) free() { d.Free() }
 
 func (d *deviceCase) poisonO(t *testing.T) {
-	if err := d.r.Context().MemsetD16(driverPtr(d.args.O.Ptr), 0x7fff, d.args.O.Elems(), nil); err != nil {
+	if err := tuning.Context(d.r).MemsetD16(driverPtr(d.args.O.Ptr), 0x7fff, d.args.O.Elems(), nil); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func (d *deviceCase) readO(t *testing.T) []float32 {
 	b := make([]uint16, d.args.O.Elems())
-	if err := d.r.CopyToHost(unsafe.Pointer(&b[0]), d.args.O.Ptr, 2*len(b)); err != nil {
+	if err := tuning.Context(d.r).CopyToHost(unsafe.Pointer(&b[0]), driverPtr(d.args.O.Ptr), 2*len(b)); err != nil {
 		t.Fatal(err)
 	}
 	out := make([]float32, len(b))
@@ -358,7 +366,7 @@ func TestCoreGraphReplay(t *testing.T) {
 	r := testRuntime(t)
 	d := newDeviceCase(t, r, ref.Shape{B: 1, T: 333, Hq: 2, Hv: 8}, 7)
 	defer d.free()
-	stream, err := r.Context().NewStream()
+	stream, err := tuning.Context(r).NewStream()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,7 +436,7 @@ func TestCoreBadInputWritesNothing(t *testing.T) {
 		if !errors.As(err, &ae) || ae.Arg != b.arg {
 			t.Errorf("%s: got %v, want an ArgError naming %q", b.arg, err, b.arg)
 		}
-		r.Context().Synchronize()
+		tuning.Context(r).Synchronize()
 		for i, v := range d.readO(t) {
 			if !math.IsNaN(float64(v)) {
 				t.Fatalf("%s: output element %d written (%v) by a rejected call", b.arg, i, v)
@@ -480,7 +488,7 @@ func TestCoreInsideCallerGraph(t *testing.T) {
 	r := testRuntime(t)
 	d := newDeviceCase(t, r, ref.Shape{B: 1, T: 200, Hq: 4, Hv: 8}, 11)
 	defer d.free()
-	stream, err := r.Context().NewStream()
+	stream, err := tuning.Context(r).NewStream()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -526,7 +534,7 @@ func captureAndReplay(t *testing.T, r *gdn.Runtime, d *deviceCase, stream *drive
 	}
 	defer exec.Destroy()
 	d.poisonO(t)
-	if err := r.Context().Synchronize(); err != nil {
+	if err := tuning.Context(r).Synchronize(); err != nil {
 		t.Fatal(err)
 	}
 	if err := exec.Launch(stream); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gdnjit/gdn"
 	"github.com/gdnjit/gdn/driver"
+	"github.com/gdnjit/gdn/internal/tuning"
 	"github.com/gdnjit/gdn/ref"
 )
 
@@ -38,7 +39,7 @@ func openSlice(t *testing.T, sms int) *gdn.Runtime {
 // stream, and checks o against the float64 reference after each.
 func forwardOnStream(r *gdn.Runtime, d *deviceCase, s *driver.Stream, calls int) error {
 	for call := 0; call < calls; call++ {
-		if err := r.Context().MemsetD16(driverPtr(d.args.O.Ptr), 0x7fff, d.args.O.Elems(), s); err != nil {
+		if err := tuning.Context(r).MemsetD16(driverPtr(d.args.O.Ptr), 0x7fff, d.args.O.Elems(), s); err != nil {
 			return err
 		}
 		if err := r.Forward(d.args, gdn.Stream(s.Handle())); err != nil {
@@ -86,7 +87,7 @@ func TestGreenRuntimeSlices(t *testing.T) {
 			}
 			d := newDeviceCase(t, r, ref.Shape{B: 1, T: 333, Hq: 2, Hv: 8}, uint64(700+i))
 			defer d.free()
-			s, err := r.Context().NewStream()
+			s, err := tuning.Context(r).NewStream()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -134,7 +135,7 @@ func TestGreenRuntimeConcurrent(t *testing.T) {
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			s, err := r.Context().NewStream()
+			s, err := tuning.Context(r).NewStream()
 			if err != nil {
 				errs <- err
 				return

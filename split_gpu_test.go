@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gdnjit/gdn"
+	"github.com/gdnjit/gdn/internal/tuning"
 	"github.com/gdnjit/gdn/jit"
 	"github.com/gdnjit/gdn/ref"
 )
@@ -105,7 +106,7 @@ func TestSplitMatchesReference(t *testing.T) {
 			for _, c := range splitCases() {
 				v := fmt.Sprintf(variant, recipeDtype(c.opts))
 				t.Run(fmt.Sprintf("%s/seg%d/%s", v, seg, c.name), func(t *testing.T) {
-					r := splitRuntime(t, gdn.Options{Variant: v, SegmentChunks: seg})
+					r := splitRuntime(t, withKnobs(gdn.Options{}, tuning.Knobs{Variant: v, SegmentChunks: seg}))
 					o, ht := runSplitCase(t, r, c, uint64(seg*1000+len(c.name)))
 					t.Logf("METRIC split o %v ht %v", o, ht)
 				})
@@ -139,7 +140,7 @@ func TestSplitEarlyMatchesReference(t *testing.T) {
 						v = fmt.Sprintf(variant, recipeDtype(c.opts))
 					}
 					t.Run(fmt.Sprintf("%s/seg%d/early%d/%s", cmp.Or(v, "planner"), seg, mode, c.name), func(t *testing.T) {
-						r := splitRuntime(t, gdn.Options{Variant: v, SegmentChunks: seg, EarlyFirstSegment: mode})
+						r := splitRuntime(t, withKnobs(gdn.Options{}, tuning.Knobs{Variant: v, SegmentChunks: seg, EarlyFirstSegment: mode}))
 						pl := splitCasePlan(t, r, c)
 						if pl.EarlyFirstSegment {
 							early++
@@ -164,25 +165,16 @@ func TestSplitEarlyMatchesReference(t *testing.T) {
 // (its states are whole 128 x 128 matrices either way), a pairing no forced
 // variant produces. On the whole H200 at least one run must take it, and
 // every run must match the float64 recurrence. Then both pairings forced,
-// whatever the planner prefers (Options.Variant for the output pass,
-// Options.TransferTile for the transfer pass).
+// whatever the planner prefers (the Variant knob for the output pass,
+// the TransferTile knob for the transfer pass).
 func TestSplitTransferTileApart(t *testing.T) {
 	apart, sms := 0, 0
 	for _, seg := range []int{1, 2, 3} {
 		for _, c := range splitCases() {
 			t.Run(fmt.Sprintf("seg%d/%s", seg, c.name), func(t *testing.T) {
-				r := splitRuntime(t, gdn.Options{SegmentChunks: seg})
-				s := c.shape
-				n := s.B
-				if s.CuSeqlens != nil {
-					n = len(s.CuSeqlens) - 1
-				}
-				p := gdn.Problem{B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, N: n, Seqs: s.CuSeqlens, Dtype: recipeDtype(c.opts)}
+				r := splitRuntime(t, withKnobs(gdn.Options{}, tuning.Knobs{SegmentChunks: seg}))
 				sms = r.Device().SMs
-				pl, err := gdn.PlanCoreSplit(p, sms, seg)
-				if err != nil {
-					t.Fatal(err)
-				}
+				pl := splitCasePlan(t, r, c)
 				if pl.TransferTileWidth > 0 {
 					apart++
 				}
@@ -205,7 +197,7 @@ func TestSplitTransferTileApart(t *testing.T) {
 		for _, c := range splitCases() {
 			v := fmt.Sprintf(pair.output, recipeDtype(c.opts))
 			t.Run(fmt.Sprintf("%s/xfer%d/%s", v, pair.xfer, c.name), func(t *testing.T) {
-				r := splitRuntime(t, gdn.Options{Variant: v, SegmentChunks: 2, TransferTile: pair.xfer})
+				r := splitRuntime(t, withKnobs(gdn.Options{}, tuning.Knobs{Variant: v, SegmentChunks: 2, TransferTile: pair.xfer}))
 				o, ht := runSplitCase(t, r, c, uint64(3000+pair.xfer+len(c.name)))
 				t.Logf("METRIC split o %v ht %v", o, ht)
 			})
@@ -224,7 +216,7 @@ func TestSplitScanColumns(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var firstO, firstHt []float32
 			for _, cols := range []int{8, 16, 32} {
-				r := splitRuntime(t, gdn.Options{SegmentChunks: 2, ScanColumns: cols})
+				r := splitRuntime(t, withKnobs(gdn.Options{}, tuning.Knobs{SegmentChunks: 2, ScanColumns: cols}))
 				res, o, ht := runSplitCaseResult(t, r, c, uint64(4000+len(c.name)))
 				t.Logf("METRIC split scan-columns %d o %v ht %v", cols, o, ht)
 				if firstO == nil {
@@ -255,7 +247,7 @@ func TestSplitTransferEarlyExit(t *testing.T) {
 		for _, seg := range []int{5, 8, 13, 40} {
 			for _, c := range cases {
 				t.Run(fmt.Sprintf("xfer%d/seg%d/%s", xfer, seg, c.name), func(t *testing.T) {
-					r := splitRuntime(t, gdn.Options{SegmentChunks: seg, TransferTile: xfer})
+					r := splitRuntime(t, withKnobs(gdn.Options{}, tuning.Knobs{SegmentChunks: seg, TransferTile: xfer}))
 					o, ht := runSplitCase(t, r, c, uint64(5000+xfer+seg))
 					t.Logf("METRIC split early exit o %v ht %v", o, ht)
 				})
@@ -285,7 +277,7 @@ func TestSplitTransferExitEqualsWalk(t *testing.T) {
 		}
 		for _, xfer := range []int{64, 128} {
 			for _, seg := range []int{8, 40} {
-				r := splitRuntime(t, gdn.Options{SegmentChunks: seg, TransferTile: xfer})
+				r := splitRuntime(t, withKnobs(gdn.Options{}, tuning.Knobs{SegmentChunks: seg, TransferTile: xfer}))
 				for _, c := range cases {
 					h, _ := splitCaseArgs(t, c, 77)
 					res, err := r.ForwardHost(h)
@@ -319,17 +311,14 @@ func TestSplitTransferExitEqualsWalk(t *testing.T) {
 func TestSplitLongSequence(t *testing.T) {
 	for _, seg := range []int{0, 96} {
 		t.Run(fmt.Sprintf("seg%d", seg), func(t *testing.T) {
-			r := splitRuntime(t, gdn.Options{SegmentChunks: seg})
+			r := splitRuntime(t, withKnobs(gdn.Options{}, tuning.Knobs{SegmentChunks: seg}))
 			s := ref.Shape{B: 1, T: 65536, Hq: 1, Hv: 2}
-			p := gdn.Problem{B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, N: 1, Dtype: gdn.BF16}
-			pl, err := gdn.PlanCoreSplit(p, r.Device().SMs, seg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := splitCase{"64k", s, ref.RecipeOptions{WithH0: true}}
+			pl := splitCasePlan(t, r, c)
 			if pl.SegmentChunks == 0 {
 				t.Fatalf("plan %v: a 64k-token sequence on 2 heads should split", pl)
 			}
-			o, ht := runSplitCase(t, r, splitCase{"64k", s, ref.RecipeOptions{WithH0: true}}, 64)
+			o, ht := runSplitCase(t, r, c, 64)
 			t.Logf("METRIC split64k plan %v o %v ht %v", pl, o, ht)
 		})
 	}
@@ -338,10 +327,10 @@ func TestSplitLongSequence(t *testing.T) {
 // Repeated split calls on one stream go through the graph cache (three
 // launches in one graph); each replay must give the right answer.
 func TestSplitGraphReplay(t *testing.T) {
-	r := splitRuntime(t, gdn.Options{SegmentChunks: 2})
+	r := splitRuntime(t, withKnobs(gdn.Options{}, tuning.Knobs{SegmentChunks: 2}))
 	d := newDeviceCase(t, r, ref.Shape{B: 1, T: 1333, Hq: 2, Hv: 4}, 9)
 	defer d.free()
-	stream, err := r.Context().NewStream()
+	stream, err := tuning.Context(r).NewStream()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,13 +343,13 @@ func TestSplitGraphReplay(t *testing.T) {
 // graph, and captured into the caller's own graph (four kernel nodes a
 // call) and launched from there.
 func TestSplitEarlyGraphReplay(t *testing.T) {
-	r := splitRuntime(t, gdn.Options{SegmentChunks: 2, EarlyFirstSegment: 1})
+	r := splitRuntime(t, withKnobs(gdn.Options{}, tuning.Knobs{SegmentChunks: 2, EarlyFirstSegment: 1}))
 	d := newDeviceCase(t, r, ref.Shape{B: 1, T: 1333, Hq: 2, Hv: 4}, 9)
 	defer d.free()
 	if pl, err := r.PlanOf(d.args); err != nil || !pl.EarlyFirstSegment {
 		t.Fatalf("plan %v (%v), want an early split", pl, err)
 	}
-	stream, err := r.Context().NewStream()
+	stream, err := tuning.Context(r).NewStream()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,7 +371,7 @@ func TestSplitEarlyGraphReplay(t *testing.T) {
 func TestSplitEarlyWaitsForEarlyPass(t *testing.T) {
 	c := splitCase{"G2_T2048", ref.Shape{B: 1, T: 2048, Hq: 1, Hv: 2}, ref.RecipeOptions{WithH0: true}}
 	t.Setenv(jit.DefinesEnv, "GDN_TEST_EARLY_DELAY") // read when a runtime first compiles
-	r := splitRuntime(t, gdn.Options{SegmentChunks: 4, EarlyFirstSegment: 1})
+	r := splitRuntime(t, withKnobs(gdn.Options{}, tuning.Knobs{SegmentChunks: 4, EarlyFirstSegment: 1}))
 	if pl := splitCasePlan(t, r, c); !pl.EarlyFirstSegment {
 		t.Fatalf("plan %v, want an early split", pl)
 	}
@@ -407,10 +396,10 @@ func splitRuntime(t *testing.T, o gdn.Options) *gdn.Runtime {
 // (relaxed capture mode, a private stream), and the caller's graph gets the
 // three launches and replays correctly.
 func TestSplitInsideCallerGraph(t *testing.T) {
-	r := splitRuntime(t, gdn.Options{SegmentChunks: 2})
+	r := splitRuntime(t, withKnobs(gdn.Options{}, tuning.Knobs{SegmentChunks: 2}))
 	d := newDeviceCase(t, r, ref.Shape{B: 1, T: 777, Hq: 2, Hv: 4}, 12)
 	defer d.free()
-	stream, err := r.Context().NewStream()
+	stream, err := tuning.Context(r).NewStream()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,9 @@ import (
 	"testing"
 
 	"github.com/gdnjit/gdn"
+	"github.com/gdnjit/gdn/internal/plan"
+	"github.com/gdnjit/gdn/internal/problem"
+	"github.com/gdnjit/gdn/internal/tuning"
 	"github.com/gdnjit/gdn/kernsrc"
 	"github.com/gdnjit/gdn/ref"
 )
@@ -38,9 +41,9 @@ func TestEveryVariant(t *testing.T) {
 	ran := 0
 	for _, dt := range []gdn.Dtype{gdn.BF16, gdn.FP16} {
 		for _, s := range shapes {
-			p := gdn.Problem{B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, N: s.N(), Seqs: s.CuSeqlens, Dtype: dt}
+			p := problem.Problem{B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, N: s.N(), Seqs: s.CuSeqlens, Dtype: dt}
 			for _, v := range kernsrc.Catalogue() {
-				if _, err := gdn.PlanCoreVariant(p, v.Name); err != nil {
+				if _, err := plan.Variant(p, v.Name); err != nil {
 					continue // another dtype, or not a core-forward kernel
 				}
 				for _, seg := range []int{-1, 1} {
@@ -51,7 +54,7 @@ func TestEveryVariant(t *testing.T) {
 						r, ok := rts[key]
 						if !ok {
 							var err error
-							if r, err = gdn.Open(gdn.Options{Variant: v.Name, SegmentChunks: seg}); err != nil {
+							if r, err = gdn.Open(withKnobs(gdn.Options{}, tuning.Knobs{Variant: v.Name, SegmentChunks: seg})); err != nil {
 								t.Fatal(err)
 							}
 							rts[key] = r

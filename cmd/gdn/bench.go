@@ -16,6 +16,7 @@ import (
 
 	"github.com/gdnjit/gdn"
 	"github.com/gdnjit/gdn/driver"
+	"github.com/gdnjit/gdn/internal/tuning"
 	"github.com/gdnjit/gdn/kernsrc"
 	"github.com/gdnjit/gdn/ref"
 )
@@ -50,19 +51,27 @@ type benchOptions struct {
 	seed          uint64
 	runtimeGraphs bool
 	variant       string // a kernel variant instead of the planner's choice
-	segments      int    // Options.SegmentChunks: 0 planner, > 0 forced split, < 0 never
-	transferTile  int    // Options.TransferTile: 0 planner, 64 or 128 forced
-	earlyFirst    int    // Options.EarlyFirstSegment: 0 planner, 1 wherever it applies, -1 never
-	scanColumns   int    // Options.ScanColumns: 0 planner, 8, 16 or 32 forced
-	prepHeads     int    // Options.PrepHeads: 0 by shape, > 0 a cap (--full)
+	segments      int    // knob SegmentChunks: 0 planner, > 0 forced split, < 0 never
+	transferTile  int    // knob TransferTile: 0 planner, 64 or 128 forced
+	earlyFirst    int    // knob EarlyFirstSegment: 0 planner, 1 wherever it applies, -1 never
+	scanColumns   int    // knob ScanColumns: 0 planner, 8, 16 or 32 forced
+	prepHeads     int    // knob PrepHeads: 0 by shape, > 0 a cap (--full)
 	plotPath      string // --plot: chart of the results (.svg or .png)
 	comparePath   string // --compare: an earlier run's CSV
 	fromPath      string // --from: a CSV to plot or compare instead of running
 	sms           int    // --sms: run on a slice of this many SMs (green context); 0: the whole GPU
 	full          bool   // --full: time ForwardFull from raw gates instead of Forward
 	l2norm        bool   // with full: q and k normalised inside (--l2norm; off by default)
-	l2normInPrep  bool   // with full: Options.L2NormInPrep (the preparation's copies everywhere)
-	prepKernel    bool   // with full: Options.PrepKernel (the preparation as a kernel of its own everywhere)
+	l2normInPrep  bool   // with full: knob L2NormInPrep (the preparation's copies everywhere)
+	prepKernel    bool   // with full: knob PrepKernel (the preparation as a kernel of its own everywhere)
+}
+
+// knobs are the overrides of the planner's choices that the flags ask for
+// (tuning.Knobs: what bench sets on its Runtime and users cannot).
+func (o benchOptions) knobs() tuning.Knobs {
+	return tuning.Knobs{Variant: o.variant, SegmentChunks: o.segments, TransferTile: o.transferTile,
+		EarlyFirstSegment: o.earlyFirst, ScanColumns: o.scanColumns, PrepHeads: o.prepHeads,
+		L2NormInPrep: o.l2normInPrep, PrepKernel: o.prepKernel}
 }
 
 const benchSynopsis = "[--cases a,b,...] [--reps N] [--warmup N] [--calls N] [--csv FILE] [--dtype bf16|fp16] [--a-dtype bf16|fp32] [--seed N] [--runtime-graphs] [--variant NAME] [--segments N] [--transfer-tile 64|128] [--scan-columns 8|16|32] [--early-first -1|0|1] [--prep-heads N] [--plot FILE.svg|.png] [--compare OLD.csv] [--sms N] [--full [--l2norm [--l2norm-in-prep]] [--prep-kernel]]\n       gdn bench --from RUN.csv [--plot FILE.svg|.png] [--compare OLD.csv]"
@@ -85,15 +94,15 @@ func parseBenchArgs(args []string) (benchOptions, error) {
 	prepHeads := fs.Int("prep-heads", 0, "with --full: value heads per block of the preparation kernel, at most N (4 or 1, dividing Hv/Hq); 0 lets the shape decide")
 	segments := fs.Int("segments", 0, "sequence parallelism: 0 lets the planner decide, N > 0 cuts sequences longer than N chunks into segments of N, -1 never cuts")
 	transferTile := fs.Int("transfer-tile", 0, "with a split plan: the value-tile width of its transfer pass, 64 or 128; 0 lets the planner choose")
-	earlyFirst := fs.Int("early-first", 0, "Options.EarlyFirstSegment: 1 prefers split plans that run each sequence's first segment beside the transfer pass, -1 weighs only plans without (a call whose only worthwhile split is such a plan then runs unsplit); 0 lets the planner decide")
+	earlyFirst := fs.Int("early-first", 0, "1 prefers split plans that run each sequence's first segment beside the transfer pass, -1 weighs only plans without (a call whose only worthwhile split is such a plan then runs unsplit); 0 lets the planner decide")
 	scanColumns := fs.Int("scan-columns", 0, "with a split plan: the value columns of one CTA of its scan, 8, 16 or 32; 0 lets the planner choose")
 	fromPath := fs.String("from", "", "take the results from this CSV (from an earlier --csv) instead of running: for --plot and --compare, no GPU needed")
 	sms := fs.Int("sms", 0, smsFlagHelp)
 	full := fs.Bool("full", false, "time the full forward (ForwardFull: raw per-token g; g_cumsum and A computed inside) beside FLA full, FlashQLA, FlashInfer and issue 8's target")
 	l2norm := fs.Bool("l2norm", false, "with --full: give q and k as drawn and L2-normalise them inside (FLA's use_qk_l2norm_in_kernel, as Qwen3.5 serving runs it); off by default: the anchors' benchmark gives them normalised and times no norm")
 	noL2Norm := fs.Bool("no-l2norm", false, "with --full: q and k given normalised, no L2 norm inside (the default, as the anchors are timed)")
-	inPrep := fs.Bool("l2norm-in-prep", false, "with --full --l2norm: the L2 norm always by the preparation's normalised copies of q and k, never in the core kernel (Options.L2NormInPrep)")
-	prepKernel := fs.Bool("prep-kernel", false, "with --full: the preparation always as a kernel of its own before the core, never inside it (Options.PrepKernel)")
+	inPrep := fs.Bool("l2norm-in-prep", false, "with --full --l2norm: the L2 norm always by the preparation's normalised copies of q and k, never in the core kernel")
+	prepKernel := fs.Bool("prep-kernel", false, "with --full: the preparation always as a kernel of its own before the core, never inside it")
 	if err := parseFlags(fs, args); err != nil {
 		return benchOptions{}, err
 	}
@@ -240,7 +249,9 @@ func runBench(args []string) error {
 	}
 	// Without the Runtime's graph cache every Forward is a plain kernel
 	// launch, which the benchmark's own capture records as it is.
-	rt, err := openRuntime(gdn.Options{NoGraphs: !o.runtimeGraphs, Variant: o.variant, SegmentChunks: o.segments, TransferTile: o.transferTile, EarlyFirstSegment: o.earlyFirst, ScanColumns: o.scanColumns, PrepHeads: o.prepHeads, SMs: o.sms, L2NormInPrep: o.l2normInPrep, PrepKernel: o.prepKernel})
+	opts := gdn.Options{NoGraphs: !o.runtimeGraphs, SMs: o.sms}
+	tuning.Set(&opts, o.knobs())
+	rt, err := openRuntime(opts)
 	if err != nil {
 		return err
 	}
@@ -252,7 +263,7 @@ func runBench(args []string) error {
 		fmt.Fprintf(stdout, "SMs: %s\n", line)
 	}
 
-	stream, err := rt.Context().NewStream()
+	stream, err := tuning.Context(rt).NewStream()
 	if err != nil {
 		return err
 	}
@@ -405,7 +416,7 @@ func (b *bencher) runCase(c ref.Case) (benchResult, error) {
 			return res, err
 		}
 		if i == 0 {
-			benchTimeline(stderr, res.Plan.Variant.Name, out.Ht) // a GDN_TIMELINE build's stamps (timeline.go)
+			benchTimeline(stderr, res.Plan.Kernel, out.Ht) // a GDN_TIMELINE build's stamps (timeline.go)
 		}
 		res.NonFinite += nonFinite(out.O) + nonFinite(out.Ht)
 		res.OutHash = outputDigest(outputDigest(res.OutHash, out.O), out.Ht)
@@ -676,7 +687,7 @@ func printBenchTable(w io.Writer, results []benchResult) {
 		a := r.anchor()
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%.4f\t%.1f\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t\n",
 			r.Case.Name, r.Case.Hq, r.Case.Hv, lensShort(r.Case.Lens), r.MedianMs, r.tflops(), r.gbps(), r.overFloor(),
-			optMs(a.FLACoreMs, "%.4f"), optMs(r.vsFLACore(), "%.2fx"), fmt.Sprintf("%s/%d", r.Timing, r.Calls), r.Plan.Variant.Name)
+			optMs(a.FLACoreMs, "%.4f"), optMs(r.vsFLACore(), "%.2fx"), fmt.Sprintf("%s/%d", r.Timing, r.Calls), r.Plan.Kernel)
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "x floor: time over the roofline floor (docs/BENCH.md: 790 TFLOP/s, 4.3 TB/s).")
@@ -702,7 +713,7 @@ func printFullBenchTable(w io.Writer, results []benchResult) {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%.4f\t%.1f\t%.0f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
 			r.Case.Name, r.Case.Hq, r.Case.Hv, lensShort(r.Case.Lens), r.MedianMs, r.tflops(), r.gbps(), r.overFloor(),
 			optMs(a.FLAFullMs, "%.4f"), optMs(r.vsFLAFull(), "%.2fx"), optMs(a.FlashQLAMs, "%.3f"), optMs(a.FlashInferMs, "%.3f"),
-			optMs(r.targetMs(), "%.3f"), optMs(r.vsTarget(), "%.2fx"), fmt.Sprintf("%s/%d", r.Timing, r.Calls), r.Plan.Variant.Name)
+			optMs(r.targetMs(), "%.3f"), optMs(r.vsTarget(), "%.2fx"), fmt.Sprintf("%s/%d", r.Timing, r.Calls), r.Plan.Kernel)
 	}
 	tw.Flush()
 	l2 := "q and k L2-normalised inside (--l2norm: a step the anchors' times do not include)"
@@ -753,7 +764,7 @@ func writeBenchCSV(w io.Writer, results []benchResult) error {
 			num(a.FLACoreMs), num(r.vsFLACore()), num(a.FLAFullMs), num(r.vsFLAFull()),
 			num(a.FlashQLAMs), num(a.FlashInferMs), num(a.FLAFullPublishedMs), num(r.targetMs()), num(r.vsTarget()),
 			r.Timing, strconv.Itoa(r.Calls), strconv.Itoa(r.Sets), strconv.Itoa(r.Reps),
-			r.Plan.Variant.Name, r.Plan.String(), strconv.Itoa(r.NonFinite), fmt.Sprintf("%016x", r.OutHash),
+			r.Plan.Kernel, r.Plan.String(), strconv.Itoa(r.NonFinite), fmt.Sprintf("%016x", r.OutHash),
 		})
 	}
 	cw.Flush()

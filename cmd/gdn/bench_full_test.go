@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/gdnjit/gdn"
-	"github.com/gdnjit/gdn/kernsrc"
 	"github.com/gdnjit/gdn/ref"
 )
 
@@ -109,7 +108,7 @@ func fakeFullResults() []benchResult {
 	tp8, _ := ref.CaseByName("tp8_32k")
 	sym, _ := ref.CaseByName("sym32_8kx4")
 	chain, _ := ref.CaseByName("chain_equal")
-	plan := gdn.Plan{Variant: kernsrc.Variant{Name: "gdn_hopper_bf16_bv64"}}
+	plan := gdn.Plan{Kernel: "gdn_hopper_bf16_bv64"}
 	r := func(c ref.Case, ms float64) benchResult {
 		return benchResult{Case: c, Dtype: gdn.BF16, Plan: plan, MedianMs: ms, MinMs: ms, Timing: "graph", Calls: 5, Sets: 1, Reps: 30,
 			Full: true, L2Norm: true}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gdnjit/gdn"
 	"github.com/gdnjit/gdn/driver"
+	"github.com/gdnjit/gdn/internal/tuning"
 	"github.com/gdnjit/gdn/ref"
 )
 
@@ -19,7 +20,7 @@ func benchRuntime(t *testing.T) (*gdn.Runtime, *driver.Stream) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rt.Close() })
-	stream, err := rt.Context().NewStream()
+	stream, err := tuning.Context(rt).NewStream()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +40,7 @@ func TestBenchFullRunsCase(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s (l2norm %v): %v", c.Name, l2norm, err)
 			}
-			if r.NonFinite != 0 || !r.Full || r.L2Norm != l2norm || r.MedianMs <= 0 || r.Plan.Variant.Name == "" || r.Sets != rotateSets {
+			if r.NonFinite != 0 || !r.Full || r.L2Norm != l2norm || r.MedianMs <= 0 || r.Plan.Kernel == "" || r.Sets != rotateSets {
 				t.Errorf("%s (l2norm %v): %+v", c.Name, l2norm, r)
 			}
 			if c.Name == "tp8_2k" && (r.targetMs() == 0 || r.vsFLAFull() == 0) {

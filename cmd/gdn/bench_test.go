@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/gdnjit/gdn"
-	"github.com/gdnjit/gdn/kernsrc"
 	"github.com/gdnjit/gdn/ref"
 )
 
@@ -183,7 +182,7 @@ func TestGraphCallsAndMedian(t *testing.T) {
 func fakeResults() []benchResult {
 	tp8, _ := ref.CaseByName("tp8_32k")
 	mix, _ := ref.CaseByName("varlen_mix")
-	plan := gdn.Plan{Variant: kernsrc.Variant{Name: "gdn_hopper_bf16_bv64"}}
+	plan := gdn.Plan{Kernel: "gdn_hopper_bf16_bv64"}
 	return []benchResult{
 		{Case: tp8, Dtype: gdn.BF16, ADtype: gdn.FP32, Plan: plan, MedianMs: 0.4001, MinMs: 0.39, Timing: "graph", Calls: 5, Sets: 1, Reps: 30, OutHash: 0xab},
 		{Case: mix, Dtype: gdn.BF16, ADtype: gdn.BF16, Plan: plan, MedianMs: 0.2, MinMs: 0.19, Timing: "stream", Calls: 20, Sets: 3, Reps: 30},

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gdnjit/gdn"
 	"github.com/gdnjit/gdn/driver"
+	"github.com/gdnjit/gdn/internal/tuning"
 	"github.com/gdnjit/gdn/ref"
 )
 
@@ -21,7 +22,7 @@ func TestBenchOutOfMemory(t *testing.T) {
 		t.Fatalf("small case: %v, %d NaN/Inf", err, r.NonFinite)
 	}
 
-	ctx := rt.Context()
+	ctx := tuning.Context(rt)
 	var hog []driver.DevicePtr
 	defer func() {
 		for _, p := range hog {

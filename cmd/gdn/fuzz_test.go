@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/gdnjit/gdn"
+	"github.com/gdnjit/gdn/internal/problem"
 )
 
 // Fuzz targets of the tool's parsers: whatever the bytes, they return an
@@ -110,7 +111,7 @@ func FuzzParseShape(f *testing.F) {
 				t.Fatalf("%q: cu_seqlens %v for N=%d T=%d B=%d", s, p.Seqs, p.N, p.T, p.B)
 			}
 		}
-		if _, err := variantsForShapes([]gdn.Problem{p}, []gdn.Dtype{gdn.BF16, gdn.FP16}, 132, true); err != nil {
+		if _, err := variantsForShapes([]problem.Problem{p}, []gdn.Dtype{gdn.BF16, gdn.FP16}, 132, true); err != nil {
 			t.Fatalf("%q accepted but not planned: %v", s, err)
 		}
 	})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gdnjit/gdn"
+	"github.com/gdnjit/gdn/internal/problem"
 	"github.com/gdnjit/gdn/ref"
 )
 
@@ -96,7 +97,7 @@ func TestSoakProblems(t *testing.T) {
 		"full preparation kernel"}
 	options := len(want)
 	for _, dt := range []gdn.Dtype{gdn.BF16, gdn.FP16} {
-		for _, v := range soakVariants(gdn.Problem{B: 1, T: 64, Hq: 1, Hv: 1, N: 1, Dtype: dt}) {
+		for _, v := range soakVariants(problem.Problem{B: 1, T: 64, Hq: 1, Hv: 1, N: 1, Dtype: dt}) {
 			want = append(want, "variant "+v)
 		}
 	}

@@ -186,12 +186,12 @@ func timeOnDevice(rt *gdn.Runtime, h *gdn.HostFullArgs, c ref.Case) error {
 		return err
 	}
 	defer d.Free()
-	stream, err := rt.Context().NewStream()
+	stream, err := rt.NewStream()
 	if err != nil {
 		return err
 	}
-	defer stream.Destroy()
-	st := gdn.Stream(stream.Handle())
+	defer rt.DestroyStream(stream)
+	st := stream
 	plan, err := rt.PlanOfFull(d.Args)
 	if err != nil {
 		return err
