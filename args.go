@@ -6,11 +6,11 @@ import (
 )
 
 // HeadDim is the head dimension K = V the kernels are built for.
-const HeadDim = problem.HeadDim
+const HeadDim = 128
 
 // ChunkLen is the chunk length C of the chunked algorithm (A's last
 // dimension).
-const ChunkLen = problem.ChunkLen
+const ChunkLen = 64
 
 // Dtype is the element type of a tensor (package dtype; the names below
 // keep gdn's API in one import).

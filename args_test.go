@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gdnjit/gdn/dtype"
+	"github.com/gdnjit/gdn/internal/problem"
 )
 
 // setEvery fills every field of the struct x points to with a value of its
@@ -46,6 +47,13 @@ func TestArgsConversions(t *testing.T) {
 	// A caller's arguments carry none of the full forward's own flags.
 	if in := c.core(); in.APrepared || in.QKFP16 || in.QKNorm || in.Fused || in.GateInKernel || in.ALog.Present() || in.DtBias.Present() {
 		t.Errorf("a caller's core arguments carry internal flags: %+v", in)
+	}
+}
+
+// The constants users see are the ones validation checks against.
+func TestConstants(t *testing.T) {
+	if HeadDim != problem.HeadDim || ChunkLen != problem.ChunkLen {
+		t.Errorf("HeadDim %d, ChunkLen %d; validation's %d, %d", HeadDim, ChunkLen, problem.HeadDim, problem.ChunkLen)
 	}
 }
 

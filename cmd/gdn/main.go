@@ -102,7 +102,7 @@ func gdnMain(args []string) int {
 	case errors.Is(err, errReported):
 		return 1
 	default:
-		fmt.Fprintf(stderr, "gdn %s: %v\n", name, err)
+		fmt.Fprintln(stderr, errorLine(name, err))
 		return 1
 	}
 }

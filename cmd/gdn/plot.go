@@ -16,7 +16,8 @@ import (
 
 // The chart of `gdn bench --plot`: one group of bars per case (gdn, then
 // each anchor that has a row for the case), with the roofline floor (and,
-// for the full forward, issue 8's target) drawn across the group, on a
+// for the full forward, the target: 0.8 x the faster of FlashQLA and
+// FlashInfer) drawn across the group, on a
 // logarithmic time axis: the cases span two orders of magnitude, and a
 // ratio reads the same everywhere on a log axis.
 
@@ -47,7 +48,7 @@ var plotSeriesFull = []plotSeries{
 	{"FlashInfer (full forward)", color.RGBA{204, 121, 167, 255}, func(r benchRow) float64 { return r.FlashInferMs }},
 }
 
-// floorColor draws the roofline floor, targetColor issue 8's target.
+// floorColor draws the roofline floor, targetColor the full forward's target.
 var (
 	floorColor  = color.Black
 	targetColor = color.RGBA{213, 94, 0, 255}
@@ -124,7 +125,7 @@ func benchPlot(rows []benchRow) (*plot.Plot, vg.Length, vg.Length, error) {
 		tg := &levelMarks{rows: rows, width: groupWidth, ms: func(r benchRow) float64 { return r.TargetMs },
 			style: draw.LineStyle{Color: targetColor, Width: vg.Points(2), Dashes: []vg.Length{vg.Points(5), vg.Points(3)}}}
 		p.Add(tg)
-		p.Legend.Add("issue 8 target (0.8 x faster of FlashQLA, FlashInfer)", tg)
+		p.Legend.Add("target (0.8 x the faster of FlashQLA and FlashInfer)", tg)
 	}
 	p.Legend.Top = true
 	p.Legend.Left = true
@@ -225,7 +226,7 @@ func (b *logBars) Thumbnail(c *draw.Canvas) {
 	c.FillPolygon(b.color, []vg.Point{r.Min, {X: r.Min.X, Y: r.Max.Y}, r.Max, {X: r.Max.X, Y: r.Min.Y}})
 }
 
-// levelMarks draws one time per row (the roofline floor, issue 8's target)
+// levelMarks draws one time per row (the roofline floor, the target)
 // as a line across its group; rows without one (0) get none.
 type levelMarks struct {
 	rows  []benchRow

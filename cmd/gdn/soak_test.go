@@ -18,7 +18,7 @@ import (
 
 // Problems are a function of (seed, case), print as specs that parse back
 // to the same problem, stay within the size budget, and over a few thousand
-// draws cover every option the issue lists.
+// draws cover every option a soak problem has.
 func TestSoakProblems(t *testing.T) {
 	const n = 3000
 	seen := map[string]bool{}

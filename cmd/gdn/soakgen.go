@@ -74,7 +74,7 @@ const variantAuto = "auto"
 // of most problems stay within soakTokenHeads; one in soakLongEvery is a
 // single long sequence (32,768 to 70,000 tokens) with up to soakMaxTokenHeads.
 const (
-	soakMaxT          = 70000   // longest sequence (the range)
+	soakMaxT          = 70000   // longest sequence a soak draws
 	soakTokenHeads    = 1 << 17 // tokens * Hv of an ordinary problem
 	soakMaxTokenHeads = 1 << 20 // tokens * Hv of a long one (v is 128 times that)
 	soakMaxSeqs       = 12      // packed sequences
