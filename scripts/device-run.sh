@@ -172,7 +172,7 @@ for step in "${@:-tests}"; do
 		;;
 	sanitize | sanitize:* | sanitize@*)
 		# Every variant the planner can choose, forced, on small and tail
-		# shapes: TestEveryVariant (variants_gpu_test.go). initcheck also
+		# shapes: TestEveryVariant (forward_variants_gpu_test.go). initcheck also
 		# checks that no kernel reads device memory nothing wrote.
 		# sanitize:racecheck,initcheck runs only the tools named (to split
 		# the four over device calls of 10 minutes); @prep,fused only those

@@ -46,7 +46,7 @@ func TestBenchFullRunsCase(t *testing.T) {
 			if c.Name == "tp8_2k" && (r.targetMs() == 0 || r.vsFLAFull() == 0) {
 				t.Errorf("tp8_2k has no target or FLA full ratio: %+v", r)
 			}
-			t.Logf("METRIC benchfull %s l2norm=%v %.4f ms (%s/%d), plan %v", c.Name, l2norm, r.MedianMs, r.Timing, r.Calls, r.Plan)
+			t.Logf("benchfull %s l2norm=%v %.4f ms (%s/%d), plan %v", c.Name, l2norm, r.MedianMs, r.Timing, r.Calls, r.Plan)
 		}
 	}
 }

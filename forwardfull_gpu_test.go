@@ -3,11 +3,9 @@
 package gdn_test
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"testing"
 	"unsafe"
@@ -192,7 +190,7 @@ func TestFullMatchesReference(t *testing.T) {
 		for i, c := range fullCases() {
 			t.Run(name+"/"+c.name, func(t *testing.T) {
 				o, ht := runFullCase(t, r, c, uint64(100+i))
-				t.Logf("METRIC full o %v ht %v", o, ht)
+				t.Logf("full o %v ht %v", o, ht)
 				// Unnormalised q and k show the normalised copies' rounding:
 				// fp16 copies give about 1.7e-3 (the core's own error), bf16
 				// ones about 3.3e-3 (ref's TestL2NormPlacementPrecision).
@@ -201,51 +199,6 @@ func TestFullMatchesReference(t *testing.T) {
 				}
 			})
 		}
-	}
-}
-
-// ForwardFullHost, the host twin of ForwardFull, against ref.Full on every
-// full case, unsplit and through a split plan; ForwardFullHostInto gives
-// the same bits in the caller's arrays, call after call; PlanOfFull tells
-// the plan the call ran.
-func TestFullHostMatchesReference(t *testing.T) {
-	for _, seg := range []int{0, 2} {
-		r := splitRuntime(t, withKnobs(gdn.Options{}, tuning.Knobs{SegmentChunks: seg}))
-		for i, c := range fullCases() {
-			t.Run(fmt.Sprintf("seg%d/%s", seg, c.name), func(t *testing.T) {
-				in, fo, h := fullCaseInputs(t, c, uint64(200+i))
-				res, err := r.ForwardFullHost(h)
-				if err != nil {
-					t.Fatal(err)
-				}
-				o, ht := checkFull(t, in, fo, res.O, res.Ht)
-				t.Logf("METRIC fullhost o %v ht %v", o, ht)
-				into := &gdn.HostCoreResult{O: make([]float32, len(res.O)+3), Ht: make([]float32, len(res.Ht))}
-				o0 := &into.O[0]
-				for call := range 2 {
-					if err := r.ForwardFullHostInto(h, into); err != nil {
-						t.Fatal(err)
-					}
-					if &into.O[0] != o0 {
-						t.Fatalf("call %d: o was reallocated", call)
-					}
-					sameBits(t, fmt.Sprintf("call %d: o", call), into.O, res.O)
-					sameBits(t, fmt.Sprintf("call %d: ht", call), into.Ht, res.Ht)
-				}
-			})
-		}
-	}
-	// The plan of a split call says so.
-	r := splitRuntime(t, withKnobs(gdn.Options{}, tuning.Knobs{SegmentChunks: 2}))
-	_, _, h := fullCaseInputs(t, fullCases()[len(fullCases())-1], 1)
-	up, err := r.UploadFull(h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer up.Free()
-	pl, err := r.PlanOfFull(up.Args)
-	if err != nil || !strings.Contains(pl.String(), "split=") {
-		t.Errorf("PlanOfFull of a forced split: %v, %v", pl, err)
 	}
 }
 
@@ -266,7 +219,7 @@ func TestFullFP16QKBothTiles(t *testing.T) {
 		for i, c := range cases {
 			t.Run(tile+"/"+c.name, func(t *testing.T) {
 				o, ht := runFullCase(t, r, c, uint64(300+i))
-				t.Logf("METRIC full %s o %v ht %v", tile, o, ht)
+				t.Logf("full %s o %v ht %v", tile, o, ht)
 				if c.rawQK && o.Ratio > 2.5e-3 {
 					t.Errorf("o ratio %.3e on unnormalised q and k: over 2.5e-3", o.Ratio)
 				}
@@ -321,139 +274,6 @@ func checkPlannedVariant(t *testing.T, r *gdn.Runtime, h *gdn.HostFullArgs, want
 	}
 }
 
-// The full forward's L2 norm done by the core kernel (its converter
-// warpgroup, kernsrc.CoreBF16L2Norm: with the PrepKernel knob, for bf16
-// inputs on an unsplit BV 128 plan with G at most NormInCoreMaxG) gives o and ht equal
-// to the bit to those of the preparation's normalised copies
-// (the L2NormInPrep knob), and each runtime plans the variant it should, on
-// every bf16 L2Norm case (unnormalised rows, packed sequences with empty
-// and one-token ones; G = 4 and 8 take the copies either way).
-func TestFullNormInCoreBitIdentical(t *testing.T) {
-	knobs := tuning.Knobs{Variant: "gdn_hopper_bf16_bv128", SegmentChunks: -1, PrepKernel: true}
-	inCore := splitRuntime(t, withKnobs(gdn.Options{}, knobs))
-	knobs.L2NormInPrep = true
-	inPrep := splitRuntime(t, withKnobs(gdn.Options{}, knobs))
-	ran, inCoreRan := 0, 0
-	for i, c := range fullCases() {
-		if !c.l2norm || recipeDtype(c.opts) != gdn.BF16 {
-			continue
-		}
-		ran++
-		inCoreVariant := "gdn_hopper_bf16_fp16qk_bv128"
-		if c.shape.Hv/c.shape.Hq <= gdn.NormInCoreMaxG {
-			inCoreVariant = "gdn_hopper_bf16_l2norm_bv128"
-			inCoreRan++
-		}
-		t.Run(c.name, func(t *testing.T) {
-			seed := uint64(500 + i)
-			in, fo, a := runFullRaw(t, inCore, c, seed)
-			_, _, b := runFullRaw(t, inPrep, c, seed)
-			o, ht := checkFull(t, in, fo, a.O, a.Ht)
-			t.Logf("METRIC full in-core norm o %v ht %v", o, ht)
-			for _, x := range []struct {
-				name string
-				a, b []float32
-			}{{"o", a.O, b.O}, {"ht", a.Ht, b.Ht}} {
-				if len(x.a) != len(x.b) {
-					t.Fatalf("%s: %d and %d elements", x.name, len(x.a), len(x.b))
-				}
-				diff := 0
-				for j := range x.a {
-					if math.Float32bits(x.a[j]) != math.Float32bits(x.b[j]) {
-						if diff == 0 {
-							t.Errorf("%s[%d]: %v in the core, %v from the copies", x.name, j, x.a[j], x.b[j])
-						}
-						diff++
-					}
-				}
-				if diff > 0 {
-					t.Errorf("%s: %d of %d elements differ", x.name, diff, len(x.a))
-				}
-			}
-			_, _, h := fullCaseInputs(t, c, seed)
-			checkPlannedVariant(t, inCore, h, inCoreVariant)
-			checkPlannedVariant(t, inPrep, h, "gdn_hopper_bf16_fp16qk_bv128")
-		})
-	}
-	if ran != 7 || inCoreRan != 5 {
-		t.Errorf("%d bf16 L2Norm cases, %d of them normalised in the core; want 7 and 5", ran, inCoreRan)
-	}
-}
-
-// The full forward's whole preparation in the core kernel (the default
-// wherever the core runs unsplit at BV 128, any G: kernsrc.CoreBF16Fused
-// with L2Norm, kernsrc.CoreBF16FusedNoNorm without) against the float64
-// reference on every bf16 case: packed sequences with empty and one-token
-// ones, the in-kernel gate, strong decay with beta = 1, unnormalised rows,
-// G = 2, 4 and 8, with and without L2Norm; the same cases through the
-// preparation kernel (the PrepKernel knob) land as close. Each runtime
-// plans the variant it should.
-func TestFullFused(t *testing.T) {
-	knobs := tuning.Knobs{Variant: "gdn_hopper_bf16_bv128", SegmentChunks: -1}
-	fused := splitRuntime(t, withKnobs(gdn.Options{}, knobs))
-	knobs.PrepKernel = true
-	kernel := splitRuntime(t, withKnobs(gdn.Options{}, knobs))
-	ran, given := 0, 0
-	for i, c := range fullCases() {
-		if recipeDtype(c.opts) != gdn.BF16 {
-			continue
-		}
-		ran++
-		if !c.l2norm {
-			given++
-		}
-		t.Run(c.name, func(t *testing.T) {
-			seed := uint64(700 + i)
-			in, fo, a := runFullRaw(t, fused, c, seed)
-			_, _, b := runFullRaw(t, kernel, c, seed)
-			o, ht := checkFull(t, in, fo, a.O, a.Ht)
-			ko, kht := checkFull(t, in, fo, b.O, b.Ht)
-			t.Logf("METRIC full fused o %v ht %v (preparation kernel: o %v ht %v)", o, ht, ko, kht)
-			// The two build A2 with the same block arithmetic
-			// (kernsrc/gdn_solve.cuh) from K K^T by the same m64n64 wgmma
-			// (since docs/PERF.md v31), but round the gates and apply them
-			// in their own orders: neither may be clearly worse.
-			if o.Ratio > 1.1*ko.Ratio+1e-5 || ht.Ratio > 1.1*kht.Ratio+1e-5 {
-				t.Errorf("fused o ratio %.3e, ht ratio %.3e; the preparation kernel's %.3e, %.3e", o.Ratio, ht.Ratio, ko.Ratio, kht.Ratio)
-			}
-			_, _, h := fullCaseInputs(t, c, seed)
-			fusedVariant, kernelVariant := "gdn_hopper_bf16_fused_bv128", "gdn_hopper_bf16_l2norm_bv128"
-			if c.shape.Hv/c.shape.Hq > gdn.NormInCoreMaxG {
-				kernelVariant = "gdn_hopper_bf16_fp16qk_bv128"
-			}
-			if !c.l2norm {
-				fusedVariant, kernelVariant = "gdn_hopper_bf16_fused_nonorm_bv128", "gdn_hopper_bf16_bv128"
-			}
-			checkPlannedVariant(t, fused, h, fusedVariant)
-			checkPlannedVariant(t, kernel, h, kernelVariant)
-		})
-	}
-	if ran != 11 || given != 4 {
-		t.Errorf("%d bf16 cases, %d of them without L2Norm; want 11 and 4", ran, given)
-	}
-}
-
-// ForwardFullHost refuses bad arguments with an error naming them, and the
-// Runtime works afterwards.
-func TestFullHostBadInput(t *testing.T) {
-	r := testRuntime(t)
-	_, _, h := fullCaseInputs(t, fullCases()[2], 3) // the in-kernel gate
-	bad := *h
-	bad.DtBias = nil
-	var ae *gdn.ArgError
-	if _, err := r.ForwardFullHost(&bad); !errors.As(err, &ae) || ae.Arg != "dt_bias" {
-		t.Errorf("GateInKernel without dt_bias: %v", err)
-	}
-	bad = *h
-	bad.GateInKernel = false
-	if _, err := r.ForwardFullHost(&bad); !errors.As(err, &ae) || ae.Arg != "a_log" {
-		t.Errorf("A_log without GateInKernel: %v", err)
-	}
-	if _, err := r.ForwardFullHost(h); err != nil {
-		t.Errorf("a good call after bad ones: %v", err)
-	}
-}
-
 // Bad full-forward arguments are errors naming the argument.
 func TestFullBadInput(t *testing.T) {
 	r := testRuntime(t)
@@ -463,75 +283,6 @@ func TestFullBadInput(t *testing.T) {
 	}
 	if err := r.ForwardFull(nil, 0); err == nil {
 		t.Fatal("nil args accepted")
-	}
-}
-
-// TestFullTiming (GDN_FULL_TIMING=1) logs the time of ForwardFull beside
-// Forward on the same buffers (A as the full forward computes it): what the
-// prep kernel costs on top of the core.
-func TestFullTiming(t *testing.T) {
-	if os.Getenv("GDN_FULL_TIMING") == "" {
-		t.Skip("set GDN_FULL_TIMING=1")
-	}
-	r := testRuntime(t)
-	for _, s := range []ref.Shape{{B: 1, T: 8192, Hq: 2, Hv: 8}, {B: 1, T: 32768, Hq: 2, Hv: 8}, {B: 8, T: 1024, Hq: 16, Hv: 32}} {
-		rng := rand.New(rand.NewPCG(1, 2))
-		fill := func(n int, scale float64) []float32 {
-			x := make([]float32, n)
-			for i := range x {
-				x[i] = float32(rng.NormFloat64() * scale)
-			}
-			return x
-		}
-		tok := s.Tokens()
-		g := fill(tok*s.Hv, 0.02)
-		for i := range g {
-			g[i] = -float32(math.Abs(float64(g[i])))
-		}
-		beta := make([]float32, tok*s.Hv)
-		for i := range beta {
-			beta[i] = 0.5
-		}
-		up, err := r.UploadCore(&gdn.HostCoreArgs{B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, Dtype: gdn.BF16,
-			Q: fill(tok*s.Hq*128, 1/math.Sqrt(128)), K: fill(tok*s.Hq*128, 1/math.Sqrt(128)), V: fill(tok*s.Hv*128, 1),
-			G: g, Beta: beta, A: make([]float32, tok*s.Hv*64), FinalState: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ca := up.Args
-		fa := &gdn.FullArgs{Q: ca.Q, K: ca.K, V: ca.V, G: ca.G, Beta: ca.Beta, O: ca.O, Ht: ca.Ht, L2Norm: true}
-		stream, err := tuning.Context(r).NewStream()
-		if err != nil {
-			t.Fatal(err)
-		}
-		time := func(f func() error) float64 {
-			for i := 0; i < 3; i++ {
-				if err := f(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			ms, err := r.TimeMs(gdn.Stream(stream.Handle()), func() error {
-				for i := 0; i < 10; i++ {
-					if err := f(); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return ms / 10
-		}
-		full := time(func() error { return r.ForwardFull(fa, gdn.Stream(stream.Handle())) })
-		plain := *fa
-		plain.L2Norm = false
-		noNorm := time(func() error { return r.ForwardFull(&plain, gdn.Stream(stream.Handle())) })
-		core := time(func() error { return r.Forward(ca, gdn.Stream(stream.Handle())) })
-		t.Logf("METRIC fulltiming B=%d T=%d Hq=%d Hv=%d full %.4f ms (without L2 norm %.4f) core %.4f ms",
-			s.B, s.T, s.Hq, s.Hv, full, noNorm, core)
-		stream.Destroy()
-		up.Free()
 	}
 }
 

@@ -108,7 +108,7 @@ func TestSplitMatchesReference(t *testing.T) {
 				t.Run(fmt.Sprintf("%s/seg%d/%s", v, seg, c.name), func(t *testing.T) {
 					r := splitRuntime(t, withKnobs(gdn.Options{}, tuning.Knobs{Variant: v, SegmentChunks: seg}))
 					o, ht := runSplitCase(t, r, c, uint64(seg*1000+len(c.name)))
-					t.Logf("METRIC split o %v ht %v", o, ht)
+					t.Logf("split o %v ht %v", o, ht)
 				})
 			}
 		}
@@ -149,7 +149,7 @@ func TestSplitEarlyMatchesReference(t *testing.T) {
 							t.Fatalf("plan %v: early forced off", pl)
 						}
 						o, ht := runSplitCase(t, r, c, uint64(seg*5000+len(c.name)))
-						t.Logf("METRIC split early o %v ht %v plan %v", o, ht, pl)
+						t.Logf("split early o %v ht %v plan %v", o, ht, pl)
 					})
 				}
 			}
@@ -179,7 +179,7 @@ func TestSplitTransferTileApart(t *testing.T) {
 					apart++
 				}
 				o, ht := runSplitCase(t, r, c, uint64(seg*2000+len(c.name)))
-				t.Logf("METRIC split o %v ht %v plan %v", o, ht, pl)
+				t.Logf("split o %v ht %v plan %v", o, ht, pl)
 			})
 		}
 	}
@@ -199,7 +199,7 @@ func TestSplitTransferTileApart(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/xfer%d/%s", v, pair.xfer, c.name), func(t *testing.T) {
 				r := splitRuntime(t, withKnobs(gdn.Options{}, tuning.Knobs{Variant: v, SegmentChunks: 2, TransferTile: pair.xfer}))
 				o, ht := runSplitCase(t, r, c, uint64(3000+pair.xfer+len(c.name)))
-				t.Logf("METRIC split o %v ht %v", o, ht)
+				t.Logf("split o %v ht %v", o, ht)
 			})
 		}
 	}
@@ -218,7 +218,7 @@ func TestSplitScanColumns(t *testing.T) {
 			for _, cols := range []int{8, 16, 32} {
 				r := splitRuntime(t, withKnobs(gdn.Options{}, tuning.Knobs{SegmentChunks: 2, ScanColumns: cols}))
 				res, o, ht := runSplitCaseResult(t, r, c, uint64(4000+len(c.name)))
-				t.Logf("METRIC split scan-columns %d o %v ht %v", cols, o, ht)
+				t.Logf("split scan-columns %d o %v ht %v", cols, o, ht)
 				if firstO == nil {
 					firstO, firstHt = res.O, res.Ht
 					continue
@@ -249,7 +249,7 @@ func TestSplitTransferEarlyExit(t *testing.T) {
 				t.Run(fmt.Sprintf("xfer%d/seg%d/%s", xfer, seg, c.name), func(t *testing.T) {
 					r := splitRuntime(t, withKnobs(gdn.Options{}, tuning.Knobs{SegmentChunks: seg, TransferTile: xfer}))
 					o, ht := runSplitCase(t, r, c, uint64(5000+xfer+seg))
-					t.Logf("METRIC split early exit o %v ht %v", o, ht)
+					t.Logf("split early exit o %v ht %v", o, ht)
 				})
 			}
 		}
@@ -319,7 +319,7 @@ func TestSplitLongSequence(t *testing.T) {
 				t.Fatalf("plan %v: a 64k-token sequence on 2 heads should split", pl)
 			}
 			o, ht := runSplitCase(t, r, c, 64)
-			t.Logf("METRIC split64k plan %v o %v ht %v", pl, o, ht)
+			t.Logf("split64k plan %v o %v ht %v", pl, o, ht)
 		})
 	}
 }
@@ -377,7 +377,7 @@ func TestSplitEarlyWaitsForEarlyPass(t *testing.T) {
 	}
 	for seed := uint64(1); seed <= 3; seed++ {
 		_, o, ht := runSplitCaseResult(t, r, c, seed) // against the reference's pass lines
-		t.Logf("METRIC split early delayed seed %d o %v ht %v", seed, o, ht)
+		t.Logf("split early delayed seed %d o %v ht %v", seed, o, ht)
 	}
 }
 

@@ -78,7 +78,7 @@ func TestGreenRuntimeSlices(t *testing.T) {
 			}
 			r := openSlice(t, sms)
 			in := r.Device()
-			t.Logf("METRIC green_runtime asked=%d got=%d device=%d", sms, in.SMs, in.DeviceSMs)
+			t.Logf("green_runtime asked=%d got=%d device=%d", sms, in.SMs, in.DeviceSMs)
 			if !in.Green || in.SMsAsked != sms || in.DeviceSMs != total {
 				t.Errorf("Device() = %+v", in)
 			}
