@@ -115,7 +115,7 @@ func TestSplitMatchesReference(t *testing.T) {
 	}
 }
 
-// Early plans forced (Options.EarlyFirstSegment: each sequence's first
+// Early plans forced (the EarlyFirstSegment knob: each sequence's first
 // segment runs its output pass beside the transfer pass, and the scan
 // starts from that segment's end state) with tiny segments on both tiles
 // and on the planner's (which may pair a 64-wide output pass with a
@@ -205,7 +205,7 @@ func TestSplitTransferTileApart(t *testing.T) {
 	}
 }
 
-// The scan at each CTA width (Options.ScanColumns 8, 16, 32; the planner
+// The scan at each CTA width (the ScanColumns knob 8, 16, 32; the planner
 // picks the width by its grid's waves, so that on one GPU some widths run
 // only for other shapes): every split case, forced into segments of two
 // chunks, against the float64 recurrence, and o and ht the same to the bit

@@ -15,7 +15,7 @@ import (
 )
 
 // TestEveryVariant runs every kernel variant of the catalogue that can run
-// a problem, forced through Options.Variant (one Runtime per variant), on
+// a problem, forced through the Variant knob (one Runtime per variant), on
 // small and tail shapes (one token, a chunk less one, one chunk, a chunk and
 // one, two chunks and two; packed sequences with empty and one-token ones;
 // G = 1, 2, 3), checked against the reference; each variant runs unsplit and

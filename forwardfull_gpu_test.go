@@ -204,7 +204,7 @@ func TestFullMatchesReference(t *testing.T) {
 
 // With L2Norm on bf16 inputs the core runs on the preparation's fp16
 // copies of q and k (the bf16_fp16qk variants), at either tile width: each
-// forced (Options.Variant, by the bf16 name that picks the tile) on the
+// forced (the Variant knob, by the bf16 name that picks the tile) on the
 // bf16 L2Norm cases, and the planner's own choice named in PlanOfFull;
 // without L2Norm the plain bf16 variant.
 func TestFullFP16QKBothTiles(t *testing.T) {
@@ -289,7 +289,7 @@ func TestFullBadInput(t *testing.T) {
 // A serving loop's calls: the same buffers, new sequence boundaries on
 // every call (the packed batch changes). Each call matches the reference,
 // and the full forward's working buffers stay one slab, allocated once
-// (fullscratch.go), not once a call.
+// (scratch.Pool's slabs), not once a call.
 func TestFullNewBoundariesEachCall(t *testing.T) {
 	r, err := gdn.Open(gdn.Options{}) // its own Runtime: the slab counts are this test's
 	if err != nil {

@@ -44,7 +44,7 @@ func TestSMsLine(t *testing.T) {
 	}
 }
 
-// --prep-heads reaches Options.PrepHeads with --full; a negative count, or
+// --prep-heads reaches the PrepHeads knob with --full; a negative count, or
 // one without --full, is refused by name.
 func TestBenchPrepHeadsFlag(t *testing.T) {
 	o, err := parseBenchArgs([]string{"--full", "--prep-heads", "4"})

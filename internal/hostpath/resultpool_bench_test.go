@@ -65,7 +65,7 @@ func BenchmarkDecodeSpare(b *testing.B) {
 
 // BenchmarkHostBackToBack models ForwardHost called back to back on the
 // batch of examples/prefill, without the device: each op is the host side
-// of one call, in the order forwardHost runs it: take the result (the
+// of one call, in the order Path.run runs it: take the result (the
 // pool's fresh), encode the inputs on every core (204 MB of bf16 and fp32
 // written, 330 MB of float32 read), wait gpuPhase (the last upload piece,
 // the kernel, the first download piece: CPU idle), widen o and ht (137 MB

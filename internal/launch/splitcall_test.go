@@ -200,7 +200,7 @@ func checkUploadedTables(t *testing.T, f *scratchtest.Device, sc *splitCall, wan
 	}
 }
 
-// Evicted split calls park their scratch (a launched graph may still read
+// Evicted split calls retire their scratch (a launched graph may still read
 // it) instead of synchronising the context; Close synchronises once and
 // frees it all. Calls that the planner does not split allocate nothing.
 func TestSplitScratchLifetime(t *testing.T) {
@@ -211,9 +211,9 @@ func TestSplitScratchLifetime(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Each call has its tables and a slab of states (goodArgs places each
+	// Each call has its tables and a slab of states (problemtest.Core places each
 	// batch's outputs apart: three slabs); the evicted calls' tables and
-	// slabs are parked.
+	// slabs are retired.
 	if len(f.Live) != 6 || f.Freed != 0 || f.Syncs != 0 {
 		t.Fatalf("after two evictions: %d live, %d freed, %d syncs; want 6, 0, 0", len(f.Live), f.Freed, f.Syncs)
 	}
@@ -263,7 +263,7 @@ func TestSplitCallPerBoundaries(t *testing.T) {
 // A split call launched into the caller's own stream capture lives on in
 // the caller's graph, which may be replayed at any time until Close (its
 // kernel parameters point into the scratch): its scratch must survive the
-// call's eviction and every drain of the graveyard, and go at Close.
+// call's eviction and every free of the retired memory, and go at Close.
 func TestSplitScratchOfCapturedCallKeptUntilClose(t *testing.T) {
 	c, f := splitHostPath(1)
 	c.held.limit = 1
@@ -275,10 +275,10 @@ func TestSplitScratchOfCapturedCallKeptUntilClose(t *testing.T) {
 	e.split.lease.Keep() // what launch does on a capturing stream
 	captured, capturedStates := e.split.lease.Table(), e.split.lease.Slab()
 	c.release(e)
-	// Evict it, then push enough evicted scratch through to drain.
+	// Evict it, then push enough evicted scratch through to free it.
 	for b := 3; f.Syncs == 0; b++ {
 		if b > 5000 {
-			t.Fatal("no drain")
+			t.Fatal("no free of the retired memory")
 		}
 		if err := hostPathCall(c, problemtest.Core(b, 200, 1, 2)); err != nil {
 			t.Fatal(err)
@@ -358,9 +358,9 @@ func TestSplitCallHashCollision(t *testing.T) {
 		t.Fatalf("collision served the cached entry (%v) or an unowned one", alone == e)
 	}
 	c.release(alone)
-	parked := c.pool.Waiting()
-	if c.len() != 1 || parked != 1 {
-		t.Fatalf("%d cached calls, %d parked scratch blocks; want 1 and 1 (the one-off's)", c.len(), parked)
+	waiting := c.pool.Waiting()
+	if c.len() != 1 || waiting != 1 {
+		t.Fatalf("%d cached calls, %d retired scratch blocks; want 1 and 1 (the one-off's)", c.len(), waiting)
 	}
 	closeAll(c)
 	if len(f.Live) != 0 {

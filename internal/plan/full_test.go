@@ -14,7 +14,7 @@ import (
 // Every core variant of the problem's dtype can be forced, with the
 // planner's geometry; other names are an *gdnerr.ArgError naming "variant",
 // returned by Forward before the device is touched.
-func TestPlanCoreVariant(t *testing.T) {
+func TestVariant(t *testing.T) {
 	p := problem.Problem{B: 2, T: 100, Hq: 2, Hv: 8, N: 2, Dtype: dtype.FP16}
 	forced := 0
 	for _, v := range kernsrc.HopperVariants() {
@@ -51,7 +51,7 @@ func TestPlanCoreVariant(t *testing.T) {
 // The full forward's core on bf16 v with fp16 copies of q and k runs the
 // bf16_fp16qk variants; a bf16 variant's name forces the same tile, while
 // plain bf16 inputs cannot take a bf16_fp16qk variant.
-func TestPlanCoreVariantFP16QK(t *testing.T) {
+func TestVariantFP16QK(t *testing.T) {
 	p := problem.Problem{B: 2, T: 100, Hq: 2, Hv: 8, N: 2, Dtype: dtype.BF16, QKDtype: dtype.FP16}
 	for _, nc := range kernsrc.HopperConsumers {
 		mixed, _ := kernsrc.HopperVariant(kernsrc.CoreBF16FP16QK, nc)
@@ -73,7 +73,7 @@ func TestPlanCoreVariantFP16QK(t *testing.T) {
 	}
 	for _, sms := range []int{16, 132} {
 		if pl, err := Core(p, sms, Knobs{}); err != nil || !strings.Contains(pl.Variant.Name, "_bf16_fp16qk_") {
-			t.Errorf("PlanCore on fp16 q, k and bf16 v (%d SMs): %v, %v", sms, pl.Variant.Name, err)
+			t.Errorf("Core on fp16 q, k and bf16 v (%d SMs): %v, %v", sms, pl.Variant.Name, err)
 		}
 	}
 }
@@ -212,7 +212,7 @@ func TestFusedPrep(t *testing.T) {
 // the copies where it splits or is forced to BV 64; without L2Norm the
 // fused preparation without the norm where the core of q and k as given
 // runs unsplit at BV 128, that core elsewhere.
-func TestPlanForFull(t *testing.T) {
+func TestFull(t *testing.T) {
 	q35 := problem.Problem{B: 8, T: 4096, Hq: 16, Hv: 32, Dtype: dtype.BF16}
 	tp8 := problem.Problem{B: 1, T: 32768, Hq: 2, Hv: 8, Dtype: dtype.BF16}
 	small := problem.Problem{B: 1, T: 640, Hq: 2, Hv: 4, Dtype: dtype.BF16}
@@ -248,7 +248,7 @@ func TestPlanForFull(t *testing.T) {
 // norm); the preparation kernel is listed with every full forward (the
 // calls the core does not fuse, and Knobs.PrepKernel, run it); a split
 // plan takes the copies and brings its transfer pass and the scan.
-func TestKernelsFor(t *testing.T) {
+func TestKernels(t *testing.T) {
 	has := func(p problem.Problem, full bool, name string) bool {
 		vs, err := Kernels(p, 132, full)
 		if err != nil {

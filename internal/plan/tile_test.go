@@ -9,7 +9,7 @@ import (
 	"github.com/gdnjit/gdn/kernsrc"
 )
 
-func TestPlanCoreTileWidth(t *testing.T) {
+func TestTileWidth(t *testing.T) {
 	mix := []int{0, 7000, 7033, 7034, 11130, 11641, 13689, 13753, 13882} // varlen_mix
 	cases := []struct {
 		name          string

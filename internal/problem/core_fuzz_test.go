@@ -18,7 +18,7 @@ import (
 // for its shape, every pointer aligned, cu_seqlens well formed).
 //
 // The bytes are a program: four small sizes build valid arguments
-// (goodArgs), then each 12-byte step changes one field of one tensor, or
+// (problemtest.Core), then each 12-byte step changes one field of one tensor, or
 // cu_seqlens, or the scale, to a value from the bytes (edge values
 // included). Valid arguments first means the fuzzer reaches every check,
 // not only the first.
