@@ -1,6 +1,9 @@
 package gdn
 
-import "github.com/gdnjit/gdn/internal/plan"
+import (
+	"github.com/gdnjit/gdn/internal/launch"
+	"github.com/gdnjit/gdn/internal/plan"
+)
 
 // SpareCounts waits until no spare result of rt's ForwardHost is being
 // prepared and returns the pool's counters: calls that took a spare,
@@ -15,7 +18,9 @@ func MinorFaults() int64 { return minorFaults() }
 // FullSlabCounts returns the full forward's working-buffer slabs that rt's
 // prepared full calls use now, and how many it has allocated (for the GPU
 // test of calls with new boundaries each time).
-func FullSlabCounts(rt *Runtime) (live, allocs int) { return rt.dev.FullSlabCounts() }
+func FullSlabCounts(rt *Runtime) (live, allocs int) {
+	return rt.dev.(*launch.Launcher).FullSlabCounts()
+}
 
 // NormInCoreMaxG is the largest G = Hv / Hq whose full forward normalises
 // q and k in the core kernel (for the GPU tests' expected plans).

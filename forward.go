@@ -19,8 +19,7 @@ func (rt *Runtime) Forward(a *CoreArgs, s Stream) error {
 	if a == nil {
 		return gdnerr.Argf("args", "nil *CoreArgs")
 	}
-	c := a.core()
-	return rt.dev.Forward(&c, uintptr(s))
+	return rt.dev.Forward(a.core(), uintptr(s))
 }
 
 // ForwardFull runs the full forward on device buffers, enqueued on stream
@@ -42,8 +41,7 @@ func (rt *Runtime) ForwardFull(a *FullArgs, s Stream) error {
 	if a == nil {
 		return gdnerr.Argf("args", "nil *FullArgs")
 	}
-	f := a.full()
-	return rt.dev.ForwardFull(&f, uintptr(s))
+	return rt.dev.ForwardFull(a.full(), uintptr(s))
 }
 
 // PlanOf returns the plan Forward runs a with (validated as Forward does):
@@ -57,8 +55,7 @@ func (rt *Runtime) PlanOf(a *CoreArgs) (Plan, error) {
 	if a == nil {
 		return Plan{}, gdnerr.Argf("args", "nil *CoreArgs")
 	}
-	c := a.core()
-	pl, err := rt.dev.PlanOf(&c)
+	pl, err := rt.dev.PlanOf(a.core())
 	return planOf(pl), err
 }
 
@@ -74,7 +71,6 @@ func (rt *Runtime) PlanOfFull(a *FullArgs) (Plan, error) {
 	if a == nil {
 		return Plan{}, gdnerr.Argf("args", "nil *FullArgs")
 	}
-	f := a.full()
-	pl, err := rt.dev.PlanOfFull(&f)
+	pl, err := rt.dev.PlanOfFull(a.full())
 	return planOf(pl), err
 }

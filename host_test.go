@@ -2,6 +2,7 @@ package gdn
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -67,5 +68,25 @@ func TestForwardFullHostRejectsBeforeTheDevice(t *testing.T) {
 	}
 	if _, err := rt.UploadCore(nil); !errors.As(err, &ae) || ae.Arg != "args" {
 		t.Errorf("UploadCore(nil): %v", err)
+	}
+}
+
+// A valid host call gets as far as the device's memory, and says what it
+// could not do there once (the context here is nil).
+func TestForwardHostReachesTheDevice(t *testing.T) {
+	rt, rec := openRecorded()
+	h := &HostCoreArgs{B: 1, T: 2, Hq: 1, Hv: 2, Dtype: BF16,
+		Q: make([]float32, 256), K: make([]float32, 256), V: make([]float32, 512),
+		G: make([]float32, 4), Beta: make([]float32, 4), A: make([]float32, 256)}
+	_, errNew := rt.ForwardHost(h)
+	errInto := rt.ForwardHostInto(h, &HostCoreResult{})
+	_, errUp := rt.UploadCore(h)
+	for name, err := range map[string]error{"ForwardHost": errNew, "ForwardHostInto": errInto, "UploadCore": errUp} {
+		if err == nil || !strings.HasPrefix(err.Error(), "gdn: allocate ") || strings.Count(err.Error(), "gdn: ") != 1 {
+			t.Errorf("%s on a nil context: %v", name, err)
+		}
+	}
+	if rec.calls != 0 {
+		t.Errorf("%d calls reached the device without their inputs", rec.calls)
 	}
 }

@@ -10,10 +10,14 @@ import (
 	"github.com/gdnjit/gdn/internal/gdnerr"
 	"github.com/gdnjit/gdn/internal/hostpath"
 	"github.com/gdnjit/gdn/internal/launch"
+	"github.com/gdnjit/gdn/internal/plan"
+	"github.com/gdnjit/gdn/internal/problem"
 	"github.com/gdnjit/gdn/internal/tuning"
 )
 
-// Options configure a Runtime. The zero value is ready to use.
+// Options configure a Runtime. The zero value is ready to use. (Its
+// unexported field carries the overrides that gdn's own tests and
+// benchmark tool set.)
 type Options struct {
 	// Device is the CUDA device ordinal.
 	Device int
@@ -53,8 +57,8 @@ type DeviceInfo = driver.DeviceInfo
 type Runtime struct {
 	ctx   *driver.Context
 	info  DeviceInfo
-	dev   *launch.Launcher // the device forwards: prepared calls, kernels, graphs
-	host  *hostpath.Path   // the host-slice forwards, on top of dev
+	dev   device         // the device forwards: prepared calls, kernels, graphs
+	host  *hostpath.Path // the host-slice forwards, on top of dev
 	guard closeGuard
 
 	streamsMu sync.Mutex
@@ -210,6 +214,17 @@ func destroyEvents(evs ...*driver.Event) {
 			e.Destroy()
 		}
 	}
+}
+
+// device is the layer that runs calls on the GPU (launch.Launcher): what
+// the Runtime hands every call to once it has taken its guard. The CPU
+// tests put a recorder in its place.
+type device interface {
+	hostpath.Forwarder
+	PlanOf(a problem.Core) (plan.Plan, error)
+	PlanOfFull(a problem.Full) (plan.Plan, error)
+	Target() string
+	Close()
 }
 
 // closeGuard guards a Runtime's calls against a concurrent Close: calls

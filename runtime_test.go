@@ -2,6 +2,7 @@ package gdn
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/gdnjit/gdn/internal/tuning"
@@ -139,5 +140,39 @@ func TestClosedRuntime(t *testing.T) {
 		if !errors.Is(err, ErrClosed) {
 			t.Errorf("%s on a closed Runtime: %v, want ErrClosed", name, err)
 		}
+	}
+}
+
+// Close closes the device layer once and then the context; later calls,
+// and a second Close, find the Runtime closed. (The context here is nil:
+// the driver's error for closing it comes back.)
+func TestRuntimeClose(t *testing.T) {
+	rt, rec := openRecorded()
+	if err := rt.Close(); err == nil {
+		t.Error("Close of a nil context: no error from the driver")
+	}
+	if err := rt.Close(); err != nil || rec.closed != 1 {
+		t.Errorf("second Close: %v; device closed %d times, want 1", err, rec.closed)
+	}
+	if err := rt.Forward(&CoreArgs{}, 0); !errors.Is(err, ErrClosed) || rec.calls != 0 {
+		t.Errorf("Forward after Close: %v (%d calls reached the device)", err, rec.calls)
+	}
+}
+
+// Streams: NewStream's failure says what failed once; DestroyStream
+// refuses a stream NewStream did not make; TimeMs runs nothing when it
+// cannot record its events.
+func TestRuntimeStreams(t *testing.T) {
+	rt, _ := openRecorded()
+	if _, err := rt.NewStream(); err == nil || !strings.HasPrefix(err.Error(), "gdn: new stream: ") || strings.Count(err.Error(), "gdn: ") != 1 {
+		t.Errorf("NewStream on a nil context: %v", err)
+	}
+	var ae *ArgError
+	if err := rt.DestroyStream(0x10000); !errors.As(err, &ae) || ae.Arg != "stream" {
+		t.Errorf("DestroyStream of a foreign stream: %v", err)
+	}
+	ran := false
+	if _, err := rt.TimeMs(0, func() error { ran = true; return nil }); err == nil || ran {
+		t.Errorf("TimeMs without events: %v, region ran %v", err, ran)
 	}
 }

@@ -20,10 +20,11 @@ import (
 
 // Forwarder is the device forward a host call runs (launch.Launcher's).
 // The host path calls it with the Runtime's guard held, so it must not take
-// that guard again.
+// that guard again. The arguments travel by value: through an interface a
+// pointer would escape, and Forward must not allocate.
 type Forwarder interface {
-	Forward(a *problem.Core, s uintptr) error
-	ForwardFull(a *problem.Full, s uintptr) error
+	Forward(a problem.Core, s uintptr) error
+	ForwardFull(a problem.Full, s uintptr) error
 }
 
 // Guard is the Runtime's Close guard: Enter fails once the Runtime is
@@ -134,9 +135,9 @@ func (h *Path) run(l *Layout, set *stagingSet, results func() [][]float32) (err 
 		return fmt.Errorf("gdn: %w", err)
 	}
 	if l.full {
-		err = h.dev.ForwardFull(l.fullArgs(set.dev), 0)
+		err = h.dev.ForwardFull(*l.fullArgs(set.dev), 0)
 	} else {
-		err = h.dev.Forward(l.coreArgs(set.dev), 0)
+		err = h.dev.Forward(*l.coreArgs(set.dev), 0)
 	}
 	if err != nil {
 		return err

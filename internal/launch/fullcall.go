@@ -141,8 +141,8 @@ func (l *Launcher) preparedFull(a *problem.Full) (*fullCall, error) {
 // ForwardFull runs the full forward of a on stream s (a CUstream handle):
 // its prepared call's preparation kernel (unless the core does it), then
 // the core forward.
-func (l *Launcher) ForwardFull(a *problem.Full, s uintptr) error {
-	e, err := l.preparedFull(a)
+func (l *Launcher) ForwardFull(a problem.Full, s uintptr) error {
+	e, err := l.preparedFull(&a)
 	if err != nil {
 		return err
 	}
@@ -172,7 +172,7 @@ func (l *Launcher) ForwardFull(a *problem.Full, s uintptr) error {
 			return fmt.Errorf("gdn: launch %s: %w", e.variant.Name, err)
 		}
 	}
-	return l.Forward(&e.core, s)
+	return l.Forward(e.core, s)
 }
 
 // newFullCall allocates a full call's scratch and packs its prep launch.

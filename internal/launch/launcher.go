@@ -113,8 +113,8 @@ func (l *Launcher) Close() {
 // are wrong. Its host path is callCache.prepare: a repeated call (same
 // arguments, same stream) allocates nothing, on the host or the device, and
 // encodes no tensor map.
-func (l *Launcher) Forward(a *problem.Core, s uintptr) error {
-	e, err := l.calls.prepare(a)
+func (l *Launcher) Forward(a problem.Core, s uintptr) error {
+	e, err := l.calls.prepare(&a)
 	if err != nil {
 		return err
 	}
@@ -124,8 +124,8 @@ func (l *Launcher) Forward(a *problem.Core, s uintptr) error {
 
 // PlanOf returns the plan Forward runs a with; the call is prepared (and
 // kept) as Forward would.
-func (l *Launcher) PlanOf(a *problem.Core) (plan.Plan, error) {
-	e, err := l.calls.prepare(a)
+func (l *Launcher) PlanOf(a problem.Core) (plan.Plan, error) {
+	e, err := l.calls.prepare(&a)
 	if err != nil {
 		return plan.Plan{}, err
 	}
@@ -137,13 +137,13 @@ func (l *Launcher) PlanOf(a *problem.Core) (plan.Plan, error) {
 // with, after its preparation; the call is prepared (and kept) as
 // ForwardFull would: the first call with a set of arguments allocates its
 // scratch.
-func (l *Launcher) PlanOfFull(a *problem.Full) (plan.Plan, error) {
-	e, err := l.preparedFull(a)
+func (l *Launcher) PlanOfFull(a problem.Full) (plan.Plan, error) {
+	e, err := l.preparedFull(&a)
 	if err != nil {
 		return plan.Plan{}, err
 	}
 	defer l.full.held.release(e)
-	return l.PlanOf(&e.core)
+	return l.PlanOf(e.core)
 }
 
 // FullSlabCounts returns the full forward's working-buffer slabs in use
