@@ -191,20 +191,19 @@ func timeOnDevice(rt *gdn.Runtime, h *gdn.HostFullArgs, c ref.Case) error {
 		return err
 	}
 	defer rt.DestroyStream(stream)
-	st := stream
 	plan, err := rt.PlanOfFull(d.Args)
 	if err != nil {
 		return err
 	}
 	const warm, calls = 3, 20
 	for range warm {
-		if err := rt.ForwardFull(d.Args, st); err != nil {
+		if err := rt.ForwardFull(d.Args, stream); err != nil {
 			return err
 		}
 	}
-	total, err := rt.TimeMs(st, func() error {
+	total, err := rt.TimeMs(stream, func() error {
 		for range calls {
-			if err := rt.ForwardFull(d.Args, st); err != nil {
+			if err := rt.ForwardFull(d.Args, stream); err != nil {
 				return err
 			}
 		}
