@@ -37,7 +37,7 @@ test:
 # seed corpus and every crasher found live in testdata/fuzz/<FuzzName>/.
 # scripts/fuzz.sh says which failure of Go 1.26's fuzzing it does not count.
 FUZZTIME ?= 3s
-FUZZ_TARGETS := .:FuzzValidateCore ./cmd/gdn:FuzzReadNpz ./cmd/gdn:FuzzParseShape ./cmd/gdn:FuzzParseLens ./cmd/gdn:FuzzParseSoakProblem
+FUZZ_TARGETS := ./internal/problem:FuzzValidateCore ./cmd/gdn:FuzzReadNpz ./cmd/gdn:FuzzParseShape ./cmd/gdn:FuzzParseLens ./cmd/gdn:FuzzParseSoakProblem
 
 # No bootstrap: the fuzzed packages build without the CUDA headers.
 fuzz:

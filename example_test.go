@@ -53,43 +53,31 @@ func Example() {
 	// chunked form within the pass lines: o true ht true
 }
 
-// Validation and planning need no GPU: a bad argument is an ArgError naming
-// it, and the plan says which kernel variant a problem runs on.
-func ExampleValidateCore() {
-	tensor := func(p uintptr, dt gdn.Dtype, shape ...int) gdn.Tensor {
-		t := gdn.Tensor{Ptr: p, Dtype: dt, Shape: shape}
-		t.Bytes = t.Elems() * dt.Size()
-		return t
+// Planning needs no GPU: PlanFor says which kernel a call of a given shape
+// runs, and how, on a GPU of a given size. Here a Qwen3.5 layer's prefill
+// (16 key and 32 value heads) of 8 prompts of 4096 tokens on an H200's 132
+// SMs, as the core forward and as the full forward with its L2 norm (whose
+// whole preparation the core kernel then does); a long prompt on few heads
+// (tensor parallelism over 8 GPUs), cut into segments that run in
+// parallel; and a shape gdn cannot run.
+func Example_plan() {
+	for _, r := range []gdn.PlanRequest{
+		{B: 8, T: 4096, Hq: 16, Hv: 32, Dtype: gdn.BF16, SMs: 132},
+		{B: 8, T: 4096, Hq: 16, Hv: 32, Dtype: gdn.BF16, SMs: 132, Full: true, L2Norm: true},
+		{B: 1, T: 32768, Hq: 2, Hv: 8, Dtype: gdn.BF16, SMs: 132},
+	} {
+		plan, err := gdn.PlanFor(r)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(plan)
 	}
-	a := &gdn.CoreArgs{
-		Q: tensor(0x10000000, gdn.BF16, 1, 8192, 2, 128), K: tensor(0x20000000, gdn.BF16, 1, 8192, 2, 128),
-		V: tensor(0x30000000, gdn.BF16, 1, 8192, 8, 128), G: tensor(0x40000000, gdn.FP32, 1, 8192, 8),
-		Beta: tensor(0x50000000, gdn.FP32, 1, 8192, 8), A: tensor(0x60000000, gdn.FP32, 1, 8192, 8, 64),
-		O: tensor(0x70000000, gdn.BF16, 1, 8192, 8, 128),
-	}
-	p, err := gdn.ValidateCore(a)
-	if err != nil {
-		panic(err)
-	}
-	plan, _ := gdn.PlanCore(p, 132)
-	fmt.Println(p, "->", plan.Variant.Name, plan.Grid)
-
-	a.V.Shape = []int{1, 8192, 3, 128}
-	_, err = gdn.ValidateCore(a)
-	fmt.Println(err)
+	_, err := gdn.PlanFor(gdn.PlanRequest{B: 1, T: 8192, Hq: 2, Hv: 3, Dtype: gdn.BF16, SMs: 132})
+	var ae *gdn.ArgError
+	fmt.Println(errors.As(err, &ae), ae.Arg, "-", err)
 	// Output:
-	// B=1 T=8192 Hq=2 Hv=8 N=1 bf16 -> gdn_hopper_bf16_bv64 [16 1 1]
-	// gdn: v: Hv = 3 value heads must be a multiple of Hq = 2 query/key heads (shape [1 8192 3 128])
-}
-
-// The kernels are written for sm_90a (Hopper): KernelTarget reads a target
-// as a command line gives it, and refuses any other in one line.
-func ExampleKernelTarget() {
-	t, note, _ := gdn.KernelTarget("sm_90")
-	fmt.Println(t, "-", note)
-	_, _, err := gdn.KernelTarget("sm_80")
-	fmt.Println(err)
-	// Output:
-	// sm_90a - sm_90 taken as sm_90a: the kernels use wgmma and TMA instructions, which only arch-specific sm_90a code contains
-	// gdn: sm_80: unsupported GPU: the kernels need sm_90a (compute capability 9.0: H100, H200, H20, GH200 or a MIG slice of one)
+	// gdn_hopper_bf16_bv128 grid=[32 8 1] block=[512 1 1] smem=221184
+	// gdn_hopper_bf16_fused_bv128 grid=[32 8 1] block=[512 1 1] smem=227328
+	// gdn_hopper_bf16_bv128 grid=[8 1 1] block=[512 1 1] smem=221184 split=15x31 scan-columns=8 early-first
+	// true Hv - gdn: Hv: Hv = 3 value heads must be a multiple of Hq = 2 query/key heads
 }

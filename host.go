@@ -1,10 +1,8 @@
 package gdn
 
 import (
-	"cmp"
-	"fmt"
-	"sync"
-	"unsafe"
+	"github.com/gdnjit/gdn/internal/gdnerr"
+	"github.com/gdnjit/gdn/internal/hostpath"
 )
 
 // HostCoreArgs are the operands of the core forward in host memory, as
@@ -57,10 +55,9 @@ type HostCoreResult struct {
 // a call that follows at once finishes the preparation on all cores while
 // its kernel runs. Memory: such a spare, the size of a result (as large as
 // v, plus ht), stays allocated between calls for each of the last 4 shapes
-// called, 1 GiB at most in all (a larger result gets none), until Close;
-// see resultpool.go.
+// called, 1 GiB at most in all (a larger result gets none), until Close.
 func (rt *Runtime) ForwardHost(h *HostCoreArgs) (*HostCoreResult, error) {
-	return rt.forwardHostNew(newHostLayout(h))
+	return rt.forwardHostNew(hostpath.NewCoreLayout((*hostpath.CoreArgs)(h)))
 }
 
 // ForwardHostInto is ForwardHost writing the outputs into res: res.O, and
@@ -74,7 +71,7 @@ func (rt *Runtime) ForwardHost(h *HostCoreArgs) (*HostCoreResult, error) {
 // not overlap the inputs or each other. On an error the contents of res
 // are unspecified.
 func (rt *Runtime) ForwardHostInto(h *HostCoreArgs, res *HostCoreResult) error {
-	l, err := newHostLayout(h)
+	l, err := hostpath.NewCoreLayout((*hostpath.CoreArgs)(h))
 	return rt.forwardHostReusing(res, l, err)
 }
 
@@ -117,149 +114,46 @@ type HostFullArgs struct {
 // scratch memory of the full forward is kept with its prepared call, as
 // ForwardFull keeps it.
 func (rt *Runtime) ForwardFullHost(h *HostFullArgs) (*HostCoreResult, error) {
-	return rt.forwardHostNew(newFullHostLayout(h))
+	return rt.forwardHostNew(hostpath.NewFullLayout((*hostpath.FullArgs)(h)))
 }
 
 // ForwardFullHostInto is ForwardFullHost writing the outputs into res,
 // reused as ForwardHostInto reuses it: the path for repeated calls.
 func (rt *Runtime) ForwardFullHostInto(h *HostFullArgs, res *HostCoreResult) error {
-	l, err := newFullHostLayout(h)
+	l, err := hostpath.NewFullLayout((*hostpath.FullArgs)(h))
 	return rt.forwardHostReusing(res, l, err)
 }
 
-// forwardHostNew runs a host call, laid out by newHostLayout or
-// newFullHostLayout (whose error it returns as it is), into a new result.
-func (rt *Runtime) forwardHostNew(l *hostLayout, err error) (*HostCoreResult, error) {
+// forwardHostNew runs a host call, laid out by hostpath.NewCoreLayout or
+// NewFullLayout (whose error it returns as it is), into a new result.
+func (rt *Runtime) forwardHostNew(l *hostpath.Layout, err error) (*HostCoreResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := rt.guard.Enter(); err != nil {
+		return nil, err
+	}
+	defer rt.guard.Leave()
 	res := &HostCoreResult{}
-	if err := rt.forwardHostInto(l, res, true); err != nil {
+	if err := rt.host.Forward(l, (*hostpath.Result)(res), true); err != nil {
 		return nil, err
 	}
 	return res, nil
 }
 
-// forwardHostReusing runs a host call, laid out by newHostLayout or
-// newFullHostLayout (whose error it returns as it is), into res; a nil res
+// forwardHostReusing runs a host call, laid out by hostpath.NewCoreLayout
+// or NewFullLayout (whose error it returns as it is), into res; a nil res
 // is the error whatever the layout's.
-func (rt *Runtime) forwardHostReusing(res *HostCoreResult, l *hostLayout, err error) error {
+func (rt *Runtime) forwardHostReusing(res *HostCoreResult, l *hostpath.Layout, err error) error {
 	if res == nil {
-		return argErrorf("res", "nil *HostCoreResult")
+		return gdnerr.Argf("res", "nil *HostCoreResult")
 	}
 	if err != nil {
 		return err
 	}
-	return rt.forwardHostInto(l, res, false)
-}
-
-// forwardHostInto runs the host call laid out by l into res; fresh
-// (ForwardHost's and ForwardFullHost's empty result) takes the result
-// slices from rt.spares: a spare prepared since the last call of the shape,
-// or slices prepared while the inputs convert.
-func (rt *Runtime) forwardHostInto(l *hostLayout, res *HostCoreResult, fresh bool) error {
-	if err := rt.enter(); err != nil {
+	if err := rt.guard.Enter(); err != nil {
 		return err
 	}
-	defer rt.leave()
-	set, err := rt.staging.take(rt.ctx, l.total)
-	if err != nil {
-		return fmt.Errorf("gdn: allocate %d bytes: %w", l.total, err)
-	}
-	defer rt.staging.put(rt.ctx, set)
-	if !fresh {
-		return rt.forwardHost(l, set, func() [][]float32 { return l.results(res) })
-	}
-	results, end := rt.spares.fresh(l, res)
-	err = rt.forwardHost(l, set, results)
-	end(err)
-	return err
-}
-
-// forwardHost runs one host call through a staging set, everything on the
-// legacy default stream, which orders the copies, the NaN fill, the kernel
-// and the copies back one after the other. results returns the slices the
-// outputs are widened into (res's, fitted to the outputs); forwardHost
-// calls it once the kernel is queued.
-func (rt *Runtime) forwardHost(l *hostLayout, set *stagingSet, results func() [][]float32) (err error) {
-	ctx, legacy := rt.ctx, rt.ctx.WrapStream(0)
-	host := unsafe.Pointer(&set.host[0])
-	// The copies read and write set.host after their calls return: once one
-	// is queued, the set must not go back to the pool (where the next call
-	// writes it) before the stream has drained, error or not.
-	defer func() {
-		if err != nil {
-			legacy.Synchronize()
-		}
-	}()
-
-	// Upload: each piece of an input is queued as soon as it is converted
-	// (by the goroutine that finished it), and copies while the next pieces
-	// convert. cu_seqlens, tiny, goes first.
-	var mu sync.Mutex
-	var upErr error
-	upload := func(off, bytes int) {
-		if e := ctx.CopyToDeviceAsync(set.dev.Offset(off), unsafe.Add(host, off), bytes, nil); e != nil {
-			mu.Lock()
-			upErr = cmp.Or(upErr, e)
-			mu.Unlock()
-		}
-	}
-	l.encodeInts(set.host)
-	for _, s := range l.in {
-		if s.ints != nil {
-			upload(s.off, s.t.Bytes)
-		}
-	}
-	in := cutPieces(l.in, pieceBytes)
-	enc := l.encodeRun(set.host, in)
-	enc.done = func(p int) { upload(in[p].off, in[p].bytes) }
-	enc.run()
-	if upErr != nil {
-		return fmt.Errorf("gdn: upload: %w", upErr)
-	}
-
-	if err := l.poisonOutputs(ctx, set.dev); err != nil {
-		return err
-	}
-	if l.full {
-		err = rt.forwardFull(l.fullArgs(set.dev), 0)
-	} else {
-		err = rt.forward(l.coreArgs(set.dev), 0)
-	}
-	if err != nil {
-		return err
-	}
-
-	// Download: every piece of the outputs is queued at once, an event
-	// after each; a piece is widened as soon as its event has passed, while
-	// the later ones copy. The last event passing means the stream has run
-	// everything of this call.
-	out := cutPieces(l.out, pieceBytes)
-	evs, err := set.eventsFor(ctx, len(out))
-	if err != nil {
-		return fmt.Errorf("gdn: download: %w", err)
-	}
-	for i, p := range out {
-		if err := ctx.CopyToHostAsync(unsafe.Add(host, p.off), set.dev.Offset(p.off), p.bytes, nil); err != nil {
-			return fmt.Errorf("gdn: download: %w", err)
-		}
-		if err := evs[i].Record(nil); err != nil {
-			return fmt.Errorf("gdn: download: %w", err)
-		}
-	}
-	dec := l.decodeRun(set.host, results(), out)
-	dec.ready = func(p int) error { return evs[p].Synchronize() }
-	if err := dec.run(); err != nil {
-		return fmt.Errorf("gdn: forward: %w", err)
-	}
-	return nil
-}
-
-// orDefault returns d, or def when d is unset.
-func orDefault(d, def Dtype) Dtype {
-	if d == DtypeInvalid {
-		return def
-	}
-	return d
+	defer rt.guard.Leave()
+	return rt.host.Forward(l, (*hostpath.Result)(res), false)
 }

@@ -4,10 +4,13 @@ package gdn_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/gdnjit/gdn"
+	"github.com/gdnjit/gdn/internal/tuning"
 	"github.com/gdnjit/gdn/ref"
 )
 
@@ -119,5 +122,71 @@ func TestForwardHostSpare(t *testing.T) {
 	for _, res := range []*gdn.HostCoreResult{first, second} {
 		sameBits(t, "o of an earlier result", res.O, keptO)
 		sameBits(t, "ht of an earlier result", res.Ht, keptHt)
+	}
+}
+
+// ForwardFullHost, the host twin of ForwardFull, against ref.Full on every
+// full case, unsplit and through a split plan; ForwardFullHostInto gives
+// the same bits in the caller's arrays, call after call; PlanOfFull tells
+// the plan the call ran.
+func TestFullHostMatchesReference(t *testing.T) {
+	for _, seg := range []int{0, 2} {
+		r := splitRuntime(t, withKnobs(gdn.Options{}, tuning.Knobs{SegmentChunks: seg}))
+		for i, c := range fullCases() {
+			t.Run(fmt.Sprintf("seg%d/%s", seg, c.name), func(t *testing.T) {
+				in, fo, h := fullCaseInputs(t, c, uint64(200+i))
+				res, err := r.ForwardFullHost(h)
+				if err != nil {
+					t.Fatal(err)
+				}
+				o, ht := checkFull(t, in, fo, res.O, res.Ht)
+				t.Logf("fullhost o %v ht %v", o, ht)
+				into := &gdn.HostCoreResult{O: make([]float32, len(res.O)+3), Ht: make([]float32, len(res.Ht))}
+				o0 := &into.O[0]
+				for call := range 2 {
+					if err := r.ForwardFullHostInto(h, into); err != nil {
+						t.Fatal(err)
+					}
+					if &into.O[0] != o0 {
+						t.Fatalf("call %d: o was reallocated", call)
+					}
+					sameBits(t, fmt.Sprintf("call %d: o", call), into.O, res.O)
+					sameBits(t, fmt.Sprintf("call %d: ht", call), into.Ht, res.Ht)
+				}
+			})
+		}
+	}
+	// The plan of a split call says so.
+	r := splitRuntime(t, withKnobs(gdn.Options{}, tuning.Knobs{SegmentChunks: 2}))
+	_, _, h := fullCaseInputs(t, fullCases()[len(fullCases())-1], 1)
+	up, err := r.UploadFull(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Free()
+	pl, err := r.PlanOfFull(up.Args)
+	if err != nil || !strings.Contains(pl.String(), "split=") {
+		t.Errorf("PlanOfFull of a forced split: %v, %v", pl, err)
+	}
+}
+
+// ForwardFullHost refuses bad arguments with an error naming them, and the
+// Runtime works afterwards.
+func TestFullHostBadInput(t *testing.T) {
+	r := testRuntime(t)
+	_, _, h := fullCaseInputs(t, fullCases()[2], 3) // the in-kernel gate
+	bad := *h
+	bad.DtBias = nil
+	var ae *gdn.ArgError
+	if _, err := r.ForwardFullHost(&bad); !errors.As(err, &ae) || ae.Arg != "dt_bias" {
+		t.Errorf("GateInKernel without dt_bias: %v", err)
+	}
+	bad = *h
+	bad.GateInKernel = false
+	if _, err := r.ForwardFullHost(&bad); !errors.As(err, &ae) || ae.Arg != "a_log" {
+		t.Errorf("A_log without GateInKernel: %v", err)
+	}
+	if _, err := r.ForwardFullHost(h); err != nil {
+		t.Errorf("a good call after bad ones: %v", err)
 	}
 }

@@ -1,485 +1,17 @@
 package gdn
 
 import (
-	"encoding/binary"
 	"errors"
-	"fmt"
-	"math"
-	"slices"
-	"sync"
-	"unsafe"
 
-	"github.com/gdnjit/gdn/driver"
+	"github.com/gdnjit/gdn/internal/hostpath"
 )
-
-// Moving a host call's tensors to the device and back. Every tensor of a
-// call lives in one block, at an aligned offset, in its device encoding:
-// inputs first, outputs after. The same offsets serve the device
-// allocation and the host staging buffer, so one copy moves all inputs and
-// one all outputs, and one allocation holds everything.
-
-// layoutAlign separates tensors within the block: cudaMalloc's alignment,
-// more than any tensor needs (16 bytes).
-const layoutAlign = 256
-
-// tensorID names one tensor of a host call, of the core or the full
-// forward: both go through the same layout, staging and conversion; only
-// the set of inputs differs (A for the core; A_log and dt_bias for the full
-// forward's in-kernel gate).
-type tensorID uint8
-
-const (
-	tensorQ tensorID = iota
-	tensorK
-	tensorV
-	tensorG
-	tensorBeta
-	tensorA      // core forward only
-	tensorALog   // full forward with GateInKernel only
-	tensorDtBias // full forward with GateInKernel only
-	tensorH0
-	tensorCu // cu_seqlens, the device copy
-	tensorO
-	tensorHt
-	numTensors
-)
-
-// callTensors are the tensors of one host call by id; absent ones are zero.
-type callTensors [numTensors]Tensor
-
-// layoutSlot is one tensor of a layout.
-type layoutSlot struct {
-	id   tensorID
-	t    *Tensor   // &hostLayout.tensors[id]
-	off  int       // byte offset in the block
-	src  []float32 // host values of a floating-point input
-	ints []int     // host values of cu_seqlens
-}
-
-// hostLayout places the tensors of one host call (HostCoreArgs or
-// HostFullArgs) in a block.
-type hostLayout struct {
-	tensors   callTensors // Dtype, Shape and Bytes set; bind sets Ptr in a copy
-	cuSeqlens []int
-	scale     float32
-	// full marks a full-forward call (HostFullArgs), with its two switches.
-	full, l2norm, gateInKernel bool
-	in, out                    []layoutSlot
-	inBytes                    int // inputs occupy [0, inBytes)
-	total                      int // outputs occupy [inBytes, total)
-}
-
-// hostSpec is what HostCoreArgs and HostFullArgs have in common: sizes,
-// sequences, dtypes and the inputs both forwards take. The inputs of one
-// forward alone come to layout as extra hostInputs.
-type hostSpec struct {
-	b, t, hq, hv             int
-	n                        int // sequences, set by check
-	cuSeqlens                []int
-	dtype, betaDt, seqlensDt Dtype // defaults applied
-	q, k, v, g, beta, h0     []float32
-	finalState               bool
-	scale                    float32
-}
-
-// hostInput is one floating-point input of a host call.
-type hostInput struct {
-	name  string // as errors name it
-	id    tensorID
-	dt    Dtype
-	shape []int
-	src   []float32
-}
-
-// check applies the rules both forwards share (errors name the argument,
-// as Forward's do) and sets s.n: every rule of ValidateCore that the host
-// values decide, so that a host call fails before it allocates anything
-// and an upload never returns Args that Forward refuses. It replaces
-// s.cuSeqlens with a copy: what is checked is what the layout encodes and
-// what an upload's Args hold, whatever the caller does with its slice
-// later.
-func (s *hostSpec) check() error {
-	s.cuSeqlens = slices.Clone(s.cuSeqlens)
-	if dim, msg := checkSizes(s.b, s.t, s.hq, s.hv); msg != "" {
-		return argErrorf(dim, "%s", msg)
-	}
-	if s.dtype != BF16 && s.dtype != FP16 {
-		return argErrorf("Dtype", "%v, want bf16 or fp16", s.dtype)
-	}
-	if s.betaDt != FP32 && s.betaDt != s.dtype {
-		return argErrorf("BetaDtype", "%v, want fp32 or the input dtype %v", s.betaDt, s.dtype)
-	}
-	if s.seqlensDt != Int32 && s.seqlensDt != Int64 {
-		return argErrorf("SeqlensDtype", "%v, want int32 or int64", s.seqlensDt)
-	}
-	s.n = s.b
-	if s.cuSeqlens != nil {
-		if err := checkCuSeqlens(s.cuSeqlens, s.b, s.t); err != nil {
-			return err
-		}
-		s.n = len(s.cuSeqlens) - 1
-		if s.n > maxSeqs {
-			return argErrorf("cu_seqlens", "%d sequences, at most %d per call", s.n, maxSeqs)
-		}
-		if s.seqlensDt == Int32 && s.cuSeqlens[s.n] > math.MaxInt32 {
-			return argErrorf("cu_seqlens", "offset %d does not fit int32", s.cuSeqlens[s.n])
-		}
-	} else if s.n > maxSeqs {
-		return argErrorf("B", "B = %d sequences, at most %d per call", s.b, maxSeqs)
-	}
-	if x := float64(s.scale); math.IsNaN(x) || math.IsInf(x, 0) {
-		return argErrorf("scale", "%v is not finite", s.scale)
-	}
-	return nil
-}
-
-// bt is the shape [B, T, last...].
-func (s *hostSpec) bt(last ...int) []int { return append([]int{s.b, s.t}, last...) }
-
-// layout lays out the tensors of a checked spec: q, k, v, g, beta, extra
-// (in order), h0, cu_seqlens; then the outputs o and ht.
-func (s *hostSpec) layout(extra ...hostInput) (*hostLayout, error) {
-	state := []int{s.n, s.hv, HeadDim, HeadDim}
-	l := &hostLayout{cuSeqlens: s.cuSeqlens, scale: s.scale}
-	// slot describes one tensor of l.tensors and returns its layout slot.
-	slot := func(id tensorID, dt Dtype, shape []int) layoutSlot {
-		t := &l.tensors[id]
-		*t = Tensor{Dtype: dt, Shape: shape}
-		t.Bytes = t.Elems() * dt.Size()
-		return layoutSlot{id: id, t: t}
-	}
-	inputs := append([]hostInput{
-		{"q", tensorQ, s.dtype, s.bt(s.hq, HeadDim), s.q},
-		{"k", tensorK, s.dtype, s.bt(s.hq, HeadDim), s.k},
-		{"v", tensorV, s.dtype, s.bt(s.hv, HeadDim), s.v},
-		{"g", tensorG, FP32, s.bt(s.hv), s.g},
-		{"beta", tensorBeta, s.betaDt, s.bt(s.hv), s.beta},
-	}, extra...)
-	if s.h0 != nil {
-		inputs = append(inputs, hostInput{"h0", tensorH0, FP32, state, s.h0})
-	}
-	for _, in := range inputs {
-		sl := slot(in.id, in.dt, in.shape)
-		if len(in.src) != sl.t.Elems() {
-			return nil, argErrorf(in.name, "%d values, want %d for B=%d T=%d Hq=%d Hv=%d", len(in.src), sl.t.Elems(), s.b, s.t, s.hq, s.hv)
-		}
-		sl.src = in.src
-		l.in = append(l.in, sl)
-	}
-	if s.cuSeqlens != nil {
-		sl := slot(tensorCu, s.seqlensDt, []int{len(s.cuSeqlens)})
-		sl.ints = s.cuSeqlens
-		l.in = append(l.in, sl)
-	}
-	l.out = append(l.out, slot(tensorO, s.dtype, s.bt(s.hv, HeadDim)))
-	if s.finalState {
-		l.out = append(l.out, slot(tensorHt, FP32, state))
-	}
-
-	off := 0
-	place := func(slots []layoutSlot) {
-		for i := range slots {
-			slots[i].off = off
-			off += (slots[i].t.Bytes + layoutAlign - 1) / layoutAlign * layoutAlign
-		}
-	}
-	place(l.in)
-	l.inBytes = off
-	place(l.out)
-	l.total = off
-	return l, nil
-}
-
-// newHostLayout checks h (errors name the argument, as Forward's do) and
-// lays its tensors out.
-func newHostLayout(h *HostCoreArgs) (*hostLayout, error) {
-	if h == nil {
-		return nil, argErrorf("args", "nil *HostCoreArgs")
-	}
-	s := hostSpec{b: h.B, t: h.T, hq: h.Hq, hv: h.Hv, cuSeqlens: h.CuSeqlens, dtype: h.Dtype,
-		betaDt: orDefault(h.BetaDtype, FP32), seqlensDt: orDefault(h.SeqlensDtype, Int32),
-		q: h.Q, k: h.K, v: h.V, g: h.G, beta: h.Beta, h0: h.H0, finalState: h.FinalState, scale: h.Scale}
-	if err := s.check(); err != nil {
-		return nil, err
-	}
-	aDt := orDefault(h.ADtype, FP32)
-	if aDt != FP32 && aDt != BF16 {
-		return nil, argErrorf("ADtype", "%v, want fp32 or bf16", aDt)
-	}
-	return s.layout(hostInput{"A", tensorA, aDt, s.bt(s.hv, ChunkLen), h.A})
-}
-
-// newFullHostLayout checks h (errors name the argument, as ForwardFull's
-// do) and lays its tensors out; the gate's parameters A_log and dt_bias are
-// inputs when GateInKernel is on, and refused when it is off (given
-// without it, they would be silently ignored).
-func newFullHostLayout(h *HostFullArgs) (*hostLayout, error) {
-	if h == nil {
-		return nil, argErrorf("args", "nil *HostFullArgs")
-	}
-	s := hostSpec{b: h.B, t: h.T, hq: h.Hq, hv: h.Hv, cuSeqlens: h.CuSeqlens, dtype: h.Dtype,
-		betaDt: orDefault(h.BetaDtype, FP32), seqlensDt: orDefault(h.SeqlensDtype, Int32),
-		q: h.Q, k: h.K, v: h.V, g: h.G, beta: h.Beta, h0: h.H0, finalState: h.FinalState, scale: h.Scale}
-	if err := s.check(); err != nil {
-		return nil, err
-	}
-	var extra []hostInput
-	switch {
-	case h.GateInKernel:
-		for _, x := range []struct {
-			name string
-			id   tensorID
-			src  []float32
-		}{{"a_log", tensorALog, h.ALog}, {"dt_bias", tensorDtBias, h.DtBias}} {
-			if x.src == nil {
-				return nil, argErrorf(x.name, "GateInKernel needs it: %d values, one per value head", h.Hv)
-			}
-			extra = append(extra, hostInput{x.name, x.id, FP32, []int{s.hv}, x.src})
-		}
-	case h.ALog != nil:
-		return nil, argErrorf("a_log", "given but GateInKernel is off (g would be taken as the log-gate itself)")
-	case h.DtBias != nil:
-		return nil, argErrorf("dt_bias", "given but GateInKernel is off (g would be taken as the log-gate itself)")
-	}
-	l, err := s.layout(extra...)
-	if err != nil {
-		return nil, err
-	}
-	l.full, l.l2norm, l.gateInKernel = true, h.L2Norm, h.GateInKernel
-	return l, nil
-}
-
-// encodeInputs writes every input in its device encoding into buf, which
-// holds at least inBytes bytes, on all cores.
-func (l *hostLayout) encodeInputs(buf []byte) {
-	l.encodeInts(buf)
-	l.encodeRun(buf, cutPieces(l.in, pieceBytes)).run()
-}
-
-// encodeInts writes the integer inputs (cu_seqlens) into buf.
-func (l *hostLayout) encodeInts(buf []byte) {
-	for _, s := range l.in {
-		if s.ints == nil {
-			continue
-		}
-		dst := buf[s.off : s.off+s.t.Bytes]
-		for i, v := range s.ints { // checked to fit at layout time
-			if s.t.Dtype == Int64 {
-				binary.NativeEndian.PutUint64(dst[8*i:], uint64(v))
-			} else {
-				binary.NativeEndian.PutUint32(dst[4*i:], uint32(v))
-			}
-		}
-	}
-}
-
-// encodeRun converts the floating-point inputs of pieces (cut from l.in)
-// into buf.
-func (l *hostLayout) encodeRun(buf []byte, pieces []convPiece) *convRun {
-	return &convRun{pieces: pieces, work: func(p *convPiece, lo, hi int) {
-		s := &l.in[p.slot]
-		encodeRange(buf[s.off:s.off+s.t.Bytes], s.t.Dtype, s.src, lo, hi)
-	}}
-}
-
-// bind returns the call's tensors for a block at device address base.
-func (l *hostLayout) bind(base driver.DevicePtr) *callTensors {
-	t := l.tensors
-	for _, slots := range [][]layoutSlot{l.in, l.out} {
-		for _, s := range slots {
-			t[s.id].Ptr = uintptr(base.Offset(s.off))
-		}
-	}
-	return &t
-}
-
-// coreArgs returns the CoreArgs of a core call bound at base.
-func (l *hostLayout) coreArgs(base driver.DevicePtr) *CoreArgs {
-	t := l.bind(base)
-	return &CoreArgs{Q: t[tensorQ], K: t[tensorK], V: t[tensorV], G: t[tensorG], Beta: t[tensorBeta], A: t[tensorA],
-		H0: t[tensorH0], O: t[tensorO], Ht: t[tensorHt], CuSeqlens: l.cuSeqlens, CuSeqlensDevice: t[tensorCu], Scale: l.scale}
-}
-
-// fullArgs returns the FullArgs of a full call bound at base.
-func (l *hostLayout) fullArgs(base driver.DevicePtr) *FullArgs {
-	t := l.bind(base)
-	return &FullArgs{Q: t[tensorQ], K: t[tensorK], V: t[tensorV], G: t[tensorG], Beta: t[tensorBeta],
-		ALog: t[tensorALog], DtBias: t[tensorDtBias], H0: t[tensorH0], O: t[tensorO], Ht: t[tensorHt],
-		CuSeqlens: l.cuSeqlens, CuSeqlensDevice: t[tensorCu], Scale: l.scale, L2Norm: l.l2norm, GateInKernel: l.gateInKernel}
-}
-
-// results points res.O (and res.Ht when the call returns the final state)
-// at slices of the outputs' lengths, reusing their arrays when large
-// enough, and returns them in the order of l.out. Without a final state,
-// res.Ht keeps its array at length 0.
-func (l *hostLayout) results(res *HostCoreResult) [][]float32 {
-	fit := func(x []float32, n int) []float32 {
-		if cap(x) >= n {
-			return x[:n]
-		}
-		return make([]float32, n)
-	}
-	res.Ht = res.Ht[:0]
-	dsts := make([][]float32, len(l.out))
-	for i, s := range l.out {
-		if s.id == tensorO {
-			res.O = fit(res.O, s.t.Elems())
-			dsts[i] = res.O
-		} else {
-			res.Ht = fit(res.Ht, s.t.Elems())
-			dsts[i] = res.Ht
-		}
-	}
-	return dsts
-}
-
-// decodeRun widens the outputs of pieces (cut from l.out) in buf, the
-// whole block as copied back from the device, into dsts (from results).
-func (l *hostLayout) decodeRun(buf []byte, dsts [][]float32, pieces []convPiece) *convRun {
-	return &convRun{pieces: pieces, work: func(p *convPiece, lo, hi int) {
-		s := &l.out[p.slot]
-		decodeRange(dsts[p.slot], buf[s.off:s.off+s.t.Bytes], s.t.Dtype, lo, hi)
-	}}
-}
-
-// decodeOutputs widens the outputs in buf (the whole block, as copied back
-// from the device) to float32 on all cores, into res (see results).
-func (l *hostLayout) decodeOutputs(buf []byte, res *HostCoreResult) {
-	l.decodeRun(buf, l.results(res), cutPieces(l.out, pieceBytes)).run()
-}
-
-// poisonOutputs fills the outputs of a call bound at base with NaN on the
-// legacy default stream, so that an element the kernel does not write
-// cannot pass for a result.
-func (l *hostLayout) poisonOutputs(ctx *driver.Context, base driver.DevicePtr) error {
-	for _, s := range l.out {
-		t, p := s.t, base.Offset(s.off)
-		var err error
-		if t.Dtype.Size() == 2 {
-			err = ctx.MemsetD16(p, 0x7fff, t.Elems(), nil)
-		} else {
-			err = ctx.MemsetD32(p, 0x7fffffff, t.Elems(), nil)
-		}
-		if err != nil {
-			return fmt.Errorf("gdn: fill outputs with NaN: %w", err)
-		}
-	}
-	return nil
-}
-
-// deviceBlock is the device copy of one host call, from upload: what
-// DeviceCoreArgs and DeviceFullArgs hold. Its methods are safe from many
-// goroutines: the memory is freed once, and not while a download reads it.
-type deviceBlock struct {
-	rt     *Runtime
-	layout *hostLayout
-	// mu guards base: held for reading by a download's copy, for writing
-	// by free. Taken before rt.enter, never after it (Close, waiting for
-	// the calls in flight, would wait for one that waits for mu).
-	mu   sync.RWMutex
-	base driver.DevicePtr
-}
-
-// upload allocates device memory for the call laid out by l (one
-// allocation for every tensor), converts the inputs to their device dtypes
-// on all cores, copies them, and fills the outputs with NaN; the data is on
-// the device when it returns. It takes newHostLayout's or
-// newFullHostLayout's results, and returns their error as it is.
-func (rt *Runtime) upload(l *hostLayout, err error) (*deviceBlock, error) {
-	if err != nil {
-		return nil, err
-	}
-	if err := rt.enter(); err != nil {
-		return nil, err
-	}
-	defer rt.leave()
-	base, err := rt.ctx.Alloc(l.total)
-	if err != nil {
-		return nil, fmt.Errorf("gdn: allocate %d bytes: %w", l.total, err)
-	}
-	// Ordinary Go memory: a one-off upload would spend longer pinning a
-	// buffer than the pinning saves on the copy.
-	staging := make([]byte, l.inBytes)
-	l.encodeInputs(staging)
-	err = rt.ctx.CopyToDevice(base, unsafe.Pointer(&staging[0]), l.inBytes)
-	if err == nil {
-		err = l.poisonOutputs(rt.ctx, base)
-	}
-	if err == nil {
-		// A copy from pageable memory may return before its data lands, and
-		// callers go on with streams of their own: wait for the legacy
-		// stream the copy and the poison ran on. Not the whole context: a
-		// context-wide synchronisation fails while any stream of it is
-		// capturing a graph (another goroutine's Forward may be).
-		err = rt.ctx.WrapStream(0).Synchronize()
-	}
-	if err != nil {
-		rt.ctx.Free(base)
-		return nil, fmt.Errorf("gdn: upload: %w", err)
-	}
-	return &deviceBlock{rt: rt, layout: l, base: base}, nil
-}
-
-// download copies the outputs back and widens them to float32.
-func (d *deviceBlock) download() (*HostCoreResult, error) {
-	if d == nil {
-		return nil, errors.New("gdn: download of a nil or zero upload (from UploadCore or UploadFull)")
-	}
-	l := d.layout
-	buf := make([]byte, l.total)
-	if err := d.copyOutputs(buf); err != nil {
-		return nil, err
-	}
-	res := &HostCoreResult{}
-	l.decodeOutputs(buf, res)
-	return res, nil
-}
-
-// copyOutputs copies the outputs into their place in buf, a whole block.
-func (d *deviceBlock) copyOutputs(buf []byte) error {
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	if d.base == 0 {
-		return errors.New("gdn: download after Free")
-	}
-	if err := d.rt.enter(); err != nil {
-		return err
-	}
-	defer d.rt.leave()
-	l := d.layout
-	if err := d.rt.ctx.CopyToHost(unsafe.Pointer(&buf[l.inBytes]), d.base.Offset(l.inBytes), l.total-l.inBytes); err != nil {
-		return fmt.Errorf("gdn: download: %w", err)
-	}
-	return nil
-}
-
-// free releases the device memory, once: forget, called then, drops the
-// holder's references to it. Later frees do nothing.
-func (d *deviceBlock) free(forget func()) error {
-	if d == nil {
-		return nil
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.base == 0 {
-		return nil
-	}
-	if err := d.rt.enter(); err != nil {
-		return err
-	}
-	defer d.rt.leave()
-	forget()
-	base := d.base
-	d.base = 0
-	return d.rt.ctx.Free(base)
-}
 
 // DeviceCoreArgs are device copies of a HostCoreArgs call, from UploadCore:
 // Args is ready for Forward (outputs allocated and filled with NaN), and
 // Free releases the memory behind it.
 type DeviceCoreArgs struct {
 	Args *CoreArgs
-	blk  *deviceBlock
+	blk  *hostpath.Block
 }
 
 // UploadCore allocates device memory for a call described by h (one
@@ -489,11 +21,15 @@ type DeviceCoreArgs struct {
 // tests, benchmarks and examples that call Forward themselves set up; Free
 // the result when done.
 func (rt *Runtime) UploadCore(h *HostCoreArgs) (*DeviceCoreArgs, error) {
-	blk, err := rt.upload(newHostLayout(h))
+	l, err := hostpath.NewCoreLayout((*hostpath.CoreArgs)(h))
 	if err != nil {
 		return nil, err
 	}
-	return &DeviceCoreArgs{Args: blk.layout.coreArgs(blk.base), blk: blk}, nil
+	blk, err := rt.upload(l)
+	if err != nil {
+		return nil, err
+	}
+	return &DeviceCoreArgs{Args: coreArgsOf(blk.Core()), blk: blk}, nil
 }
 
 // Download copies the outputs (o, and ht when the call asked for it) back
@@ -504,7 +40,8 @@ func (d *DeviceCoreArgs) Download() (*HostCoreResult, error) {
 	if d == nil {
 		return nil, errors.New("gdn: Download of a nil *DeviceCoreArgs")
 	}
-	return d.blk.download()
+	res, err := d.blk.Download()
+	return (*HostCoreResult)(res), err
 }
 
 // Free releases the device memory and sets Args to nil; Args must not be
@@ -515,7 +52,7 @@ func (d *DeviceCoreArgs) Free() error {
 	if d == nil {
 		return nil
 	}
-	return d.blk.free(func() { d.Args = nil })
+	return d.blk.Free(func() { d.Args = nil })
 }
 
 // DeviceFullArgs are device copies of a HostFullArgs call, from UploadFull:
@@ -523,18 +60,22 @@ func (d *DeviceCoreArgs) Free() error {
 // and Free releases the memory behind it.
 type DeviceFullArgs struct {
 	Args *FullArgs
-	blk  *deviceBlock
+	blk  *hostpath.Block
 }
 
 // UploadFull is UploadCore for the full forward: one allocation for every
 // tensor of h, inputs converted and copied, outputs filled with NaN, the
 // data on the device when it returns. Free the result when done.
 func (rt *Runtime) UploadFull(h *HostFullArgs) (*DeviceFullArgs, error) {
-	blk, err := rt.upload(newFullHostLayout(h))
+	l, err := hostpath.NewFullLayout((*hostpath.FullArgs)(h))
 	if err != nil {
 		return nil, err
 	}
-	return &DeviceFullArgs{Args: blk.layout.fullArgs(blk.base), blk: blk}, nil
+	blk, err := rt.upload(l)
+	if err != nil {
+		return nil, err
+	}
+	return &DeviceFullArgs{Args: fullArgsOf(blk.Full()), blk: blk}, nil
 }
 
 // Download is DeviceCoreArgs.Download: the outputs, widened to float32.
@@ -542,7 +83,8 @@ func (d *DeviceFullArgs) Download() (*HostCoreResult, error) {
 	if d == nil {
 		return nil, errors.New("gdn: Download of a nil *DeviceFullArgs")
 	}
-	return d.blk.download()
+	res, err := d.blk.Download()
+	return (*HostCoreResult)(res), err
 }
 
 // Free is DeviceCoreArgs.Free: the device memory released, Args set to nil.
@@ -550,5 +92,14 @@ func (d *DeviceFullArgs) Free() error {
 	if d == nil {
 		return nil
 	}
-	return d.blk.free(func() { d.Args = nil })
+	return d.blk.Free(func() { d.Args = nil })
+}
+
+// upload is the host path's Upload under the Close guard.
+func (rt *Runtime) upload(l *hostpath.Layout) (*hostpath.Block, error) {
+	if err := rt.guard.Enter(); err != nil {
+		return nil, err
+	}
+	defer rt.guard.Leave()
+	return rt.host.Upload(l)
 }

@@ -159,7 +159,7 @@ func TestGreenSlices(t *testing.T) {
 			defer s.Destroy()
 			onStream := distinctSMs(t, c, s, blocks)
 			onLegacy := distinctSMs(t, c, nil, blocks)
-			t.Logf("METRIC green asked=%d got=%d stream_sms=%d legacy_stream_sms=%d whole_sms=%d", sms, in.SMs, onStream, onLegacy, all)
+			t.Logf("green asked=%d got=%d stream_sms=%d legacy_stream_sms=%d whole_sms=%d", sms, in.SMs, onStream, onLegacy, all)
 			if onStream > in.SMs {
 				t.Errorf("a NewStream stream ran on %d SMs, the slice has %d", onStream, in.SMs)
 			}

@@ -10,8 +10,8 @@ import (
 // TF32 products of split fp32 operands (hi = the value with its 13 low
 // mantissa bits cleared, lo = the rest, likewise): hi(M) hi(S) + hi(M) lo(S)
 // + lo(M) hi(S), accumulated in fp32 eight terms an instruction, truncated.
-// The issue that asked for the split requires the chain in fp32 (its error
-// would grow along the segments). This test puts the emulated products against
+// The split needs the chain in fp32 (its error would grow along the
+// segments). This test puts the emulated products against
 // an fp32 FMA chain (what the scan did before) and the float64 chain, on
 // real transfer maps of the recipe, without decay (g = 0: M carries
 // everything, the worst case for growth) and with it, over 32 segments.

@@ -65,7 +65,7 @@ done
 eval "$(scripts/cuda-sdk.sh)"
 mkdir -p .bin
 rm -f .bin/*.test .bin/*.gchunt .bin/gdn .bin/gdn-old .bin/gdn+* .bin/prefill .bin/qwen35_layer
-pkgs=(. ./driver ./jit ./cmd/gdn)
+pkgs=(. ./driver ./jit ./cmd/gdn ./internal/hostpath)
 [[ $lean == 1 ]] && pkgs=(.)
 for pkg in "${pkgs[@]}"; do
 	name=$(go list "$pkg" | sed "s|^github.com/gdnjit/gdn/\{0,1\}||; s|/|-|g")

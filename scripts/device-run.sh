@@ -172,7 +172,7 @@ for step in "${@:-tests}"; do
 		;;
 	sanitize | sanitize:* | sanitize@*)
 		# Every variant the planner can choose, forced, on small and tail
-		# shapes: TestEveryVariant (variants_gpu_test.go). initcheck also
+		# shapes: TestEveryVariant (forward_variants_gpu_test.go). initcheck also
 		# checks that no kernel reads device memory nothing wrote.
 		# sanitize:racecheck,initcheck runs only the tools named (to split
 		# the four over device calls of 10 minutes); @prep,fused only those
@@ -512,7 +512,7 @@ for step in "${@:-tests}"; do
 		# The host side of ForwardHost without the GPU, on this host's cores:
 		# preparing a 137 MB result (reused and fresh memory, before/now/THP)
 		# and calls back to back (docs/PERF.md, fourth pass).
-		timeout 150 .bin/gdn.test -test.run '^$' -test.bench 'PrepareResult|HostBackToBack' -test.benchtime 20x >>"$out/hostbench.log" 2>&1 || fail hostbench
+		timeout 150 .bin/internal-hostpath.test -test.run '^$' -test.bench 'PrepareResult|HostBackToBack' -test.benchtime 20x >>"$out/hostbench.log" 2>&1 || fail hostbench
 		grep -E "^Benchmark|FAIL" "$out/hostbench.log" >&2
 		;;
 	example)

@@ -48,13 +48,13 @@ type anchor struct {
 	FLAFullPublishedMs       float64 // FlashQLA's table, FLA column
 }
 
-// fullTargetFactor is the full forward's target: at most this
-// fraction of the faster of FlashQLA and FlashInfer on the same shape.
+// fullTargetFactor is the full forward's target: at most this fraction of
+// the time of the faster of FlashQLA and FlashInfer on the same shape.
 const fullTargetFactor = 0.8
 
-// FullTargetMs is the target time for the full forward on the case
-// of a: fullTargetFactor x min(FlashQLA, FlashInfer), or 0 when FlashQLA's
-// table has no row for it.
+// FullTargetMs is the full forward's target time on the case of a (0.8 x
+// the faster of FlashQLA and FlashInfer: fullTargetFactor x min(FlashQLA,
+// FlashInfer)), or 0 when FlashQLA's table has no row for it.
 func (a anchor) FullTargetMs() float64 {
 	if a.FlashQLAMs == 0 || a.FlashInferMs == 0 {
 		return 0

@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/gdnjit/gdn"
-	"github.com/gdnjit/gdn/kernsrc"
 	"github.com/gdnjit/gdn/ref"
 )
 
@@ -79,9 +78,9 @@ func TestParseBenchArgsFull(t *testing.T) {
 	}
 }
 
-// The targets are 0.8 x the faster of FlashQLA and FlashInfer, as
-// docs/BENCH.md lists them (rounded to the microsecond); cases without a
-// FlashQLA row have none.
+// The targets are 0.8 x the faster of FlashQLA and FlashInfer, as the
+// goal's list rounds them to the microsecond; cases without a FlashQLA row
+// have none.
 func TestFullTargets(t *testing.T) {
 	listed := map[string]float64{
 		"tp8_32k": 0.256, "tp8_8k": 0.095, "tp8_2k": 0.049, "tp4_32k": 0.397, "tp2_32k": 0.708, "tp2_16kx2": 0.618,
@@ -97,7 +96,7 @@ func TestFullTargets(t *testing.T) {
 			continue
 		}
 		if math.Abs(got-want) > 0.0005+1e-9 {
-			t.Errorf("%s: target %.4f, want %.3f", c.Name, got, want)
+			t.Errorf("%s: target %.4f, the list says %.3f", c.Name, got, want)
 		}
 	}
 }
@@ -109,7 +108,7 @@ func fakeFullResults() []benchResult {
 	tp8, _ := ref.CaseByName("tp8_32k")
 	sym, _ := ref.CaseByName("sym32_8kx4")
 	chain, _ := ref.CaseByName("chain_equal")
-	plan := gdn.Plan{Variant: kernsrc.Variant{Name: "gdn_hopper_bf16_bv64"}}
+	plan := gdn.Plan{Kernel: "gdn_hopper_bf16_bv64"}
 	r := func(c ref.Case, ms float64) benchResult {
 		return benchResult{Case: c, Dtype: gdn.BF16, Plan: plan, MedianMs: ms, MinMs: ms, Timing: "graph", Calls: 5, Sets: 1, Reps: 30,
 			Full: true, L2Norm: true}
@@ -234,7 +233,7 @@ func TestWriteBenchPlotFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"gdn (full forward)", "FLA full (same work)", "target (0.8 x faster of FlashQLA, FlashInfer)", "full forward (from raw gates)"} {
+	for _, want := range []string{"gdn (full forward)", "FLA full (same work)", "target (0.8 x the faster of FlashQLA and FlashInfer)", "full forward (from raw gates)"} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("chart lacks %q", want)
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gdnjit/gdn"
 	"github.com/gdnjit/gdn/driver"
+	"github.com/gdnjit/gdn/internal/tuning"
 	"github.com/gdnjit/gdn/ref"
 )
 
@@ -19,7 +20,7 @@ func benchRuntime(t *testing.T) (*gdn.Runtime, *driver.Stream) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rt.Close() })
-	stream, err := rt.Context().NewStream()
+	stream, err := tuning.Context(rt).NewStream()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,13 +40,13 @@ func TestBenchFullRunsCase(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s (l2norm %v): %v", c.Name, l2norm, err)
 			}
-			if r.NonFinite != 0 || !r.Full || r.L2Norm != l2norm || r.MedianMs <= 0 || r.Plan.Variant.Name == "" || r.Sets != rotateSets {
+			if r.NonFinite != 0 || !r.Full || r.L2Norm != l2norm || r.MedianMs <= 0 || r.Plan.Kernel == "" || r.Sets != rotateSets {
 				t.Errorf("%s (l2norm %v): %+v", c.Name, l2norm, r)
 			}
 			if c.Name == "tp8_2k" && (r.targetMs() == 0 || r.vsFLAFull() == 0) {
 				t.Errorf("tp8_2k has no target or FLA full ratio: %+v", r)
 			}
-			t.Logf("METRIC benchfull %s l2norm=%v %.4f ms (%s/%d), plan %v", c.Name, l2norm, r.MedianMs, r.Timing, r.Calls, r.Plan)
+			t.Logf("benchfull %s l2norm=%v %.4f ms (%s/%d), plan %v", c.Name, l2norm, r.MedianMs, r.Timing, r.Calls, r.Plan)
 		}
 	}
 }
@@ -64,5 +65,58 @@ func TestBenchFewestCallsComputeEverySet(t *testing.T) {
 		if r.Sets != rotateSets || r.Calls != 1 || r.NonFinite != 0 {
 			t.Errorf("full %v: %d sets, %d calls a graph, %d NaN/Inf outputs; want %d, 1, 0", full, r.Sets, r.Calls, r.NonFinite, rotateSets)
 		}
+	}
+}
+
+// gdn bench on a GPU without room for a case's buffers: the case fails with
+// the driver's out-of-memory error, every buffer it had allocated is freed,
+// and the next case runs.
+func TestBenchOutOfMemory(t *testing.T) {
+	rt, stream := benchRuntime(t)
+	b := &bencher{rt: rt, stream: stream, opts: benchOptions{reps: 1, warmup: 1, dtype: gdn.BF16, seed: 1}}
+	small := ref.Case{Name: "small", Hq: 1, Hv: 2, Lens: []int{100, 1}}
+	if r, err := b.runCase(small); err != nil || r.NonFinite != 0 {
+		t.Fatalf("small case: %v, %d NaN/Inf", err, r.NonFinite)
+	}
+
+	ctx := tuning.Context(rt)
+	var hog []driver.DevicePtr
+	defer func() {
+		for _, p := range hog {
+			ctx.Free(p)
+		}
+	}()
+	free, _, _ := ctx.MemInfo()
+	const leave = 256 << 20
+	for chunk := uint64(1 << 30); chunk >= 2<<20; {
+		if free < leave+chunk {
+			chunk /= 2
+			continue
+		}
+		p, err := ctx.Alloc(int(chunk))
+		if err != nil {
+			chunk /= 2
+			continue
+		}
+		hog = append(hog, p)
+		free, _, _ = ctx.MemInfo()
+	}
+	before, _, _ := ctx.MemInfo()
+	// One input set and outputs of about 440 MB (32768 tokens, 16 value heads).
+	_, err := b.runCase(ref.Case{Name: "too_big", Hq: 2, Hv: 16, Lens: []int{32768}})
+	after, _, _ := ctx.MemInfo()
+	if !driver.IsCode(err, driver.CodeOutOfMemory) {
+		t.Fatalf("bench case without room: %v; want the driver's out-of-memory error", err)
+	}
+	t.Logf("error: %v", err)
+	if diff := int64(before) - int64(after); diff > 4<<20 || diff < -(4<<20) {
+		t.Errorf("free device memory %d MB before the failed case, %d MB after: not all freed", before>>20, after>>20)
+	}
+	for _, p := range hog {
+		ctx.Free(p)
+	}
+	hog = nil
+	if r, err := b.runCase(small); err != nil || r.NonFinite != 0 {
+		t.Errorf("small case after the out-of-memory error: %v, %d NaN/Inf", err, r.NonFinite)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/gdnjit/gdn"
-	"github.com/gdnjit/gdn/kernsrc"
 	"github.com/gdnjit/gdn/ref"
 )
 
@@ -183,7 +182,7 @@ func TestGraphCallsAndMedian(t *testing.T) {
 func fakeResults() []benchResult {
 	tp8, _ := ref.CaseByName("tp8_32k")
 	mix, _ := ref.CaseByName("varlen_mix")
-	plan := gdn.Plan{Variant: kernsrc.Variant{Name: "gdn_hopper_bf16_bv64"}}
+	plan := gdn.Plan{Kernel: "gdn_hopper_bf16_bv64"}
 	return []benchResult{
 		{Case: tp8, Dtype: gdn.BF16, ADtype: gdn.FP32, Plan: plan, MedianMs: 0.4001, MinMs: 0.39, Timing: "graph", Calls: 5, Sets: 1, Reps: 30, OutHash: 0xab},
 		{Case: mix, Dtype: gdn.BF16, ADtype: gdn.BF16, Plan: plan, MedianMs: 0.2, MinMs: 0.19, Timing: "stream", Calls: 20, Sets: 3, Reps: 30},
@@ -293,5 +292,39 @@ func TestOutputDigest(t *testing.T) {
 	nf := []float32{1, float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), math.MaxFloat32, 0}
 	if n := nonFinite(nf); n != 3 {
 		t.Errorf("nonFinite = %d, want 3", n)
+	}
+}
+
+func TestSMsFlag(t *testing.T) {
+	o, err := parseBenchArgs([]string{"--sms", "16"})
+	if err != nil || o.sms != 16 {
+		t.Fatalf("--sms 16: %+v, %v", o.sms, err)
+	}
+	if o, _ := parseBenchArgs(nil); o.sms != 0 {
+		t.Errorf("default --sms %d, want 0", o.sms)
+	}
+	if _, err := parseBenchArgs([]string{"--sms", "-8"}); err == nil || !strings.Contains(err.Error(), "--sms -8") {
+		t.Errorf("bench --sms -8: err = %v", err)
+	}
+	var errBuf bytes.Buffer
+	stderr = &errBuf
+	defer func() { stderr = os.Stderr }()
+	if err := runInfo([]string{"--sms", "-1"}); err == nil || !strings.Contains(err.Error(), "--sms -1") {
+		t.Errorf("info --sms -1: err = %v", err)
+	}
+}
+
+// --prep-heads reaches the PrepHeads knob with --full; a negative count, or
+// one without --full, is refused by name.
+func TestBenchPrepHeadsFlag(t *testing.T) {
+	o, err := parseBenchArgs([]string{"--full", "--prep-heads", "4"})
+	if err != nil || o.prepHeads != 4 {
+		t.Fatalf("--full --prep-heads 4: %+v, %v", o.prepHeads, err)
+	}
+	if _, err := parseBenchArgs([]string{"--full", "--prep-heads", "-1"}); err == nil || !strings.Contains(err.Error(), "--prep-heads -1") {
+		t.Errorf("--prep-heads -1: %v", err)
+	}
+	if _, err := parseBenchArgs([]string{"--prep-heads", "4"}); err == nil || !strings.Contains(err.Error(), "--full") {
+		t.Errorf("--prep-heads without --full: %v", err)
 	}
 }

@@ -26,7 +26,7 @@ type benchRow struct {
 	FLAFullMs    float64 // full forward, measured; 0: no anchor row
 	FlashQLAMs   float64 // full forward, 0: no anchor row
 	FlashInferMs float64 // full forward, 0: no anchor row
-	TargetMs     float64 // the target, full-forward rows only; 0: none
+	TargetMs     float64 // the target (0.8 x the faster of FlashQLA and FlashInfer), full-forward rows only; 0: none
 }
 
 // benchRowsOf turns results into rows through the CSV writer, so that a

@@ -113,28 +113,6 @@ func gdnMain(args []string) int {
 	}
 }
 
-// errorLine is the one line (more when the error's text has more) that gdn
-// prints for a failed command: "gdn NAME: " and the error, each thing said
-// once. An error from package gdn starts "gdn: ", and one may already
-// name the command; a wrapped error may repeat its wrapper's prefix
-// ("npz: npz: ..."): both are dropped.
-func errorLine(name string, err error) string {
-	msg := err.Error()
-	for _, p := range []string{"gdn " + name + ": ", "gdn: "} {
-		for strings.HasPrefix(msg, p) {
-			msg = strings.TrimPrefix(msg, p)
-		}
-	}
-	parts := strings.Split(msg, ": ")
-	kept := parts[:1]
-	for _, p := range parts[1:] {
-		if p != kept[len(kept)-1] {
-			kept = append(kept, p)
-		}
-	}
-	return "gdn " + name + ": " + strings.Join(kept, ": ")
-}
-
 // parseFlags parses args into fs. It returns flag.ErrHelp for -h, and
 // errUsage (after printing why) for a bad flag or an unexpected argument.
 func parseFlags(fs *flag.FlagSet, args []string) error {

@@ -16,7 +16,8 @@ import (
 
 // The chart of `gdn bench --plot`: one group of bars per case (gdn, then
 // each anchor that has a row for the case), with the roofline floor (and,
-// for the full forward, the target) drawn across the group, on a
+// for the full forward, the target: 0.8 x the faster of FlashQLA and
+// FlashInfer) drawn across the group, on a
 // logarithmic time axis: the cases span two orders of magnitude, and a
 // ratio reads the same everywhere on a log axis.
 
@@ -124,7 +125,7 @@ func benchPlot(rows []benchRow) (*plot.Plot, vg.Length, vg.Length, error) {
 		tg := &levelMarks{rows: rows, width: groupWidth, ms: func(r benchRow) float64 { return r.TargetMs },
 			style: draw.LineStyle{Color: targetColor, Width: vg.Points(2), Dashes: []vg.Length{vg.Points(5), vg.Points(3)}}}
 		p.Add(tg)
-		p.Legend.Add("target (0.8 x faster of FlashQLA, FlashInfer)", tg)
+		p.Legend.Add("target (0.8 x the faster of FlashQLA and FlashInfer)", tg)
 	}
 	p.Legend.Top = true
 	p.Legend.Left = true

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gdnjit/gdn"
+	"github.com/gdnjit/gdn/dtype"
 )
 
 func init() {
@@ -165,7 +166,7 @@ func openRuntime(opts gdn.Options) (*gdn.Runtime, error) {
 
 // parseDataDtype reads the dtype of q, k, v and o: bf16 or fp16.
 func parseDataDtype(flagName, s string) (gdn.Dtype, error) {
-	d, err := gdn.ParseDtype(s)
+	d, err := dtype.Parse(s)
 	if err != nil || (d != gdn.BF16 && d != gdn.FP16) {
 		return gdn.DtypeInvalid, fmt.Errorf("%s %q: want bf16 or fp16", flagName, s)
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/gdnjit/gdn"
+	"github.com/gdnjit/gdn/internal/plan"
+	"github.com/gdnjit/gdn/internal/problem"
 	"github.com/gdnjit/gdn/kernsrc"
 	"github.com/gdnjit/gdn/ref"
 )
@@ -21,13 +23,13 @@ optional B (sequences, default 1), or lens (packed sequences: 4096x8, or
 line ('#' starts a comment).`
 
 // parseShape reads one shape into a validated-size problem (no buffers).
-func parseShape(s string) (gdn.Problem, error) {
+func parseShape(s string) (problem.Problem, error) {
 	s = strings.TrimSpace(s)
 	if c, ok := ref.CaseByName(s); ok {
 		sh := c.Shape()
-		return gdn.Problem{B: sh.B, T: sh.T, Hq: sh.Hq, Hv: sh.Hv, N: sh.N(), Seqs: sh.CuSeqlens}, nil
+		return problem.Problem{B: sh.B, T: sh.T, Hq: sh.Hq, Hv: sh.Hv, N: sh.N(), Seqs: sh.CuSeqlens}, nil
 	}
-	p := gdn.Problem{B: 1}
+	p := problem.Problem{B: 1}
 	var lens []int
 	for _, kv := range strings.Split(s, ",") {
 		key, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
@@ -116,7 +118,7 @@ func parseLens(s string) ([]int, error) {
 }
 
 // readShapes collects the shapes of --shapes and --shapes-file.
-func readShapes(list, file string) ([]gdn.Problem, error) {
+func readShapes(list, file string) ([]problem.Problem, error) {
 	var texts []string
 	for _, s := range strings.Split(list, ";") {
 		if strings.TrimSpace(s) != "" {
@@ -140,7 +142,7 @@ func readShapes(list, file string) ([]gdn.Problem, error) {
 			return nil, fmt.Errorf("--shapes-file: %w", err)
 		}
 	}
-	var out []gdn.Problem
+	var out []problem.Problem
 	for _, t := range texts {
 		p, err := parseShape(t)
 		if err != nil {
@@ -153,15 +155,15 @@ func readShapes(list, file string) ([]gdn.Problem, error) {
 
 // variantsForShapes returns, without repeats, the variants the runtime would
 // run each shape and dtype with on a device with sms multiprocessors
-// (gdn.KernelsFor: a split plan's transfer pass and scan too; with full,
+// (plan.Kernels: a split plan's transfer pass and scan too; with full,
 // the full forward's kernels as well).
-func variantsForShapes(shapes []gdn.Problem, dtypes []gdn.Dtype, sms int, full bool) ([]kernsrc.Variant, error) {
+func variantsForShapes(shapes []problem.Problem, dtypes []gdn.Dtype, sms int, full bool) ([]kernsrc.Variant, error) {
 	var out []kernsrc.Variant
 	seen := map[string]bool{}
 	for _, p := range shapes {
 		for _, dt := range dtypes {
 			p.Dtype = dt
-			vs, err := gdn.KernelsFor(p, sms, full)
+			vs, err := plan.Kernels(p, sms, full)
 			if err != nil {
 				return nil, err
 			}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/gdnjit/gdn"
+	"github.com/gdnjit/gdn/internal/plan"
+	"github.com/gdnjit/gdn/internal/tuning"
 	"github.com/gdnjit/gdn/ref"
 )
 
@@ -24,7 +26,7 @@ const soakSynopsis = "[--minutes M] [--seed S] [--count N] [--case K | --problem
 const soakHelp = `Problem k of a seed is the same on every run. Each problem runs through
 Runtime.ForwardHost, or ForwardFullHost for the full forward (forward=full,
 one problem in three), with outputs poisoned with NaN and the kernel
-variant it names forced through Options.Variant (or the planner's choice,
+variant it names forced on its Runtime (or the planner's choice,
 variant=auto), and o and ht are compared with ref.Recurrent (after
 ref.Full's steps for the full forward) on a sample of (sequence, value
 head) pairs.
@@ -240,7 +242,9 @@ func (s *soakRuntimes) get(variant string, segments, sms, prepHeads int) (*gdn.R
 	if rt, ok := s.rts[key]; ok {
 		return rt, nil
 	}
-	rt, err := openRuntime(gdn.Options{Device: s.device, Variant: variant, SegmentChunks: segments, SMs: sms, PrepHeads: prepHeads})
+	opts := gdn.Options{Device: s.device, SMs: sms}
+	tuning.Set(&opts, tuning.Knobs{Variant: variant, SegmentChunks: segments, PrepHeads: prepHeads})
+	rt, err := openRuntime(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -271,7 +275,7 @@ func runSoakProblem(rts *soakRuntimes, o soakOptions, k int, p soakProblem, st *
 	rt, err := rts.get(variant, p.Segments, p.SMs, p.PrepHeads)
 	ran := variant
 	if err == nil {
-		var pl gdn.Plan
+		var pl plan.Plan
 		if pl, err = p.plan(rt.Device().SMs, variant); err == nil {
 			ran = pl.Variant.Name
 		}

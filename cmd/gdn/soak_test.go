@@ -12,12 +12,13 @@ import (
 	"time"
 
 	"github.com/gdnjit/gdn"
+	"github.com/gdnjit/gdn/internal/problem"
 	"github.com/gdnjit/gdn/ref"
 )
 
 // Problems are a function of (seed, case), print as specs that parse back
 // to the same problem, stay within the size budget, and over a few thousand
-// draws cover every option the issue lists.
+// draws cover every option a soak problem has.
 func TestSoakProblems(t *testing.T) {
 	const n = 3000
 	seen := map[string]bool{}
@@ -96,7 +97,7 @@ func TestSoakProblems(t *testing.T) {
 		"full preparation kernel"}
 	options := len(want)
 	for _, dt := range []gdn.Dtype{gdn.BF16, gdn.FP16} {
-		for _, v := range soakVariants(gdn.Problem{B: 1, T: 64, Hq: 1, Hv: 1, N: 1, Dtype: dt}) {
+		for _, v := range soakVariants(problem.Problem{B: 1, T: 64, Hq: 1, Hv: 1, N: 1, Dtype: dt}) {
 			want = append(want, "variant "+v)
 		}
 	}

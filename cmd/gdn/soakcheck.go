@@ -157,7 +157,7 @@ type soakLimits struct {
 	MinRefRMS float64
 }
 
-// defaultSoakLimits are the lines: o ratio 2e-3 with SPEC's o
+// defaultSoakLimits are the soak's pass lines: o ratio 2e-3 with SPEC's o
 // max-abs 2e-2; ht max-abs 3e-3 with SPEC's ht ratio 4e-3.
 var defaultSoakLimits = soakLimits{
 	O:         ref.Tolerance{Ratio: 2e-3, MaxAbs: ref.PassO.MaxAbs},

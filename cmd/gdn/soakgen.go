@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/gdnjit/gdn"
+	"github.com/gdnjit/gdn/internal/plan"
+	"github.com/gdnjit/gdn/internal/problem"
 	"github.com/gdnjit/gdn/kernsrc"
 	"github.com/gdnjit/gdn/ref"
 )
@@ -31,10 +33,10 @@ type soakProblem struct {
 	Seq64  bool   // cu_seqlens travels as int64 (varlen only)
 	Decay  string // decayNormal, decayStrong or decayNone
 	Beta   string // betaRecipe, "0" or "1"
-	// Variant is the kernel variant forced (gdn.Options.Variant), or
+	// Variant is the kernel variant forced (the tuning knob Variant), or
 	// variantAuto for the planner's own choice.
 	Variant string
-	// Segments is gdn.Options.SegmentChunks: 0 lets the planner decide
+	// Segments is the tuning knob SegmentChunks: 0 lets the planner decide
 	// whether to split sequences across SMs, > 0 forces segments of that
 	// many chunks (optional in a spec; absent means 0).
 	Segments int
@@ -49,7 +51,7 @@ type soakProblem struct {
 	// With Full: L2Norm gives q and k at 4x their norm, normalised inside;
 	// Gate gives g as the gate's raw input a with per-head A_log and
 	// dt_bias (soakGateParams; the decay is then normal); PrepHeads is
-	// gdn.Options.PrepHeads (optional in a spec; absent means 0).
+	// the tuning knob PrepHeads (optional in a spec; absent means 0).
 	L2Norm, Gate bool
 	PrepHeads    int
 }
@@ -72,7 +74,7 @@ const variantAuto = "auto"
 // of most problems stay within soakTokenHeads; one in soakLongEvery is a
 // single long sequence (32,768 to 70,000 tokens) with up to soakMaxTokenHeads.
 const (
-	soakMaxT          = 70000   // longest sequence (the range)
+	soakMaxT          = 70000   // longest sequence a soak draws
 	soakTokenHeads    = 1 << 17 // tokens * Hv of an ordinary problem
 	soakMaxTokenHeads = 1 << 20 // tokens * Hv of a long one (v is 128 times that)
 	soakMaxSeqs       = 12      // packed sequences
@@ -91,21 +93,22 @@ func (p soakProblem) shape() ref.Shape {
 	return ref.Shape{B: 1, T: cu[len(cu)-1], Hq: p.Hq, Hv: p.Hv, CuSeqlens: cu}
 }
 
-// problem returns the gdn.Problem the planner sees.
-func (p soakProblem) problem() gdn.Problem {
+// problem returns the problem.Problem the planner sees.
+func (p soakProblem) problem() problem.Problem {
 	s := p.shape()
-	return gdn.Problem{B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, N: s.N(), Seqs: s.CuSeqlens, Dtype: p.Dtype}
+	return problem.Problem{B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, N: s.N(), Seqs: s.CuSeqlens, Dtype: p.Dtype}
 }
 
 // plan is the plan a Runtime with the problem's options (variant: "" for
 // the planner's own) on sms SMs runs it with: the core forward's, or the
-// full forward's core (gdn.PlanForFull: the fused preparation where it
+// full forward's core (plan.Full: the fused preparation where it
 // applies).
-func (p soakProblem) plan(sms int, variant string) (gdn.Plan, error) {
+func (p soakProblem) plan(sms int, variant string) (plan.Plan, error) {
+	k := plan.Knobs{Variant: variant, SegmentChunks: p.Segments}
 	if p.Full {
-		return gdn.PlanForFull(p.problem(), sms, variant, p.Segments, p.L2Norm)
+		return plan.Full(p.problem(), sms, k, p.L2Norm)
 	}
-	return gdn.PlanFor(p.problem(), sms, variant, p.Segments)
+	return plan.Core(p.problem(), sms, k)
 }
 
 // String is the spec string: key=value pairs that parseSoakProblem reads back.
@@ -426,12 +429,12 @@ func drawSoakProblem(seed uint64, k int) soakProblem {
 }
 
 // soakVariants lists the catalogue's kernel variants that can run p
-// (gdn.PlanCoreVariant accepts them): the plans a soak covers besides the
+// (plan.Variant accepts them): the plans a soak covers besides the
 // planner's own choice.
-func soakVariants(p gdn.Problem) []string {
+func soakVariants(p problem.Problem) []string {
 	var out []string
 	for _, v := range kernsrc.Catalogue() {
-		if _, err := gdn.PlanCoreVariant(p, v.Name); err == nil {
+		if _, err := plan.Variant(p, v.Name); err == nil {
 			out = append(out, v.Name)
 		}
 	}

@@ -11,8 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/gdnjit/gdn"
 	"github.com/gdnjit/gdn/driver"
+	"github.com/gdnjit/gdn/internal/target"
 	"github.com/gdnjit/gdn/jit"
 	"github.com/gdnjit/gdn/kernsrc"
 )
@@ -189,7 +189,7 @@ func selectVariants(list string) ([]kernsrc.Variant, error) {
 }
 
 // warmupTarget reads --arch, or asks GPU 0 for its compute capability. The
-// kernels exist for sm_90a only (gdn.KernelArch): any other target is one
+// kernels exist for sm_90a only (target.Arch): any other target is one
 // line of error, and sm_90 is read as sm_90a with a note saying so.
 func warmupTarget(arch string) (jit.Target, error) {
 	if arch == "" {
@@ -203,13 +203,13 @@ func warmupTarget(arch string) (jit.Target, error) {
 		}
 		info := ctx.Info()
 		ctx.Close()
-		if err := gdn.CheckDevice(info); err != nil {
+		if err := target.CheckDevice(info); err != nil {
 			return jit.Target{}, err
 		}
-		fmt.Fprintf(stderr, "warmup: GPU 0 is %s (compute capability %d.%d): target %s\n", info.Name, info.Major, info.Minor, gdn.KernelArch)
-		arch = gdn.KernelArch
+		fmt.Fprintf(stderr, "warmup: GPU 0 is %s (compute capability %d.%d): target %s\n", info.Name, info.Major, info.Minor, target.Arch)
+		arch = target.Arch
 	}
-	t, note, err := gdn.KernelTarget(arch)
+	t, note, err := target.Parse(arch)
 	if err != nil {
 		return t, err
 	}

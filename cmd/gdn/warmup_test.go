@@ -166,7 +166,7 @@ func TestWarmupBadArguments(t *testing.T) {
 	// Any target but sm_90a is one line of error, before anything compiles.
 	for _, arch := range []string{"sm_75", "sm_80", "sm_200", "compute_90"} {
 		code, out, errOut := runGDN(t, "warmup", "--arch", arch, "--cache-dir", t.TempDir())
-		want := "gdn warmup: " + arch + ": unsupported GPU: the kernels need sm_90a" // gdn named once
+		want := "gdn warmup: " + arch + ": unsupported GPU: the kernels need sm_90a"
 		if code != 1 || out != "" || strings.Count(errOut, "\n") != 1 || !strings.HasPrefix(errOut, want) || strings.Contains(errOut, "\x00") {
 			t.Errorf("--arch %s: exit %d, stdout %q, stderr:\n%s", arch, code, out, errOut)
 		}

@@ -146,20 +146,20 @@ func timeOnDevice(rt *gdn.Runtime, h *gdn.HostCoreArgs, c ref.Case) error {
 	}
 	defer d.Free()
 	a := d.Args
-	stream, err := rt.Context().NewStream()
+	stream, err := rt.NewStream()
 	if err != nil {
 		return err
 	}
-	defer stream.Destroy()
+	defer rt.DestroyStream(stream)
 	const warm, calls = 3, 20
 	for i := 0; i < warm; i++ {
-		if err := rt.Forward(a, gdn.Stream(stream.Handle())); err != nil {
+		if err := rt.Forward(a, stream); err != nil {
 			return err
 		}
 	}
-	total, err := rt.TimeMs(gdn.Stream(stream.Handle()), func() error {
+	total, err := rt.TimeMs(stream, func() error {
 		for i := 0; i < calls; i++ {
-			if err := rt.Forward(a, gdn.Stream(stream.Handle())); err != nil {
+			if err := rt.Forward(a, stream); err != nil {
 				return err
 			}
 		}

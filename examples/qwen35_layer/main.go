@@ -186,25 +186,24 @@ func timeOnDevice(rt *gdn.Runtime, h *gdn.HostFullArgs, c ref.Case) error {
 		return err
 	}
 	defer d.Free()
-	stream, err := rt.Context().NewStream()
+	stream, err := rt.NewStream()
 	if err != nil {
 		return err
 	}
-	defer stream.Destroy()
-	st := gdn.Stream(stream.Handle())
+	defer rt.DestroyStream(stream)
 	plan, err := rt.PlanOfFull(d.Args)
 	if err != nil {
 		return err
 	}
 	const warm, calls = 3, 20
 	for range warm {
-		if err := rt.ForwardFull(d.Args, st); err != nil {
+		if err := rt.ForwardFull(d.Args, stream); err != nil {
 			return err
 		}
 	}
-	total, err := rt.TimeMs(st, func() error {
+	total, err := rt.TimeMs(stream, func() error {
 		for range calls {
-			if err := rt.ForwardFull(d.Args, st); err != nil {
+			if err := rt.ForwardFull(d.Args, stream); err != nil {
 				return err
 			}
 		}

@@ -1,0 +1,5 @@
+//go:build !cuda
+
+package hostpath
+
+const cudaBuilt = false
