@@ -1,5 +1,14 @@
 package gdn
 
+import "github.com/gdnjit/gdn/kernsrc"
+
+// UseTestBuild makes rt compile every Hopper variant as a test build with
+// the hooks' switches (kernsrc.HopperHooked); call it before rt's first
+// call.
+func UseTestBuild(rt *Runtime, h kernsrc.HopperHooks) {
+	rt.testBuild = func(v kernsrc.Variant) kernsrc.Variant { return kernsrc.HopperHooked(v, h) }
+}
+
 // SpareCounts waits until no spare result of rt's ForwardHost is being
 // prepared and returns the pool's counters: calls that took a spare,
 // calls that found none, and calls that took one before it was ready

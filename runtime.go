@@ -134,6 +134,10 @@ type Runtime struct {
 	kernels sync.Map
 	heldMu  sync.Mutex
 	held    []*jit.Handle
+	// testBuild, set only by the GPU tests (export_test.go) before a
+	// runtime's first call, builds each variant as a test build of the
+	// kernel (kernsrc.HopperHooked).
+	testBuild func(kernsrc.Variant) kernsrc.Variant
 
 	closed  atomic.Bool
 	closeMu sync.RWMutex // held for reading by calls in flight, for writing by Close
@@ -288,6 +292,9 @@ func (rt *Runtime) leave() { rt.closeMu.RUnlock() }
 // once. The variant's request (sources, options, GDN_JIT_DEFINES) is read on
 // that first use only.
 func (rt *Runtime) kernel(v kernsrc.Variant, sharedBytes int) (*loadedKernel, error) {
+	if rt.testBuild != nil {
+		v = rt.testBuild(v)
+	}
 	if k, ok := rt.kernels.Load(v.Name); ok {
 		return k.(*loadedKernel), nil
 	}

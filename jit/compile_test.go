@@ -204,3 +204,50 @@ func keys(m map[string]string) []string {
 	}
 	return out
 }
+
+// The Hopper kernel's test builds (kernsrc.HopperHooked), which only the
+// GPU tests compile, compile clean too: the transfer pass walking to the
+// end, and the early pass delayed.
+func TestHopperHooksCompile(t *testing.T) {
+	needNVRTC(t)
+	xfer, err := kernsrc.HopperTransferVariant(kernsrc.CoreBF16, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	core, err := kernsrc.HopperVariant(kernsrc.CoreBF16, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewCompiler(nil)
+	for _, pair := range [][2]kernsrc.Variant{
+		{xfer, kernsrc.HopperHooked(xfer, kernsrc.HopperHooks{WalkToEnd: true})},
+		{core, kernsrc.HopperHooked(core, kernsrc.HopperHooks{DelayEarlyPass: true})},
+	} {
+		prod, v := pair[0], pair[1]
+		t.Run(v.Name, func(t *testing.T) {
+			req, err := RequestFor(v, sm90a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := c.Compile(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			preq, err := RequestFor(prod, sm90a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := c.Compile(preq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Equal(a.Image, p.Image) {
+				t.Errorf("%s builds the same cubin as %s: the hook changes nothing", v.Name, prod.Name)
+			}
+			skipWithoutReport(t, a)
+			if _, ok := a.Report.Function(a.Symbol(v.Kernel)); !ok || a.Report.Spills() || a.Report.Serialized() {
+				t.Errorf("%s:\n%s", v.Kernel, a.Report)
+			}
+		})
+	}
+}

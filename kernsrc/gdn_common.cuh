@@ -48,6 +48,15 @@ GDN_DEVICE float rsqrt_ftz(float x) {
   return y;
 }
 
+// 2^x with results below 2^-126 flushed to zero: one MUFU.EX2. __expf
+// without -ftz wraps it in a range check and two extra multiplies per call
+// to produce denormals, which no product here can tell from zero.
+GDN_DEVICE float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Elem<IS_FP16> is the storage type of q, k, v, o and of every tensor-core
 // operand the kernel stages in shared memory.
 template <bool IS_FP16>

@@ -54,7 +54,8 @@
 // transposed and read a float at a time the L1 was 84% busy; the FMA
 // version took 809 instructions a thread and step.)
 
-#include "gdn_hopper.cuh"
+#include "sm90_sync.cuh"
+#include "sm90_tma.cuh"
 
 #ifndef GDN_SCAN_COLUMNS
 #define GDN_SCAN_COLUMNS 8

@@ -30,10 +30,11 @@
 //        A2[23, 01]   = -(A2[23, 23] L[23, 01]) A2[01, 01]        (all four warps)
 //      with a barrier of the four warps between the two (merge_blocks), so
 //      every product lands as A2's block, and no unscaled copy is kept.
-// The tile has 128-byte rows swizzled by swz128 (gdn_hopper.cuh), as a
+// The tile has 128-byte rows swizzled by swz128 (sm90_tile.cuh), as a
 // wgmma operand of the core kernel's stage wants them.
 #pragma once
-#include "gdn_hopper.cuh"
+#include "sm90_sync.cuh"
+#include "sm90_tile.cuh"
 
 // The diagonal blocks' scratch (store_l_and_diag): fp32 [4 warps][16 m]
 // [kLdStride], beta_i L[16w + i][16w + m] at [w][m][i] (transposed: rows
