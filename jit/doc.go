@@ -18,12 +18,13 @@
 //
 // Environment:
 //   - GDN_JIT_DEBUG=1 prints options, ptxas reports and timings on stderr.
-//   - GDN_JIT_DEFINES (DefinesEnv) is a development knob: its space-separated
-//     NAME or NAME=VALUE words become -D options of every variant that
-//     RequestFor builds, which is how the timing experiments of docs/PERF.md
-//     switch kernel code paths without a new catalogue entry. The defines are
-//     part of the compile options, hence of the cache key, so an experiment
-//     never reuses or overwrites a production cubin. Leave it unset in
-//     production: a stray value changes the kernels that run.
+//   - GDN_JIT_DEFINES (DefinesEnv) is honoured only by a development build
+//     (go build -tags gdndev; DevBuild says which this is): its
+//     space-separated NAME or NAME=VALUE words become -D options of every
+//     variant that RequestFor builds, for kernel experiments. The defines
+//     are part of the compile options, hence of the cache key, so an
+//     experiment never reuses or overwrites a production cubin. A release
+//     build ignores the variable: no environment changes the kernels a
+//     released binary runs.
 //   - GDN_CACHE_DIR and GDN_NVRTC_PATH: see OpenDiskCache and LoadNVRTC.
 package jit

@@ -350,6 +350,22 @@ func hopperVariant(dt CoreDtype, consumers int, transfer bool) (Variant, error) 
 	return c.Variant(name), nil
 }
 
+// HopperCfgOfVariant returns the configuration of a catalogue Hopper
+// variant, found by its name; false for any other variant.
+func HopperCfgOfVariant(v Variant) (HopperCfg, bool) {
+	for _, transfer := range []bool{false, true} {
+		for _, dt := range coreDtypes {
+			for _, nc := range HopperConsumers {
+				c, err := HopperCfgOf(dt, nc, transfer)
+				if err == nil && c.Entry() == v.Kernel {
+					return c, true
+				}
+			}
+		}
+	}
+	return HopperCfg{}, false
+}
+
 // HopperVariants lists every Hopper variant (each dtype pair and consumer count,
 // the core forward and the transfer pass).
 func HopperVariants() []Variant {

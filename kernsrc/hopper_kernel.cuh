@@ -11,6 +11,25 @@
 #include "hopper_consumer.cuh"
 #include "hopper_converter.cuh"
 
+// The roles of the warpgroups, one static function each: HopperRoles are
+// the production kernel's. A lab kernel (kernsrc/lab) passes its own as
+// the kernel's second template argument, deriving from HopperRoles and
+// replacing the roles it studies.
+template <class Cfg>
+struct HopperRoles {
+  using Bars = typename Cfg::Ring::Bars;
+  static GDN_DEVICE void aux(unsigned char* smem, Bars& bars, const GdnHopperParams& p, const Work& w, int aw) {
+    run_aux<Cfg>(smem, bars, p, w, aw);
+  }
+  static GDN_DEVICE void aux_fused(unsigned char* smem, Bars& bars, const GdnHopperParams& p, const Work& w) {
+    run_aux_fused<Cfg>(smem, bars, p, w);
+  }
+  static GDN_DEVICE void consumer(unsigned char* smem, Bars& bars, const GdnHopperParams& p, const Work& w, int cw) {
+    run_consumer<Cfg>(smem, bars, p, w, cw);
+  }
+  static GDN_DEVICE void converter(unsigned char* smem, Bars& bars, const Work& w) { run_converter<Cfg>(smem, bars, w); }
+};
+
 // The 1024-byte-aligned base of the dynamic shared memory: swizzled tiles
 // need it, the dynamic base promises less (the launch gives 1 KB of slack).
 GDN_DEVICE unsigned char* hopper_smem_base(unsigned char* smem_raw) {
@@ -20,7 +39,7 @@ GDN_DEVICE unsigned char* hopper_smem_base(unsigned char* smem_raw) {
 // The kernel. Its body stays in the entry itself (not in a device function
 // it calls): the optimiser's order of passes over the entry and its
 // callees shapes the code ptxas gets.
-template <class Cfg>
+template <class Cfg, template <class> class Roles = HopperRoles>
 __global__ void __launch_bounds__(Cfg::kThreads, 1) gdn_hopper_fwd(const __grid_constant__ GdnHopperParams p) {
   static_assert(Cfg::kSmemBytes == GDN_SMEM_BYTES, "kernsrc.HopperSharedBytes disagrees with the layout");
   static_assert(Cfg::kThreads == GDN_THREADS, "kernsrc.HopperThreads disagrees with the warpgroups");
@@ -127,17 +146,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gdn_hopper_fwd(const __grid_
   if (wg < Cfg::kAux) {
     if (Cfg::kSetRegs) regs_dealloc<Cfg::kAuxRegs>();
     if (Cfg::kFused)
-      run_aux_fused<Cfg>(smem, bars, p, w);
+      Roles<Cfg>::aux_fused(smem, bars, p, w);
     else
-      run_aux<Cfg>(smem, bars, p, w, wg);
+      Roles<Cfg>::aux(smem, bars, p, w, wg);
   } else if (!Cfg::kConv || wg < Cfg::kAux + Cfg::kNC) {
     // (Without a converter this is the plain else: a test of wg here took
     // the transfer pass's chunk loop off ptxas's uniform datapath.)
     if (Cfg::kSetRegs) regs_alloc<Cfg::kConsumerRegs>();
-    run_consumer<Cfg>(smem, bars, p, w, wg - Cfg::kAux);
+    Roles<Cfg>::consumer(smem, bars, p, w, wg - Cfg::kAux);
   } else {
     regs_dealloc<Cfg::kConvRegs>();
-    run_converter<Cfg>(smem, bars, w);
+    Roles<Cfg>::converter(smem, bars, w);
   }
   // kAfterEarly: the grid's last CTA (CTAs start in linear order) holds the
   // grid open until the early pass has completed and its writes are

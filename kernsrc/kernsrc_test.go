@@ -50,7 +50,7 @@ func definesEntry(src, entry string) bool {
 		return strings.Contains(src, `extern "C" __global__`) && strings.Contains(src, name)
 	}
 	for _, text := range append([]string{src}, values(Headers())...) {
-		if strings.Contains(text, "template <class Cfg>\n__global__") && strings.Contains(text, " "+name+"(") {
+		if strings.Contains(text, "template <class Cfg") && strings.Contains(text, "__global__ void __launch_bounds__(Cfg::kThreads, 1) "+name+"(") {
 			return true
 		}
 	}

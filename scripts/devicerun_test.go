@@ -18,9 +18,9 @@ import (
 // $FAKE_MS_auto, _bv64 or _bv128 by --variant, else 0.06), prints a
 // comparison header when given --compare and exits $FAKE_BENCH_RC (0 when
 // unset); every call logs its name and arguments to calls.log (after
-// GDN_JIT_DEFINES=... when that is set).
+// GDN_JIT_DEFINES=... and GDN_LAB=... when those are set).
 const fakeGDN = `#!/usr/bin/env bash
-echo "${GDN_JIT_DEFINES:+GDN_JIT_DEFINES=$GDN_JIT_DEFINES }$(basename "$0") $*" >>"$CALLS"
+echo "${GDN_JIT_DEFINES:+GDN_JIT_DEFINES=$GDN_JIT_DEFINES }${GDN_LAB:+GDN_LAB=$GDN_LAB }$(basename "$0") $*" >>"$CALLS"
 case "$1" in
 warmup) printf '%s\n' "variant  compile ms  registers  spill B  stack B  smem B  status" "$FAKE_WARMUP" ;;
 bench)
@@ -69,6 +69,7 @@ func runDevice(t *testing.T, warmupRows string, withOld bool, extra, env []strin
 	t.Helper()
 	dir, write := deviceDir(t)
 	write("gdn", fakeGDN)
+	write("gdn-dev", fakeGDN)
 	if withOld {
 		write("gdn-old", fakeGDN)
 	}
@@ -79,7 +80,7 @@ func runDevice(t *testing.T, warmupRows string, withOld bool, extra, env []strin
 	cmd := exec.Command("bash", ".bin/device-run.sh")
 	cmd.Args = append(cmd.Args, steps...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GDN_JIT_DEFINES=", "OUT="+out, "FAKE_WARMUP="+warmupRows, "CALLS="+filepath.Join(dir, "calls.log"),
+	cmd.Env = append(os.Environ(), "GDN_JIT_DEFINES=", "GDN_LAB=", "OUT="+out, "FAKE_WARMUP="+warmupRows, "CALLS="+filepath.Join(dir, "calls.log"),
 		"PATH="+os.Getenv("PATH"))
 	cmd.Env = append(cmd.Env, env...)
 	var errb strings.Builder
@@ -158,19 +159,22 @@ func checkCompareStep(t *testing.T, step, flags, cases string) string {
 	return stderr
 }
 
-// A knob step compiles every variant with the switch, then times the same
-// binary without and with it on the cases named, in that order, the second
-// run against the first's CSV; a switch that makes a variant spill fails
-// the step.
+// A knob step (or a lab step) compiles every variant with the switch (or
+// the experiment's kernels), then times the same development build
+// without and with it on the cases named, in that order, the second run
+// against the first's CSV; a switch that makes a variant spill fails the
+// step, and so does a missing development build.
 func TestDeviceRunKnob(t *testing.T) {
 	ok := "gdn_hopper_bf16_bv128  790  168  0  0  0  ok"
 	for _, c := range []struct {
-		step, rows, flags string
-		pass              bool
+		step, rows, flags, env string
+		pass                   bool
 	}{
-		{"knob:GDN_A=1+GDN_B=2@q35_4kx8,tp8_32k", ok, "", true},
-		{"knobfull:GDN_A=1+GDN_B=2@q35_4kx8,tp8_32k", ok, "--full ", true},
-		{"knob:GDN_A=1+GDN_B=2@q35_4kx8,tp8_32k", ok + "\ngdn_hopper_fp16_bv64  810  168  48  8  0  SPILLS", "", false},
+		{"knob:GDN_A=1+GDN_B=2@q35_4kx8,tp8_32k", ok, "", "GDN_JIT_DEFINES=GDN_A=1 GDN_B=2 ", true},
+		{"knobfull:GDN_A=1+GDN_B=2@q35_4kx8,tp8_32k", ok, "--full ", "GDN_JIT_DEFINES=GDN_A=1 GDN_B=2 ", true},
+		{"lab:fused_consumers@q35_4kx8,tp8_32k", ok, "", "GDN_LAB=fused_consumers ", true},
+		{"labfull:fused_consumers@q35_4kx8,tp8_32k", ok, "--full ", "GDN_LAB=fused_consumers ", true},
+		{"knob:GDN_A=1+GDN_B=2@q35_4kx8,tp8_32k", ok + "\ngdn_hopper_fp16_bv64  810  168  48  8  0  SPILLS", "", "", false},
 	} {
 		stderr, out, pass := runDeviceSteps(t, c.rows, false, c.step)
 		if pass != c.pass {
@@ -188,11 +192,10 @@ func TestDeviceRunKnob(t *testing.T) {
 			t.Fatal(err)
 		}
 		lines := strings.Split(strings.TrimSpace(string(calls)), "\n")
-		env := "GDN_JIT_DEFINES=GDN_A=1 GDN_B=2 "
 		cases := "--cases q35_4kx8,tp8_32k"
-		if len(lines) != 3 || !strings.HasPrefix(lines[0], env+"gdn warmup --cache-dir ") ||
-			!strings.HasPrefix(lines[1], "gdn bench "+c.flags+cases+" --csv ") || strings.Contains(lines[1], "--compare") ||
-			!strings.HasPrefix(lines[2], env+"gdn bench "+c.flags+cases+" --csv ") || !strings.Contains(lines[2], "--compare") {
+		if len(lines) != 3 || !strings.HasPrefix(lines[0], c.env+"gdn-dev warmup --cache-dir ") ||
+			!strings.HasPrefix(lines[1], "gdn-dev bench "+c.flags+cases+" --csv ") || strings.Contains(lines[1], "--compare") ||
+			!strings.HasPrefix(lines[2], c.env+"gdn-dev bench "+c.flags+cases+" --csv ") || !strings.Contains(lines[2], "--compare") {
 			t.Errorf("%s calls:\n%s", c.step, calls)
 		}
 		if text, err := os.ReadFile(filepath.Join(out, name+".txt")); err != nil || !strings.Contains(string(text), "1.13x") ||
@@ -202,6 +205,10 @@ func TestDeviceRunKnob(t *testing.T) {
 		if !strings.Contains(stderr, "speed-up") {
 			t.Errorf("the comparison is not printed:\n%s", stderr)
 		}
+	}
+	stderr, _, pass := runDeviceStepsEnv(t, ok, false, []string{"DEV_GDN=.bin/no-such-build"}, "lab:fused_consumers")
+	if pass || !strings.Contains(stderr, "FAIL lab: no .bin/no-such-build (scripts/device-build.sh --dev builds it") {
+		t.Errorf("a lab step without the development build: exit 0 = %v, stderr:\n%s", pass, stderr)
 	}
 }
 
