@@ -13,6 +13,17 @@ typedef long long int64_t;
 
 #define GDN_DEVICE __device__ __forceinline__
 
+// SameType<A, B>::value: A and B are one type (static_asserts of a
+// kernel's signature against the parameter block Go packs).
+template <class A, class B>
+struct SameType {
+  static constexpr bool value = false;
+};
+template <class A>
+struct SameType<A, A> {
+  static constexpr bool value = true;
+};
+
 // ---------------------------------------------------------------------------
 // 16-bit floats are carried as raw bits (uint16_t); these convert them.
 // ---------------------------------------------------------------------------

@@ -335,3 +335,33 @@ extern "C" __global__ void __launch_bounds__(128, 8) gdn_prep_chunk(
     __syncwarp();
   }
 }
+
+// The kernel's parameters as Go packs them (kernsrc.PrepParams): the
+// kernel takes these members, in order (pointers, then scalars: every one
+// naturally aligned, so the sizes fix the offsets Go writes).
+struct PrepPtrs {
+  const uint16_t* q;
+  const uint16_t* k;
+  uint16_t* qn;
+  uint16_t* kn;
+  const void* beta;
+  const float* g;
+  const float* a_log;
+  const float* dt_bias;
+  float* gcum;
+  uint16_t* A2;
+  const int* chunks;
+};
+struct PrepScalars {
+  int Hq, Hv, flags;
+};
+using PrepKernel = void(decltype(PrepPtrs::q), decltype(PrepPtrs::k), decltype(PrepPtrs::qn), decltype(PrepPtrs::kn),
+                        decltype(PrepPtrs::beta), decltype(PrepPtrs::g), decltype(PrepPtrs::a_log),
+                        decltype(PrepPtrs::dt_bias), decltype(PrepPtrs::gcum), decltype(PrepPtrs::A2),
+                        decltype(PrepPtrs::chunks), decltype(PrepScalars::Hq), decltype(PrepScalars::Hv),
+                        decltype(PrepScalars::flags));
+static_assert(SameType<decltype(gdn_prep_chunk), PrepKernel>::value, "gdn_prep_chunk takes PrepPtrs, then PrepScalars");
+#ifdef GDN_PREP_PARAMS_BYTES
+static_assert(sizeof(PrepPtrs) == GDN_PREP_OFF_HQ && sizeof(PrepPtrs) + sizeof(PrepScalars) == GDN_PREP_PARAMS_BYTES,
+              "kernsrc.PrepParams");
+#endif

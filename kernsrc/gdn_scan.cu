@@ -215,3 +215,24 @@ extern "C" __global__ void __launch_bounds__(256, 1) gdn_scan_states(const float
 #undef PAIR
 #undef CPAIR
 }
+
+// The kernel's parameters as Go packs them (kernsrc.ScanParams): the
+// kernel takes these members, in order (pointers, then scalars: every one
+// naturally aligned, so the sizes fix the offsets Go writes).
+struct ScanPtrs {
+  const float* bm;
+  const float* h0;
+  float* starts;
+  const int* first;
+};
+struct ScanScalars {
+  int P, Hv, N;
+};
+using ScanKernel = void(decltype(ScanPtrs::bm), decltype(ScanPtrs::h0), decltype(ScanPtrs::starts),
+                        decltype(ScanPtrs::first), decltype(ScanScalars::P), decltype(ScanScalars::Hv),
+                        decltype(ScanScalars::N));
+static_assert(SameType<decltype(gdn_scan_states), ScanKernel>::value, "gdn_scan_states takes ScanPtrs, then ScanScalars");
+#ifdef GDN_SCAN_PARAMS_BYTES
+static_assert(sizeof(ScanPtrs) == GDN_SCAN_OFF_P && sizeof(ScanPtrs) + sizeof(ScanScalars) == GDN_SCAN_PARAMS_BYTES,
+              "kernsrc.ScanParams");
+#endif

@@ -166,6 +166,35 @@ const (
 	HopperFlagEarlyPass = 512
 )
 
+// HopperTensorMap describes one of the kernel's tensor maps as plain data,
+// for the host to encode (cuTensorMapEncodeTiled, 128-byte swizzle): a
+// token-major tensor viewed as 4-D (Inner, Heads, T, B), Inner elements of
+// ElemBytes a row, read in boxes of (BoxInner, 1, 64, 1): 64 tokens of one
+// head, 128 bytes each, one stage tile (HopperBoxBytes).
+type HopperTensorMap struct {
+	ElemBytes, Inner, Heads, T, B, BoxInner int
+}
+
+// HopperTokenBox is the token rows of every box: a chunk.
+const HopperTokenBox = 64
+
+// Dims are the map's dimensions, innermost first.
+func (m HopperTensorMap) Dims() []uint64 {
+	return []uint64{uint64(m.Inner), uint64(m.Heads), uint64(m.T), uint64(m.B)}
+}
+
+// Strides are the byte strides of the dimensions past the innermost.
+func (m HopperTensorMap) Strides() []uint64 {
+	row := uint64(m.Inner) * uint64(m.ElemBytes)
+	return []uint64{row, row * uint64(m.Heads), row * uint64(m.Heads) * uint64(m.T)}
+}
+
+// Box is the box the kernel loads or stores.
+func (m HopperTensorMap) Box() []uint32 { return []uint32{uint32(m.BoxInner), 1, HopperTokenBox, 1} }
+
+// BoxBytes is the size of one box.
+func (m HopperTensorMap) BoxBytes() int { return m.BoxInner * m.ElemBytes * HopperTokenBox }
+
 // HopperParams are the values of GdnHopperParams; Pack lays them out.
 type HopperParams struct {
 	MapQ, MapK, MapV, MapA, MapO  [128]byte // encoded CUtensorMaps
