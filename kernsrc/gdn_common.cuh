@@ -113,11 +113,9 @@ GDN_DEVICE void griddep_release() {
 
 // A TF32 pair for x: hi = x truncated to TF32 (its 13 low mantissa bits
 // cleared), lo = the rest (exact in fp32), truncated likewise, so that hi +
-// lo holds x to about 20 bits. Truncation by a mask, not cvt.rna.tf32
-// (which sm_90 compiles to about five instructions; in the preparation
-// kernel's block products, before docs/PERF.md v29 gave it fp16 ones, ncu
-// put a third of its instructions in six splits a k-step). The scan
-// (gdn_scan.cu) uses them.
+// lo holds x to about 20 bits. Truncation by a mask, not cvt.rna.tf32,
+// which sm_90 compiles to about five instructions. The scan (gdn_scan.cu)
+// uses them.
 // hi(a) hi(b) + hi(a) lo(b) + lo(a) hi(b), the small terms first, leaves
 // out only lo(a) lo(b) and the truncated bits of the lo parts: about 2^-20
 // of a term, close to fp32 FMA's sums.

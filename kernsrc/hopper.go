@@ -16,8 +16,8 @@ const (
 	// CoreBF16FP16QK: v and o bf16, q and k fp16: the full forward's core
 	// on bf16 inputs with L2Norm, whose normalised copies of q and k the
 	// preparation writes in fp16 (3 more bits than bf16 for entries of at
-	// most 1; about half the error on unnormalised inputs, docs/PERF.md
-	// v19). A core variant only: the preparation is built per input dtype.
+	// most 1). A core variant only: the preparation is built per input
+	// dtype.
 	CoreBF16FP16QK CoreDtype = "bf16_fp16qk"
 	// CoreBF16L2Norm: q, k, v and o bf16, q and k L2-normalised by the core
 	// kernel itself (PrepNorm: its converter warpgroup) to the bit as the
@@ -69,7 +69,7 @@ func HopperAux(consumers int) int {
 // HopperConverters is the number of converter warpgroups: one in
 // the core forward at BV 128 with bf16 q and k, where the conversion of K
 // and Q to fp16 would otherwise lengthen the aux group's chain, the bound
-// of that chunk (docs/PERF.md v24); none elsewhere (fp16 q and k need no
+// of that chunk; none elsewhere (fp16 q and k need no
 // conversion; at BV 64 and in the transfer pass the aux groups keep it).
 func HopperConverters(dt CoreDtype, consumers int, transfer bool) int {
 	if consumers == 2 && (dt == CoreBF16 || dt == CoreBF16L2Norm || dt.Fused()) && !transfer {

@@ -18,8 +18,7 @@ const PrepThreads = 128
 // PrepHeads lists the value heads a prep block may take, the most first
 // (a new slice each call). The block loads and normalises the chunk's k
 // rows and forms K K^T once for all of them, and the count must divide
-// Hv / Hq. (Two heads a block were measured no faster than one:
-// docs/PERF.md v16.)
+// Hv / Hq. (Two heads a block gain nothing over one.)
 func PrepHeads() []int { return []int{4, 1} }
 
 // PrepChunkSharedBytes is the prep kernel's dynamic shared memory for blocks

@@ -3,8 +3,7 @@
 // ring's protocol (every wait and arrival) but do none of their work, so
 // the consumers' chain (and the gate warp's vectors) alone bound a chunk.
 // Its outputs are wrong; its time is the fused kernel's floor while the
-// consumers' chain stays as it is. (The what-if that measured this first
-// switched the production kernel's work off by a define.)
+// consumers' chain stays as it is.
 #include "hopper_kernel.cuh"
 
 template <class Cfg>
