@@ -55,8 +55,7 @@ GDN_DEVICE void build_a2(unsigned char* st, const Vec& vec, int len, int warp, i
 // Aux group aw of the core forward. Aux group 0's first thread issues the
 // first kStages chunks' loads (the consumers refill the stages after).
 template <class Cfg>
-GDN_DEVICE void run_aux(unsigned char* smem, typename Cfg::Ring::Bars& bars, const GdnHopperParams& p, const Work& w, int aw) {
-  const typename Cfg::Ring ring(bars);
+GDN_DEVICE void run_aux(unsigned char* smem, typename Cfg::Ring& ring, const GdnHopperParams& p, const Work& w, int aw) {
   constexpr int kAux = Cfg::kAux, kStages = Cfg::kStages;
   const int t = threadIdx.x & 127, warp = t >> 5, lane = t & 31;
   const NamedBarrier group{Cfg::kBarAux + aw, 128};

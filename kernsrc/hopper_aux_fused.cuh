@@ -12,8 +12,7 @@
 #include "hopper_chunk.cuh"
 
 template <class Cfg>
-GDN_DEVICE void run_aux_fused(unsigned char* smem, typename Cfg::Ring::Bars& bars, const GdnHopperParams& p, const Work& w) {
-  const typename Cfg::Ring ring(bars);
+GDN_DEVICE void run_aux_fused(unsigned char* smem, typename Cfg::Ring& ring, const GdnHopperParams& p, const Work& w) {
   constexpr int kStages = Cfg::kStages;
   const int tid = threadIdx.x & 127;
   const NamedBarrier group{Cfg::kBarAux, 128};

@@ -129,6 +129,6 @@ struct HopperCfg {
   static constexpr int kSmemBytes = kOffInv + (kFused ? kInvBytes : 0) + 1024;    // + alignment slack of the base
   static_assert(kSignals * kStages * 8 <= kOffStop - kOffBars, "the stop word follows the mbarriers");
 
-  using Ring = ::Ring<kStages, kStageBytes, kOffBars, kSignals>;
+  using Ring = ::Ring<kStages, kStageBytes, kSignals>;  // at kOffBars
   using E = Elem<kVF16>;  // v's and o's storage type
 };

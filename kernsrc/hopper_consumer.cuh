@@ -13,8 +13,7 @@
 #include "hopper_fused_gates.cuh"
 
 template <class Cfg>
-GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring::Bars& bars, const GdnHopperParams& p, const Work& w, int cw) {
-  const typename Cfg::Ring ring(bars);
+GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, const GdnHopperParams& p, const Work& w, int cw) {
   constexpr int kStages = Cfg::kStages, kTile = Cfg::kTile, kNC = Cfg::kNC;
   constexpr bool kXfer = Cfg::kXfer, kWide = Cfg::kWide, kFused = Cfg::kFused, kDeferStore = Cfg::kDeferStore;
   constexpr bool kEarlyExit = Cfg::kEarlyExit;

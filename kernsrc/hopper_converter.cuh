@@ -81,8 +81,7 @@ GDN_DEVICE void build_fused_p(unsigned char* stage, const Vec& vec, int len, int
 // of additions, so every row's inverse norm, and with it every fp16 value,
 // is the preparation's to the bit.
 template <class Cfg>
-GDN_DEVICE void run_normaliser(unsigned char* smem, typename Cfg::Ring::Bars& bars, const Work& w) {
-  const typename Cfg::Ring ring(bars);
+GDN_DEVICE void run_normaliser(unsigned char* smem, typename Cfg::Ring& ring, const Work& w) {
   const int tid = threadIdx.x & 127;
   const int t = tid;
   for (int c = 0; c < w.nch; ++c) {
@@ -121,8 +120,7 @@ GDN_DEVICE void run_normaliser(unsigned char* smem, typename Cfg::Ring::Bars& ba
 }
 
 template <class Cfg>
-GDN_DEVICE void run_fused_converter(unsigned char* smem, typename Cfg::Ring::Bars& bars, const Work& w) {
-  const typename Cfg::Ring ring(bars);
+GDN_DEVICE void run_fused_converter(unsigned char* smem, typename Cfg::Ring& ring, const Work& w) {
   const int tid = threadIdx.x & 127;
   for (int c = 0; c < w.nch; ++c) {
     const Slot sl = ring.slot(c);
@@ -141,15 +139,14 @@ GDN_DEVICE void run_fused_converter(unsigned char* smem, typename Cfg::Ring::Bar
 }
 
 template <class Cfg>
-GDN_DEVICE void run_converter(unsigned char* smem, typename Cfg::Ring::Bars& bars, const Work& w) {
-  const typename Cfg::Ring ring(bars);
+GDN_DEVICE void run_converter(unsigned char* smem, typename Cfg::Ring& ring, const Work& w) {
   const int t = threadIdx.x & 127;
   if (Cfg::kNorm) {
-    run_normaliser<Cfg>(smem, bars, w);
+    run_normaliser<Cfg>(smem, ring, w);
     return;
   }
   if (Cfg::kFused) {
-    run_fused_converter<Cfg>(smem, bars, w);
+    run_fused_converter<Cfg>(smem, ring, w);
     return;
   }
   for (int c = 0; c < w.nch; ++c) {

@@ -17,17 +17,17 @@
 // replacing the roles it studies.
 template <class Cfg>
 struct HopperRoles {
-  using Bars = typename Cfg::Ring::Bars;
-  static GDN_DEVICE void aux(unsigned char* smem, Bars& bars, const GdnHopperParams& p, const Work& w, int aw) {
-    run_aux<Cfg>(smem, bars, p, w, aw);
+  using Ring = typename Cfg::Ring;
+  static GDN_DEVICE void aux(unsigned char* smem, Ring& ring, const GdnHopperParams& p, const Work& w, int aw) {
+    run_aux<Cfg>(smem, ring, p, w, aw);
   }
-  static GDN_DEVICE void aux_fused(unsigned char* smem, Bars& bars, const GdnHopperParams& p, const Work& w) {
-    run_aux_fused<Cfg>(smem, bars, p, w);
+  static GDN_DEVICE void aux_fused(unsigned char* smem, Ring& ring, const GdnHopperParams& p, const Work& w) {
+    run_aux_fused<Cfg>(smem, ring, p, w);
   }
-  static GDN_DEVICE void consumer(unsigned char* smem, Bars& bars, const GdnHopperParams& p, const Work& w, int cw) {
-    run_consumer<Cfg>(smem, bars, p, w, cw);
+  static GDN_DEVICE void consumer(unsigned char* smem, Ring& ring, const GdnHopperParams& p, const Work& w, int cw) {
+    run_consumer<Cfg>(smem, ring, p, w, cw);
   }
-  static GDN_DEVICE void converter(unsigned char* smem, Bars& bars, const Work& w) { run_converter<Cfg>(smem, bars, w); }
+  static GDN_DEVICE void converter(unsigned char* smem, Ring& ring, const Work& w) { run_converter<Cfg>(smem, ring, w); }
 };
 
 // The 1024-byte-aligned base of the dynamic shared memory: swizzled tiles
@@ -47,7 +47,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gdn_hopper_fwd(const __grid_
   constexpr int kStages = Cfg::kStages;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* const smem = hopper_smem_base(smem_raw);
-  typename Cfg::Ring::Bars& bars = *reinterpret_cast<typename Cfg::Ring::Bars*>(smem + Cfg::kOffBars);
+  typename Cfg::Ring& ring = *reinterpret_cast<typename Cfg::Ring*>(smem + Cfg::kOffBars);
   // The scan after a transfer pass is a dependent launch: its CTAs may take
   // SMs this grid leaves free once all of this grid's CTAs have started.
   griddep_release();
@@ -121,13 +121,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gdn_hopper_fwd(const __grid_
       // The TMA issuer, plus bytes; under kFused also the consumers' gate
       // warp's 32 lanes, whose gate vectors the producers find with the
       // tiles.
-      mbar_init(&bars.at[kFull][s], 1 + (Cfg::kFused ? 32 : 0));
+      mbar_init(&ring.at[kFull][s], 1 + (Cfg::kFused ? 32 : 0));
       // The aux group, and the converter but under kNorm without kFused
       // (where it hands its tiles to the aux group instead).
-      mbar_init(&bars.at[kReady][s], 128 * (1 + (Cfg::kConv && (!Cfg::kNorm || Cfg::kFused))));
-      if (Cfg::kConv && !Cfg::kNorm) mbar_init(&bars.at[kQKRead][s], 128);  // the aux group
-      if (Cfg::kNorm) mbar_init(&bars.at[kNormed][s], 128);                 // the converter
-      mbar_init(&bars.at[kEmpty][s], 128 * Cfg::kNC);                       // the consumer groups
+      mbar_init(&ring.at[kReady][s], 128 * (1 + (Cfg::kConv && (!Cfg::kNorm || Cfg::kFused))));
+      if (Cfg::kConv && !Cfg::kNorm) mbar_init(&ring.at[kQKRead][s], 128);  // the aux group
+      if (Cfg::kNorm) mbar_init(&ring.at[kNormed][s], 128);                 // the converter
+      mbar_init(&ring.at[kEmpty][s], 128 * Cfg::kNC);                       // the consumer groups
     }
     mbar_fence_init();
     *reinterpret_cast<volatile int*>(smem + Cfg::kOffStop) = w.nch;  // no early exit yet
@@ -146,17 +146,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gdn_hopper_fwd(const __grid_
   if (wg < Cfg::kAux) {
     if (Cfg::kSetRegs) regs_dealloc<Cfg::kAuxRegs>();
     if (Cfg::kFused)
-      Roles<Cfg>::aux_fused(smem, bars, p, w);
+      Roles<Cfg>::aux_fused(smem, ring, p, w);
     else
-      Roles<Cfg>::aux(smem, bars, p, w, wg);
+      Roles<Cfg>::aux(smem, ring, p, w, wg);
   } else if (!Cfg::kConv || wg < Cfg::kAux + Cfg::kNC) {
     // (Without a converter this is the plain else: a test of wg here took
     // the transfer pass's chunk loop off ptxas's uniform datapath.)
     if (Cfg::kSetRegs) regs_alloc<Cfg::kConsumerRegs>();
-    Roles<Cfg>::consumer(smem, bars, p, w, wg - Cfg::kAux);
+    Roles<Cfg>::consumer(smem, ring, p, w, wg - Cfg::kAux);
   } else {
     regs_dealloc<Cfg::kConvRegs>();
-    Roles<Cfg>::converter(smem, bars, w);
+    Roles<Cfg>::converter(smem, ring, w);
   }
   // kAfterEarly: the grid's last CTA (CTAs start in linear order) holds the
   // grid open until the early pass has completed and its writes are

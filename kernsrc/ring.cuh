@@ -19,26 +19,23 @@ struct Slot {
   int s, use;
 };
 
-// Ring<kStages, kStageBytes, kBarOffset, kSignals>: the stages at smem (one
-// every kStageBytes) and their barriers at smem + kBarOffset, signal-major
-// (bar[signal][stage]). A Ring is a view: the memory is the CTA's.
-template <int kStages_, int kStageBytes_, int kBarOffset, int kSignals>
+// Ring<kStages, kStageBytes, kSignals>: the barriers of kStages stages of
+// kStageBytes each, signal-major (at[signal][stage]). A Ring lives in
+// shared memory (the CTA's; a kernel places it and its stages), and its
+// methods wait and arrive on its barriers; stage s's bytes are the
+// kernel's, at its stages' base + s kStageBytes.
+template <int kStages_, int kStageBytes_, int kSignals>
 struct Ring {
   static constexpr int kStages = kStages_;
   static constexpr int kStageBytes = kStageBytes_;
-  struct Bars {
-    uint64_t at[kSignals][kStages];
-  };
-  Bars& bars;  // at the stages' base + kBarOffset
-
-  GDN_DEVICE explicit Ring(Bars& b) : bars(b) {}
+  uint64_t at[kSignals][kStages];
 
   GDN_DEVICE static Slot slot(int c) { return Slot{c % kStages, c / kStages}; }
-  GDN_DEVICE uint64_t* bar(int signal, int s) const { return &bars.at[signal][s]; }
+  GDN_DEVICE uint64_t* bar(int signal, int s) { return &at[signal][s]; }
 
   // Waits for the signal of chunk x's use of its stage.
-  GDN_DEVICE void wait(int signal, const Slot& x) const { mbar_wait(bar(signal, x.s), x.use & 1); }
+  GDN_DEVICE void wait(int signal, const Slot& x) { mbar_wait(bar(signal, x.s), x.use & 1); }
   // Waits for the signal of the stage's use before chunk x's (chunk c - kStages).
-  GDN_DEVICE void wait_before(int signal, const Slot& x) const { mbar_wait(bar(signal, x.s), (x.use - 1) & 1); }
-  GDN_DEVICE void arrive(int signal, const Slot& x) const { mbar_arrive(bar(signal, x.s)); }
+  GDN_DEVICE void wait_before(int signal, const Slot& x) { mbar_wait(bar(signal, x.s), (x.use - 1) & 1); }
+  GDN_DEVICE void arrive(int signal, const Slot& x) { mbar_arrive(bar(signal, x.s)); }
 };

@@ -8,12 +8,11 @@
 
 template <class Cfg>
 struct ConsumersOnly : HopperRoles<Cfg> {
-  using Bars = typename Cfg::Ring::Bars;
+  using Ring = typename Cfg::Ring;
 
   // The aux group: the first loads, then per chunk its waits and arrivals.
-  static GDN_DEVICE void aux_fused(unsigned char* smem, Bars& bars, const GdnHopperParams& p, const Work& w) {
-    const typename Cfg::Ring ring(bars);
-    if ((threadIdx.x & 127) == 0)
+  static GDN_DEVICE void aux_fused(unsigned char* smem, Ring& ring, const GdnHopperParams& p, const Work& w) {
+      if ((threadIdx.x & 127) == 0)
       for (int c = 0; c < min(Cfg::kStages, w.nch); ++c)
         issue_loads<Cfg>(smem + c * Cfg::kStageBytes, ring.bar(kFull, c), p, w, c);
     for (int c = 0; c < w.nch; ++c) {
@@ -27,9 +26,8 @@ struct ConsumersOnly : HopperRoles<Cfg> {
 
   // The converter: the normaliser's or the fused converter's waits and
   // arrivals.
-  static GDN_DEVICE void converter(unsigned char* smem, Bars& bars, const Work& w) {
-    const typename Cfg::Ring ring(bars);
-    for (int c = 0; c < w.nch; ++c) {
+  static GDN_DEVICE void converter(unsigned char* smem, Ring& ring, const Work& w) {
+      for (int c = 0; c < w.nch; ++c) {
       const Slot sl = ring.slot(c);
       ring.wait(kFull, sl);
       if (Cfg::kNorm) {
