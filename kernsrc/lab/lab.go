@@ -26,13 +26,14 @@ var files embed.FS
 const EnvName = "GDN_LAB"
 
 // Experiment is one lab kernel: a main file that includes the production
-// headers and defines Roles, the roles the kernel's warpgroups play
-// (a HopperRoles with some replaced), for the Hopper variants Applies
-// accepts.
+// headers and defines Roles, the roles the kernel's warpgroups play (a
+// HopperRoles with some replaced), or a Kernel template of its own, for
+// the Hopper variants Applies accepts.
 type Experiment struct {
 	Name    string
 	File    string
-	Roles   string
+	Kernel  string // the kernel template ("": the production kernsrc.HopperKernel)
+	Roles   string // the roles template ("": the production roles)
 	Applies func(kernsrc.HopperCfg) bool
 	Doc     string
 }
@@ -43,6 +44,12 @@ var experiments = []Experiment{{
 	Roles:   "ConsumersOnly",
 	Applies: kernsrc.HopperCfg.Fused,
 	Doc:     "the fused kernel with producers that only pass each chunk along (the consumers' chain alone)",
+}, {
+	Name:    "static_ring",
+	File:    "static_ring.cu",
+	Kernel:  "gdn_hopper_fwd_static_ring",
+	Applies: func(kernsrc.HopperCfg) bool { return true },
+	Doc:     "every Hopper kernel with its ring's barriers in static shared memory (32-bit addresses: NVRTC 13's fused spill)",
 }}
 
 // Experiments lists the experiments by name.
@@ -76,10 +83,18 @@ func (e Experiment) Variant(v kernsrc.Variant) (kernsrc.Variant, error) {
 	if err != nil {
 		return v, fmt.Errorf("lab: %s: %w", e.Name, err)
 	}
+	args := strings.TrimSuffix(strings.TrimPrefix(v.Kernel, kernsrc.HopperKernel+"<"), ">")
+	if e.Roles != "" {
+		args += ", " + e.Roles
+	}
+	kernel := kernsrc.HopperKernel
+	if e.Kernel != "" {
+		kernel = e.Kernel
+	}
 	v.Name = v.Name + "_lab_" + e.Name
 	v.File = "lab/" + e.File
 	v.Text = string(text)
-	v.Kernel = strings.TrimSuffix(v.Kernel, ">") + ", " + e.Roles + ">"
+	v.Kernel = kernel + "<" + args + ">"
 	v.Defines = append([]string(nil), v.Defines...)
 	return v, nil
 }

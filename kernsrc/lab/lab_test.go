@@ -31,9 +31,18 @@ func TestExperimentsApply(t *testing.T) {
 			}
 			applied++
 			src, err := lv.Source()
-			if err != nil || !strings.Contains(src, "struct "+e.Roles) || lv.Kernel != strings.TrimSuffix(v.Kernel, ">")+", "+e.Roles+">" ||
-				!strings.HasSuffix(lv.Name, "_lab_"+e.Name) {
-				t.Errorf("%s of %s: %+v (%v)", e.Name, v.Name, lv, err)
+			want := strings.TrimSuffix(v.Kernel, ">")
+			if e.Roles != "" {
+				want += ", " + e.Roles
+			}
+			want += ">"
+			defines := "struct " + e.Roles
+			if e.Kernel != "" {
+				want = e.Kernel + strings.TrimPrefix(want, kernsrc.HopperKernel)
+				defines = " " + e.Kernel + "("
+			}
+			if err != nil || !strings.Contains(src, defines) || lv.Kernel != want || !strings.HasSuffix(lv.Name, "_lab_"+e.Name) {
+				t.Errorf("%s of %s: %+v, want entry %s (%v)", e.Name, v.Name, lv, want, err)
 			}
 		}
 		if applied == 0 {
