@@ -12,6 +12,22 @@
 #pragma once
 #include "hopper_fused_gates.cuh"
 
+// The A operand of Vn's product for k-step s: (V - diag(e^g) U)^T, from
+// V^T's fragment v (ldmatrix .trans of the value tile, the input dtype:
+// fp16 under VF16) and U^T's accumulator, the difference in fp32, rounded
+// to fp16 once.
+template <bool VF16>
+GDN_DEVICE void v_minus_gated_u(uint32_t a[4], const uint32_t v[4], const float* U, int s, const float* eg, int tq) {
+  const int j0 = 16 * s + 2 * tq;
+  const float e0 = eg[j0], e1 = eg[j0 + 1], e8 = eg[j0 + 8], e9 = eg[j0 + 9];
+  const float2 v0 = unpack2_of<VF16>(v[0]), v1 = unpack2_of<VF16>(v[1]);
+  const float2 v2 = unpack2_of<VF16>(v[2]), v3 = unpack2_of<VF16>(v[3]);
+  a[0] = pack_fp16x2(fmaf(-e0, U[8 * s + 0], v0.x), fmaf(-e1, U[8 * s + 1], v0.y));
+  a[1] = pack_fp16x2(fmaf(-e0, U[8 * s + 2], v1.x), fmaf(-e1, U[8 * s + 3], v1.y));
+  a[2] = pack_fp16x2(fmaf(-e8, U[8 * s + 4], v2.x), fmaf(-e9, U[8 * s + 5], v2.y));
+  a[3] = pack_fp16x2(fmaf(-e8, U[8 * s + 6], v3.x), fmaf(-e9, U[8 * s + 7], v3.y));
+}
+
 template <class Cfg>
 GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, const GdnHopperParams& p, const Work& w, int cw) {
   constexpr int kStages = Cfg::kStages, kTile = Cfg::kTile, kNC = Cfg::kNC;
@@ -238,14 +254,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, cons
       // v), then -(U^T diag(e^g)) A2^T from registers.
       uint32_t ua[4][4];
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks) {
-        const int j0 = 16 * ks + 2 * tq;
-        const float e0 = -vec.eg[j0], e1 = -vec.eg[j0 + 1], e8 = -vec.eg[j0 + 8], e9 = -vec.eg[j0 + 9];
-        ua[ks][0] = pack_fp16x2(U[8 * ks + 0] * e0, U[8 * ks + 1] * e1);
-        ua[ks][1] = pack_fp16x2(U[8 * ks + 2] * e0, U[8 * ks + 3] * e1);
-        ua[ks][2] = pack_fp16x2(U[8 * ks + 4] * e8, U[8 * ks + 5] * e9);
-        ua[ks][3] = pack_fp16x2(U[8 * ks + 6] * e8, U[8 * ks + 7] * e9);
-      }
+      for (int ks = 0; ks < 4; ++ks) acc_to_a_scaled<true>(ua[ks], U, ks, vec.eg, tq);
       wgmma_fence();
       gemm_ss<64, false, 1, 0, 4>(Vn, T::v_tokens(sd, cw), T::a2_rows(sd));
       gemm_rs<64, 0, 4, true>(Vn, ua, T::a2_rows(sd));
@@ -258,16 +267,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, cons
       for (int ks = 0; ks < 4; ++ks)
         ldmatrix_x4_trans(vr[ks], reinterpret_cast<const uint16_t*>(vt + swz128(16 * ks + vrow, vbyte)));
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks) {
-        const int j0 = 16 * ks + 2 * tq;
-        const float e0 = vec.eg[j0], e1 = vec.eg[j0 + 1], e8 = vec.eg[j0 + 8], e9 = vec.eg[j0 + 9];
-        const float2 v0 = unpack2_of<Cfg::kVF16>(vr[ks][0]), v1 = unpack2_of<Cfg::kVF16>(vr[ks][1]);
-        const float2 v2 = unpack2_of<Cfg::kVF16>(vr[ks][2]), v3 = unpack2_of<Cfg::kVF16>(vr[ks][3]);
-        wa[ks][0] = pack_fp16x2(fmaf(-e0, U[8 * ks + 0], v0.x), fmaf(-e1, U[8 * ks + 1], v0.y));
-        wa[ks][1] = pack_fp16x2(fmaf(-e0, U[8 * ks + 2], v1.x), fmaf(-e1, U[8 * ks + 3], v1.y));
-        wa[ks][2] = pack_fp16x2(fmaf(-e8, U[8 * ks + 4], v2.x), fmaf(-e9, U[8 * ks + 5], v2.y));
-        wa[ks][3] = pack_fp16x2(fmaf(-e8, U[8 * ks + 6], v3.x), fmaf(-e9, U[8 * ks + 7], v3.y));
-      }
+      for (int ks = 0; ks < 4; ++ks) v_minus_gated_u<Cfg::kVF16>(wa[ks], vr[ks], U, ks, vec.eg, tq);
       wgmma_fence();
       gemm_rs<64, 0, 4, false>(Vn, wa, T::a2_rows(sd));
     }
@@ -282,12 +282,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, cons
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
       acc_to_a(va[ks], Vn, ks);
-      const int j0 = 16 * ks + 2 * tq;
-      const float f0 = vec.f[j0], f1 = vec.f[j0 + 1], f8 = vec.f[j0 + 8], f9 = vec.f[j0 + 9];
-      vf[ks][0] = pack_fp16x2(Vn[8 * ks + 0] * f0, Vn[8 * ks + 1] * f1);
-      vf[ks][1] = pack_fp16x2(Vn[8 * ks + 2] * f0, Vn[8 * ks + 3] * f1);
-      vf[ks][2] = pack_fp16x2(Vn[8 * ks + 4] * f8, Vn[8 * ks + 5] * f9);
-      vf[ks][3] = pack_fp16x2(Vn[8 * ks + 6] * f8, Vn[8 * ks + 7] * f9);
+      acc_to_a_scaled<false>(vf[ks], Vn, ks, vec.f, tq);
     }
     const float gamma = vec.gamma;
     if (kXfer && kEarlyExit) decay *= gamma;

@@ -70,6 +70,21 @@ GDN_DEVICE void acc_to_a(uint32_t a[4], const float* d, int s) {
   a[3] = pack_fp16x2(d[8 * s + 6], d[8 * s + 7]);
 }
 
+// The same for an accumulator whose columns take factors first (a chunk's
+// gate factors by token): element (r, j) times f[j], negated under NEG,
+// for the columns j = 16 s + 2 (lane % 4) (+1, +8, +9) of k-step s; tq =
+// lane % 4.
+template <bool NEG>
+GDN_DEVICE void acc_to_a_scaled(uint32_t a[4], const float* d, int s, const float* f, int tq) {
+  const int j0 = 16 * s + 2 * tq;
+  const float f0 = NEG ? -f[j0] : f[j0], f1 = NEG ? -f[j0 + 1] : f[j0 + 1];
+  const float f8 = NEG ? -f[j0 + 8] : f[j0 + 8], f9 = NEG ? -f[j0 + 9] : f[j0 + 9];
+  a[0] = pack_fp16x2(d[8 * s + 0] * f0, d[8 * s + 1] * f1);
+  a[1] = pack_fp16x2(d[8 * s + 2] * f0, d[8 * s + 3] * f1);
+  a[2] = pack_fp16x2(d[8 * s + 4] * f8, d[8 * s + 5] * f9);
+  a[3] = pack_fp16x2(d[8 * s + 6] * f8, d[8 * s + 7] * f9);
+}
+
 // Stores four 8x8 16-bit matrices; lane l gives the address of row l%8 of
 // matrix l/8, and r[j] is the thread's pair of matrix j in the accumulator
 // layout (row lane/4, columns 2(lane%4), +1). With .trans each matrix is
