@@ -315,6 +315,18 @@ func (c HopperCfg) SharedBytes() int {
 	return n
 }
 
+// StaticSharedBytes is the kernel's static shared memory: the fused
+// kernels keep their ring's barriers there (hopper_cfg.cuh, kStaticRing),
+// five signals of three stages; the others none. The dynamic
+// (SharedBytes) and the static together must fit the 227 KB a block may
+// have.
+func (c HopperCfg) StaticSharedBytes() int {
+	if c.Fused() {
+		return 5 * HopperStages * 8
+	}
+	return 0
+}
+
 // Variant is the catalogue entry of the configuration, named name.
 func (c HopperCfg) Variant(name string) Variant {
 	return Variant{Name: name, File: "gdn_hopper.cu", Kernel: c.Entry(), Defines: append(hopperContract(),

@@ -129,6 +129,13 @@ struct HopperCfg {
   static constexpr int kSmemBytes = kOffInv + (kFused ? kInvBytes : 0) + 1024;    // + alignment slack of the base
   static_assert(kSignals * kStages * 8 <= kOffStop - kOffBars, "the stop word follows the mbarriers");
 
-  using Ring = ::Ring<kStages, kStageBytes, kSignals>;  // at kOffBars
+  // Where the ring's barriers live. The fused kernels keep them in static
+  // shared memory: their addresses are then link-time constants (32-bit,
+  // a constant plus 8 x the stage), and no 64-bit generic pointer to them
+  // has to stay live across the consumers' chain, where those kernels'
+  // registers peak (NVRTC 13 spilled one such pointer, 8 + 8 bytes a
+  // chunk). The others keep them in the dynamic block at kOffBars.
+  static constexpr bool kStaticRing = kFused;
+  using Ring = ::Ring<kStages, kStageBytes, kSignals>;
   using E = Elem<kVF16>;  // v's and o's storage type
 };

@@ -47,7 +47,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gdn_hopper_fwd(const __grid_
   constexpr int kStages = Cfg::kStages;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* const smem = hopper_smem_base(smem_raw);
-  typename Cfg::Ring& ring = *reinterpret_cast<typename Cfg::Ring*>(smem + Cfg::kOffBars);
+  // The ring's barriers: in the dynamic block at kOffBars, or in static
+  // shared memory (Cfg::kStaticRing).
+  __shared__ typename Cfg::Ring static_ring;
+  typename Cfg::Ring& ring =
+      Cfg::kStaticRing ? static_ring : *reinterpret_cast<typename Cfg::Ring*>(smem + Cfg::kOffBars);
   // The scan after a transfer pass is a dependent launch: its CTAs may take
   // SMs this grid leaves free once all of this grid's CTAs have started.
   griddep_release();

@@ -183,7 +183,8 @@ func TestHeadersAndDigest(t *testing.T) {
 func TestHopperSharedBytesAndThreads(t *testing.T) {
 	for _, nc := range HopperConsumers {
 		for _, dt := range coreDtypes {
-			if b := HopperSharedBytes(dt, nc); b > 227<<10 || b%1024 != 0 {
+			c, err := HopperCfgOf(dt, nc, false)
+			if b := HopperSharedBytes(dt, nc); b > 227<<10 || b%1024 != 0 || (err == nil && b+c.StaticSharedBytes() > 227<<10) {
 				t.Errorf("%d consumers, %s: %d bytes of shared memory", nc, dt, b)
 			}
 			for _, xfer := range []bool{false, true} {

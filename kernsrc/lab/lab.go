@@ -48,8 +48,8 @@ var experiments = []Experiment{{
 	Name:    "static_ring",
 	File:    "static_ring.cu",
 	Kernel:  "gdn_hopper_fwd_static_ring",
-	Applies: func(kernsrc.HopperCfg) bool { return true },
-	Doc:     "every Hopper kernel with its ring's barriers in static shared memory (32-bit addresses: NVRTC 13's fused spill)",
+	Applies: func(c kernsrc.HopperCfg) bool { return !c.Fused() },
+	Doc:     "the Hopper kernels that keep their ring's barriers in the dynamic block with them in static shared memory, as the fused kernels have them",
 }}
 
 // Experiments lists the experiments by name.

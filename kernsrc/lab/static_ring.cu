@@ -1,16 +1,14 @@
-// static_ring.cu: the Hopper kernel with its ring's barriers in static
-// shared memory (a __shared__ Ring) instead of the dynamic block at
-// kOffBars. Their addresses are then link-time constants: a barrier is a
-// 32-bit shared address (a constant plus 8 x its stage), which ptxas can
-// fold into the barrier instructions, and no 64-bit generic pointer to the
-// barriers has to stay live across a chunk. The question it answers: does
-// that remove NVRTC 13's 8 + 8-byte spill in the fused kernels (one such
-// pointer kept across the consumers' chain), and at what speed? Compile it
-// under NVRTC 13 (a development build's warm-up with GDN_LAB=static_ring)
-// and time it against the production kernels (device-run.sh
-// lab:static_ring and labfull:static_ring). Its outputs are the production
-// kernel's: only where the barriers live changes. The entry below is
-// hopper_kernel.cuh's with that one change (and no test switch).
+// static_ring.cu: the Hopper kernels that keep their ring's barriers in
+// the dynamic block at kOffBars, with them in static shared memory (a
+// __shared__ Ring) instead, as the fused kernels have them
+// (HopperCfg::kStaticRing): the barriers' addresses then are link-time
+// constants (32-bit: a constant plus 8 x the stage) and no 64-bit generic
+// pointer to them stays live across a chunk. In the fused kernels that
+// removed NVRTC 13's 8 + 8-byte spill; for the others the question is
+// only speed (device-run.sh lab:static_ring against production). Outputs
+// are the production kernels': only where the barriers live changes. The
+// entry below is hopper_kernel.cuh's with that one change (and no test
+// switch).
 #include "hopper_kernel.cuh"
 
 template <class Cfg, template <class> class Roles = HopperRoles>
