@@ -161,10 +161,10 @@ func TestDeviceRunKernelTimes(t *testing.T) {
 		"--csv .bin/gdn bench --full --cases tp2_32k")
 }
 
-// The profile step is kerneltimes with the metrics issue 7 asks for: each
+// The profile step is kerneltimes with the metrics that say why: each
 // kernel's line gains the tensor pipe's activity, eligible / resident
 // warps a scheduler and achieved occupancy, and a line of its leading
-// stall reasons, largest first; by default on issue 7's rows that miss
+// stall reasons, largest first; by default on the suite's rows that miss
 // their targets.
 func TestDeviceRunProfile(t *testing.T) {
 	dir, out := runKernelTimesSteps(t, "profile", "profilefull:varlen_mix")
