@@ -3,7 +3,15 @@ package gdn
 import (
 	"github.com/gdnjit/gdn/internal/launch"
 	"github.com/gdnjit/gdn/internal/plan"
+	"github.com/gdnjit/gdn/kernsrc"
 )
+
+// UseTestBuild makes rt compile every Hopper variant as a test build with
+// the hooks' switches (kernsrc.HopperHooked); call it before rt's first
+// call.
+func UseTestBuild(rt *Runtime, h kernsrc.HopperHooks) {
+	rt.dev.(*launch.Launcher).UseTestBuild(h)
+}
 
 // SpareCounts waits until no spare result of rt's ForwardHost is being
 // prepared and returns the pool's counters: calls that took a spare,

@@ -9,7 +9,7 @@ import (
 
 	"github.com/gdnjit/gdn"
 	"github.com/gdnjit/gdn/internal/tuning"
-	"github.com/gdnjit/gdn/jit"
+	"github.com/gdnjit/gdn/kernsrc"
 	"github.com/gdnjit/gdn/ref"
 )
 
@@ -257,8 +257,8 @@ func TestSplitTransferEarlyExit(t *testing.T) {
 }
 
 // The early exit leaves the values of walking to the end: the same calls on
-// runtimes whose kernels are built without it (GDN_TRANSFER_NO_EXIT, given
-// through the development knob jit.DefinesEnv) give equal o and ht (== on
+// runtimes whose kernels are built without it (the test build
+// kernsrc.HopperHooks.WalkToEnd) give equal o and ht (== on
 // every value: only a zero's sign may differ), on inputs whose decaying
 // heads' transfer matrices reach zero inside their segments.
 func TestSplitTransferExitEqualsWalk(t *testing.T) {
@@ -272,12 +272,12 @@ func TestSplitTransferExitEqualsWalk(t *testing.T) {
 	}
 	got := map[key][2]*gdn.HostCoreResult{}
 	for walk := range 2 {
-		if walk == 1 {
-			t.Setenv(jit.DefinesEnv, "GDN_TRANSFER_NO_EXIT") // read when a runtime first compiles
-		}
 		for _, xfer := range []int{64, 128} {
 			for _, seg := range []int{8, 40} {
 				r := splitRuntime(t, withKnobs(gdn.Options{}, tuning.Knobs{SegmentChunks: seg, TransferTile: xfer}))
+				if walk == 1 {
+					gdn.UseTestBuild(r, kernsrc.HopperHooks{WalkToEnd: true})
+				}
 				for _, c := range cases {
 					h, _ := splitCaseArgs(t, c, 77)
 					res, err := r.ForwardHost(h)
@@ -359,10 +359,10 @@ func TestSplitEarlyGraphReplay(t *testing.T) {
 }
 
 // The scan starts from the early pass's end states only once that pass has
-// completed. Built with GDN_TEST_EARLY_DELAY, the early pass's CTAs spin
-// about a millisecond first, so the transfer pass (which does not wait for
-// the early pass at its start) ends long before the early pass: the
-// outputs must still match the float64 recurrence, call after call with new
+// completed. In a test build (kernsrc.HopperHooks.DelayEarlyPass) the early
+// pass's CTAs spin about a millisecond first, so the transfer pass (which
+// does not wait for the early pass at its start) ends long before the
+// early pass: the outputs must still match the float64 recurrence, call after call with new
 // inputs (head 0 has g = 0: a stale start state would show). (A build
 // without the transfer pass's wait for the early pass gave the same bits on
 // the H200, driver 580: the scan's own wait covered the early pass too.
@@ -370,8 +370,8 @@ func TestSplitEarlyGraphReplay(t *testing.T) {
 // completion. docs/PERF.md, v34.)
 func TestSplitEarlyWaitsForEarlyPass(t *testing.T) {
 	c := splitCase{"G2_T2048", ref.Shape{B: 1, T: 2048, Hq: 1, Hv: 2}, ref.RecipeOptions{WithH0: true}}
-	t.Setenv(jit.DefinesEnv, "GDN_TEST_EARLY_DELAY") // read when a runtime first compiles
 	r := splitRuntime(t, withKnobs(gdn.Options{}, tuning.Knobs{SegmentChunks: 4, EarlyFirstSegment: 1}))
+	gdn.UseTestBuild(r, kernsrc.HopperHooks{DelayEarlyPass: true})
 	if pl := splitCasePlan(t, r, c); !pl.EarlyFirstSegment {
 		t.Fatalf("plan %v, want an early split", pl)
 	}

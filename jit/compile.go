@@ -3,7 +3,6 @@ package jit
 import (
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 	"time"
@@ -50,24 +49,29 @@ func (r Request) CompileOptions() []string {
 }
 
 // DefinesEnv names the environment variable whose space-separated NAME or
-// NAME=VALUE words RequestFor adds as -D options to every variant: a switch
-// for timing experiments, not for production use.
+// NAME=VALUE words RequestFor adds as -D options to every variant in a
+// development build (the gdndev build tag, DevBuild): a switch for kernel
+// experiments. A release build ignores it, so that no stray environment
+// turns a production process into an experiment.
 const DefinesEnv = "GDN_JIT_DEFINES"
 
 // RequestFor builds the request that compiles catalogue variant v for t:
 // the variant's main file, every embedded header, its -D options and its
-// kernel as the one entry.
+// kernel as the one entry. A development build (DevBuild) builds a lab
+// experiment's kernel instead where GDN_LAB names one (package
+// kernsrc/lab), and adds DefinesEnv's defines.
 func RequestFor(v kernsrc.Variant, t Target) (Request, error) {
+	v, err := devVariant(v)
+	if err != nil {
+		return Request{}, fmt.Errorf("jit: variant %s: %w", v.Name, err)
+	}
 	src, err := v.Source()
 	if err != nil {
 		return Request{}, fmt.Errorf("jit: variant %s: %w", v.Name, err)
 	}
-	opts := v.Options()
-	// Kernel experiments (docs/PERF.md) switch code paths with defines given
-	// here; they are part of the options, hence of the cache key.
-	for _, d := range strings.Fields(os.Getenv(DefinesEnv)) {
-		opts = append(opts, "-D"+d)
-	}
+	// A development build's experiment defines (DefinesEnv) are part of the
+	// options, hence of the cache key: never a production cubin's.
+	opts := append(v.Options(), devDefines()...)
 	return Request{
 		Name:    v.Name,
 		File:    v.File,
@@ -178,6 +182,9 @@ func (c *Compiler) compile(n *NVRTC, key string, req Request) (*Artifact, error)
 	if c.disk != nil {
 		a, err := c.disk.Load(key)
 		if err == nil {
+			if !a.IsPTX && len(a.Report.Functions) == 0 {
+				a.Report = reportOf(a.Log, a.Image) // an entry written before reports came from cubins too
+			}
 			a.FromDisk = true
 			a.Elapsed = time.Since(start)
 			debugf("disk hit %s (%s) %s in %s", req.Name, req.Target, short(key), a.Elapsed.Round(time.Microsecond))
@@ -224,7 +231,7 @@ func (c *Compiler) compile(n *NVRTC, key string, req Request) (*Artifact, error)
 		Elapsed:     took,
 	}
 	if !a.IsPTX {
-		a.Report = ParseReport(out.log)
+		a.Report = reportOf(out.log, out.image)
 	}
 	debugf("compiled %s for %s in %s, %d bytes, key %s", req.Name, req.Target, took.Round(time.Microsecond), len(a.Image), short(key))
 	if !a.IsPTX {

@@ -14,6 +14,9 @@ type Report struct {
 	// Warnings are ptxas's warning and performance-advice lines, e.g. the
 	// notice that wgmma instructions were serialized.
 	Warnings []string `json:"warnings,omitempty"`
+	// FromCubin says the report was read from the cubin (CubinReport), the
+	// compile's log having none: registers and stack frames only.
+	FromCubin bool `json:"from_cubin,omitempty"`
 }
 
 // FunctionReport is ptxas's resource usage of one function.
@@ -37,10 +40,12 @@ func (f FunctionReport) Spills() bool { return f.SpillStores > 0 || f.SpillLoads
 // SpillBytes is spill stores plus spill loads, in bytes.
 func (f FunctionReport) SpillBytes() int { return f.SpillStores + f.SpillLoads }
 
-// Spills reports whether any function of the module spills.
+// Spills reports whether any function of the module spills: for a report
+// read from the cubin (FromCubin), which has no spill counts, whether any
+// uses a stack frame of local memory.
 func (r Report) Spills() bool {
 	for _, f := range r.Functions {
-		if f.Spills() {
+		if f.Spills() || (r.FromCubin && f.StackFrame > 0) {
 			return true
 		}
 	}
@@ -107,6 +112,9 @@ func (r Report) String() string {
 		}
 		fmt.Fprintf(&b, "%s%s: %d registers, %d+%d B spill, %d B stack, %d B smem, %d B cmem",
 			f.Name, kind, f.Registers, f.SpillStores, f.SpillLoads, f.StackFrame, f.SharedBytes, f.ConstBytes)
+	}
+	if r.FromCubin {
+		b.WriteString("\n(no ptxas report: registers and stack frames read from the cubin; a stack frame counts as a spill)")
 	}
 	for _, w := range r.Warnings {
 		b.WriteString("\n" + w)

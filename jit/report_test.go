@@ -1,6 +1,9 @@
 package jit
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // sampleLog is an NVRTC 12.4 ptxas -v log with a spilling template kernel,
 // a kernel with shared and constant memory, and a non-inlined device
@@ -53,5 +56,21 @@ func TestParseReport(t *testing.T) {
 	}
 	if empty := ParseReport(""); len(empty.Functions) != 0 || empty.Spills() {
 		t.Errorf("empty report = %+v", empty)
+	}
+}
+
+// A report read from the cubin (no ptxas log) has no spill counts: its
+// stack frames stand for them, so a frame fails a spill check and none
+// passes it; a ptxas report's frame alone (a local array) does not.
+func TestReportFromCubinSpills(t *testing.T) {
+	frame := Report{FromCubin: true, Functions: []FunctionReport{{Name: "k", Entry: true, Registers: 128, StackFrame: 8}}}
+	clean := Report{FromCubin: true, Functions: []FunctionReport{{Name: "k", Entry: true, Registers: 128}}}
+	local := Report{Functions: []FunctionReport{{Name: "k", Entry: true, Registers: 128, StackFrame: 8}}}
+	if !frame.Spills() || clean.Spills() || local.Spills() {
+		t.Errorf("Spills: cubin with a frame %v, cubin without %v, ptxas frame without spills %v; want true, false, false",
+			frame.Spills(), clean.Spills(), local.Spills())
+	}
+	if s := frame.String(); !strings.Contains(s, "read from the cubin") {
+		t.Errorf("String() = %q does not say where the report came from", s)
 	}
 }

@@ -13,6 +13,17 @@ typedef long long int64_t;
 
 #define GDN_DEVICE __device__ __forceinline__
 
+// SameType<A, B>::value: A and B are one type (static_asserts of a
+// kernel's signature against the parameter block Go packs).
+template <class A, class B>
+struct SameType {
+  static constexpr bool value = false;
+};
+template <class A>
+struct SameType<A, A> {
+  static constexpr bool value = true;
+};
+
 // ---------------------------------------------------------------------------
 // 16-bit floats are carried as raw bits (uint16_t); these convert them.
 // ---------------------------------------------------------------------------
@@ -45,6 +56,15 @@ GDN_DEVICE uint32_t pack_fp16x2(float lo, float hi) {
 GDN_DEVICE float rsqrt_ftz(float x) {
   float y;
   asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// 2^x with results below 2^-126 flushed to zero: one MUFU.EX2. __expf
+// without -ftz wraps it in a range check and two extra multiplies per call
+// to produce denormals, which no product here can tell from zero.
+GDN_DEVICE float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
 
@@ -93,11 +113,9 @@ GDN_DEVICE void griddep_release() {
 
 // A TF32 pair for x: hi = x truncated to TF32 (its 13 low mantissa bits
 // cleared), lo = the rest (exact in fp32), truncated likewise, so that hi +
-// lo holds x to about 20 bits. Truncation by a mask, not cvt.rna.tf32
-// (which sm_90 compiles to about five instructions; in the preparation
-// kernel's block products, before docs/PERF.md v29 gave it fp16 ones, ncu
-// put a third of its instructions in six splits a k-step). The scan
-// (gdn_scan.cu) uses them.
+// lo holds x to about 20 bits. Truncation by a mask, not cvt.rna.tf32,
+// which sm_90 compiles to about five instructions. The scan (gdn_scan.cu)
+// uses them.
 // hi(a) hi(b) + hi(a) lo(b) + lo(a) hi(b), the small terms first, leaves
 // out only lo(a) lo(b) and the truncated bits of the lo parts: about 2^-20
 // of a term, close to fp32 FMA's sums.

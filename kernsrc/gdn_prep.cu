@@ -31,7 +31,7 @@ enum : int32_t {
   kGateInKernel = 1,  // g holds the raw a: g = -exp(A_log) softplus(a + dt_bias)
   kBetaFP32 = 2,      // beta is fp32 (else the dtype of q)
   kL2Norm = 4,        // q and k are L2-normalised here (written to qn and kn in fp16)
-  // With kL2Norm: the core kernel normalises q and k itself (GDN_QK_NORM),
+  // With kL2Norm: the core kernel normalises q and k itself (Prep::norm),
   // so no copies are written and q is not read; k is still normalised here
   // for K K^T.
   kNormInCore = 8,
@@ -55,9 +55,8 @@ __device__ __forceinline__ float softplus(float x) { return x > 20.f ? x : log1p
 // its products take). Every lane of the warp takes part (the two halves hold
 // two vectors); a zero vector stays zero. The inverse norm is rsqrt_ftz
 // (rsqrtf to the bit here; FLA's form too): its error of a few fp32 ulps
-// vanishes in the 16-bit rounding, and it is one MUFU where 1 / sqrtf was a
-// square root and a division with their slow paths (about 260 fewer
-// instructions in the kernel).
+// vanishes in the 16-bit rounding, and it is one MUFU where 1 / sqrtf is a
+// square root and a division with their slow paths.
 namespace {
 __device__ __forceinline__ uint4 l2_normalise(uint4 x) {
   const uint32_t* w = reinterpret_cast<const uint32_t*>(&x);
@@ -107,17 +106,16 @@ __device__ __forceinline__ uint4 l2_normalise(uint4 x) {
 //      the operand the core kernel's products take
 //      (kernsrc.HopperFlagAPrepared), each warp its own 16 rows.
 //   Barriers a head: the diagonal blocks', merge_blocks' two and the one
-//   after it (docs/PERF.md v31: two fewer than with the gates in the head
-//   loop and A2 copied out by all four warps).
+//   after it (the gates of every head come before the head loop, and each
+//   warp copies out its own rows of A2, so that no more are needed).
 // Shared memory, from a base aligned to 1024 bytes, in two phases: the k
 // rows (steps 0-2, in wgmma's swizzled tiles), then T, the diagonal
 // blocks' fp32 scratch and, with several heads, K K^T kept in its
 // accumulator layout for each head's L (kept in registers, it spills); g
 // and beta of every head and the warp totals after both. About 18 KB (26
 // KB for several heads) and 64 registers a thread (__launch_bounds__
-// holds it there), so eight
-// CTAs fit an SM (the kernel's instruction count, not memory, bounds it:
-// ncu, docs/PERF.md v29).
+// holds it there), so eight CTAs fit an SM: the kernel's instruction
+// count, not memory, bounds it.
 // Dynamic shared memory: kernsrc.PrepChunkSharedBytes.
 namespace {
 // The chunk's k rows as wgmma takes them: two tiles (d 0-63, 64-127) of 64
@@ -335,3 +333,33 @@ extern "C" __global__ void __launch_bounds__(128, 8) gdn_prep_chunk(
     __syncwarp();
   }
 }
+
+// The kernel's parameters as Go packs them (kernsrc.PrepParams): the
+// kernel takes these members, in order (pointers, then scalars: every one
+// naturally aligned, so the sizes fix the offsets Go writes).
+struct PrepPtrs {
+  const uint16_t* q;
+  const uint16_t* k;
+  uint16_t* qn;
+  uint16_t* kn;
+  const void* beta;
+  const float* g;
+  const float* a_log;
+  const float* dt_bias;
+  float* gcum;
+  uint16_t* A2;
+  const int* chunks;
+};
+struct PrepScalars {
+  int Hq, Hv, flags;
+};
+using PrepKernel = void(decltype(PrepPtrs::q), decltype(PrepPtrs::k), decltype(PrepPtrs::qn), decltype(PrepPtrs::kn),
+                        decltype(PrepPtrs::beta), decltype(PrepPtrs::g), decltype(PrepPtrs::a_log),
+                        decltype(PrepPtrs::dt_bias), decltype(PrepPtrs::gcum), decltype(PrepPtrs::A2),
+                        decltype(PrepPtrs::chunks), decltype(PrepScalars::Hq), decltype(PrepScalars::Hv),
+                        decltype(PrepScalars::flags));
+static_assert(SameType<decltype(gdn_prep_chunk), PrepKernel>::value, "gdn_prep_chunk takes PrepPtrs, then PrepScalars");
+#ifdef GDN_PREP_PARAMS_BYTES
+static_assert(sizeof(PrepPtrs) == GDN_PREP_OFF_HQ && sizeof(PrepPtrs) + sizeof(PrepScalars) == GDN_PREP_PARAMS_BYTES,
+              "kernsrc.PrepParams");
+#endif

@@ -26,11 +26,11 @@
 // kernsrc.ScanVariant). Nothing but the product depends on the previous
 // step: M (into shared memory) and B (into registers) of the next segment
 // load while this one's product runs. Every CTA of a head reads all of
-// each M, and its step's product grows with C: measured (docs/PERF.md
-// v30), a step with 16 columns takes about 1.4 times one with 8, with 32
-// about 2.4 times, so wider CTAs pay only where the 8-column grid would
-// run in more waves than the wider one (one CTA an SM: shared memory);
-// the planner picks C (split.go, scanColumns).
+// each M, and its step's product grows with C (a step with 16 columns
+// takes about 1.4 times one with 8, with 32 about 2.4 times), so wider
+// CTAs pay only where the 8-column grid would run in more waves than the
+// wider one (one CTA an SM: shared memory); the planner picks C (split.go,
+// scanColumns).
 //
 // The product (128 x 128 times 128 x C) runs on the tensor cores as three
 // TF32 products of split operands (split_tf32, mma_tf32: about 2^-20 of a
@@ -48,13 +48,12 @@
 // M comes a step ahead into one of two shared-memory buffers: each warp
 // copies its own 8 KB part (its A fragments, contiguous in the order the
 // transfer pass stored them, scan_m_index) with one bulk copy onto its own
-// mbarrier, and reads a k-step as one 16-byte load. (Loaded into registers
-// instead, ptxas sank the next step's loads below the products and the
-// step waited for them: ncu's largest stall, PERF.md v21; with M
-// transposed and read a float at a time the L1 was 84% busy; the FMA
-// version took 809 instructions a thread and step.)
+// mbarrier, and reads a k-step as one 16-byte load: loaded into registers
+// instead, the next step's loads sink below the products (ptxas) and the
+// step waits for them.
 
-#include "gdn_hopper.cuh"
+#include "sm90_sync.cuh"
+#include "sm90_tma.cuh"
 
 #ifndef GDN_SCAN_COLUMNS
 #define GDN_SCAN_COLUMNS 8
@@ -214,3 +213,24 @@ extern "C" __global__ void __launch_bounds__(256, 1) gdn_scan_states(const float
 #undef PAIR
 #undef CPAIR
 }
+
+// The kernel's parameters as Go packs them (kernsrc.ScanParams): the
+// kernel takes these members, in order (pointers, then scalars: every one
+// naturally aligned, so the sizes fix the offsets Go writes).
+struct ScanPtrs {
+  const float* bm;
+  const float* h0;
+  float* starts;
+  const int* first;
+};
+struct ScanScalars {
+  int P, Hv, N;
+};
+using ScanKernel = void(decltype(ScanPtrs::bm), decltype(ScanPtrs::h0), decltype(ScanPtrs::starts),
+                        decltype(ScanPtrs::first), decltype(ScanScalars::P), decltype(ScanScalars::Hv),
+                        decltype(ScanScalars::N));
+static_assert(SameType<decltype(gdn_scan_states), ScanKernel>::value, "gdn_scan_states takes ScanPtrs, then ScanScalars");
+#ifdef GDN_SCAN_PARAMS_BYTES
+static_assert(sizeof(ScanPtrs) == GDN_SCAN_OFF_P && sizeof(ScanPtrs) + sizeof(ScanScalars) == GDN_SCAN_PARAMS_BYTES,
+              "kernsrc.ScanParams");
+#endif

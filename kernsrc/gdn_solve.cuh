@@ -1,6 +1,6 @@
 // gdn_solve.cuh: a chunk's A2 = (I + diag(beta) L)^-1 diag(beta) from its
 // K K^T, in a 64 x 64 fp16 tile, by 16 x 16 blocks: the arithmetic both
-// kernels that build A2 share (gdn_hopper.cu's fused aux group, per chunk
+// kernels that build A2 share (hopper_aux_fused.cuh's aux group, per chunk
 // in the core forward; gdn_prep.cu's gdn_prep_chunk, per chunk and value
 // head before it), so that the two paths of the full forward round alike.
 // ref's emulateSolveAFused models it, in this order and with these fp16
@@ -30,10 +30,11 @@
 //        A2[23, 01]   = -(A2[23, 23] L[23, 01]) A2[01, 01]        (all four warps)
 //      with a barrier of the four warps between the two (merge_blocks), so
 //      every product lands as A2's block, and no unscaled copy is kept.
-// The tile has 128-byte rows swizzled by swz128 (gdn_hopper.cuh), as a
+// The tile has 128-byte rows swizzled by swz128 (sm90_tile.cuh), as a
 // wgmma operand of the core kernel's stage wants them.
 #pragma once
-#include "gdn_hopper.cuh"
+#include "sm90_sync.cuh"
+#include "sm90_tile.cuh"
 
 // The diagonal blocks' scratch (store_l_and_diag): fp32 [4 warps][16 m]
 // [kLdStride], beta_i L[16w + i][16w + m] at [w][m][i] (transposed: rows
@@ -51,11 +52,10 @@ constexpr int kLdBytes = 4 * 16 * kLdStride * 4;
 // g_i log2(e) - g_j log2(e) (each sum scaled once, per row and per column
 // pair, not each difference: one subtraction an entry where a subtraction
 // and a multiply were two; its error, about |g| 2^-23, is the cumulative
-// sum's own size). One straight run for every block: skipping the blocks
-// right of a warp's diagonal and the masks left of it, by branches on the
-// warp index, cost the fused kernel 3-8% (the exponentials no longer
-// interleave across blocks; docs/PERF.md v27), and spilled in the
-// converter.
+// sum's own size). One straight run for every block: branches on the warp
+// index that skip the blocks right of its diagonal (and the masks left of
+// it) keep the exponentials from interleaving across blocks, which costs
+// more than the work they skip, and spill in the converter.
 template <bool DIAG>
 GDN_DEVICE void gate_lower(float* X, const float* g, int len, int warp, int lane) {
   constexpr float kLog2e = 1.4426950408889634f;

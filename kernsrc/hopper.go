@@ -16,17 +16,17 @@ const (
 	// CoreBF16FP16QK: v and o bf16, q and k fp16: the full forward's core
 	// on bf16 inputs with L2Norm, whose normalised copies of q and k the
 	// preparation writes in fp16 (3 more bits than bf16 for entries of at
-	// most 1; about half the error on unnormalised inputs, docs/PERF.md
-	// v19). A core variant only: the preparation is built per input dtype.
+	// most 1). A core variant only: the preparation is built per input
+	// dtype.
 	CoreBF16FP16QK CoreDtype = "bf16_fp16qk"
 	// CoreBF16L2Norm: q, k, v and o bf16, q and k L2-normalised by the core
-	// kernel itself (GDN_QK_NORM, its converter warpgroup) to the bit as the
+	// kernel itself (PrepNorm: its converter warpgroup) to the bit as the
 	// preparation's fp16 copies would be: the full forward's L2Norm on an
 	// unsplit BV 128 plan, whose preparation then neither reads q nor writes
 	// the copies. BV 128 core forward only (HopperConverters).
 	CoreBF16L2Norm CoreDtype = "bf16_l2norm"
 	// CoreBF16Fused: CoreBF16L2Norm with the full forward's whole
-	// preparation inside (GDN_FUSED): g is the raw log-gate (or the gate's
+	// preparation inside (PrepFused): g is the raw log-gate (or the gate's
 	// raw input, HopperFlagGateInKernel), summed in each chunk by the kernel,
 	// and A2 is built by its aux group from the normalised K; no A is read
 	// and no preparation kernel runs before it. BV 128 core forward only.
@@ -46,7 +46,8 @@ var coreDtypes = []CoreDtype{CoreBF16, CoreFP16, CoreBF16FP16QK, CoreBF16L2Norm,
 // preparation (CoreBF16Fused, CoreBF16FusedNoNorm).
 func (dt CoreDtype) Fused() bool { return dt == CoreBF16Fused || dt == CoreBF16FusedNoNorm }
 
-// HopperKernel is the entry point of the sm_90a core forward (gdn_hopper.cu).
+// HopperKernel is the kernel template of the sm_90a core forward
+// (gdn_hopper.cu), instantiated per variant by HopperCfg.Entry.
 const HopperKernel = "gdn_hopper_fwd"
 
 // HopperConsumers are the consumer-warpgroup counts the Hopper kernel is
@@ -65,10 +66,10 @@ func HopperAux(consumers int) int {
 	return 1
 }
 
-// HopperConverters is the number of converter warpgroups (GDN_CONV): one in
+// HopperConverters is the number of converter warpgroups: one in
 // the core forward at BV 128 with bf16 q and k, where the conversion of K
 // and Q to fp16 would otherwise lengthen the aux group's chain, the bound
-// of that chunk (docs/PERF.md v24); none elsewhere (fp16 q and k need no
+// of that chunk; none elsewhere (fp16 q and k need no
 // conversion; at BV 64 and in the transfer pass the aux groups keep it).
 func HopperConverters(dt CoreDtype, consumers int, transfer bool) int {
 	if consumers == 2 && (dt == CoreBF16 || dt == CoreBF16L2Norm || dt.Fused()) && !transfer {
@@ -90,7 +91,11 @@ func HopperTileWidth(consumers int) int { return 64 * consumers }
 // HopperStages is the depth of the kernel's ring of chunk stages.
 const HopperStages = 3
 
-// HopperSharedBytes mirrors the shared-memory layout of gdn_hopper.cu (the
+// HopperBoxBytes is one TMA box and one stage tile: 64 token rows of 128
+// bytes (64 16-bit values, or 32 fp32 of A).
+const HopperBoxBytes = 64 * 128
+
+// HopperSharedBytes mirrors the shared-memory layout of hopper_cfg.cuh (the
 // kernel static_asserts the same number, define GDN_SMEM_BYTES): the stages,
 // each of 8 KB tiles (K and Q: 4, V: one per consumer, A2: 1, P: 1; A
 // arrives in the A2 and P tiles) plus 2 KB of gate vectors; one output
@@ -98,13 +103,11 @@ const HopperStages = 3
 // the inverse (HopperFusedScratchBytes); 1 KB of slack to align the dynamic
 // base to the 1024 bytes the swizzled tiles need.
 func HopperSharedBytes(dt CoreDtype, consumers int) int {
-	const tile = 8192
-	stage := (4+consumers+1+1)*tile + 2048
-	n := HopperStages*stage + consumers*tile + 1024 + 1024
+	c := HopperCfg{Consumers: consumers, Prep: PrepNone}
 	if dt.Fused() {
-		n += HopperFusedScratchBytes
+		c.Prep = PrepFused
 	}
-	return n
+	return c.SharedBytes()
 }
 
 // HopperFusedScratchBytes is the aux group's scratch of CoreBF16Fused: the
@@ -112,7 +115,7 @@ func HopperSharedBytes(dt CoreDtype, consumers int) int {
 // floats), rounded up to whole kilobytes.
 const HopperFusedScratchBytes = (4*16*20*4 + 2*64*4 + 1023) / 1024 * 1024
 
-// The contract between Go and gdn_hopper.cu's GdnHopperParams, its only
+// The contract between Go and hopper_params.cuh's GdnHopperParams, its only
 // kernel parameter: five 128-byte tensor maps (q, k, v, A, o), then eight
 // pointers (g, beta, h0, ht, cu_seqlens, o, a_log, dt_bias), then seven
 // 32-bit fields (scale, T, Hq, Hv, N, flags, NHt), padded to the maps'
@@ -158,10 +161,39 @@ const (
 	// end states written.
 	HopperFlagAfterEarly = 256
 	// The early pass itself (splitcall.go): the output kernel over each
-	// sequence's first segment. The kernel reads it only in a test build
-	// (GDN_TEST_EARLY_DELAY).
+	// sequence's first segment. Production kernels ignore it; a test build
+	// delays the early pass's CTAs by it (HopperHooks.DelayEarlyPass).
 	HopperFlagEarlyPass = 512
 )
+
+// HopperTensorMap describes one of the kernel's tensor maps as plain data,
+// for the host to encode (cuTensorMapEncodeTiled, 128-byte swizzle): a
+// token-major tensor viewed as 4-D (Inner, Heads, T, B), Inner elements of
+// ElemBytes a row, read in boxes of (BoxInner, 1, 64, 1): 64 tokens of one
+// head, 128 bytes each, one stage tile (HopperBoxBytes).
+type HopperTensorMap struct {
+	ElemBytes, Inner, Heads, T, B, BoxInner int
+}
+
+// HopperTokenBox is the token rows of every box: a chunk.
+const HopperTokenBox = 64
+
+// Dims are the map's dimensions, innermost first.
+func (m HopperTensorMap) Dims() []uint64 {
+	return []uint64{uint64(m.Inner), uint64(m.Heads), uint64(m.T), uint64(m.B)}
+}
+
+// Strides are the byte strides of the dimensions past the innermost.
+func (m HopperTensorMap) Strides() []uint64 {
+	row := uint64(m.Inner) * uint64(m.ElemBytes)
+	return []uint64{row, row * uint64(m.Heads), row * uint64(m.Heads) * uint64(m.T)}
+}
+
+// Box is the box the kernel loads or stores.
+func (m HopperTensorMap) Box() []uint32 { return []uint32{uint32(m.BoxInner), 1, HopperTokenBox, 1} }
+
+// BoxBytes is the size of one box.
+func (m HopperTensorMap) BoxBytes() int { return m.BoxInner * m.ElemBytes * HopperTokenBox }
 
 // HopperParams are the values of GdnHopperParams; Pack lays them out.
 type HopperParams struct {
@@ -188,6 +220,141 @@ func (p *HopperParams) Pack(b *[HopperParamsBytes]byte) {
 	clear(b[HopperOffScalars+28:])
 }
 
+// HopperCfg is the Go side of hopper_cfg.cuh's HopperCfg: the choices
+// that make a Hopper variant. The kernel derives everything else from
+// them (warpgroups, registers, the shared-memory layout) and checks the
+// numbers Go launches with (Threads, SharedBytes) by static_assert.
+type HopperCfg struct {
+	VFP16     bool // v and o are fp16 (else bf16)
+	QKFP16    bool // q and k are fp16 (else bf16)
+	Consumers int  // consumer warpgroups: 1 or 2 (BV 64 or 128)
+	Transfer  bool // the transfer pass of a sequence-parallel plan
+	Prep      HopperPrep
+}
+
+// HopperPrep is how much of the full forward's preparation a Hopper
+// variant does itself (hopper_cfg.cuh's Prep).
+type HopperPrep string
+
+// The preparations: none (g cumulative, A or A2 given), norm (the L2 norm
+// of q and k, A2 given), fused (the norm and the whole preparation),
+// fused_nonorm (the whole preparation without the norm).
+const (
+	PrepNone        HopperPrep = "none"
+	PrepNorm        HopperPrep = "norm"
+	PrepFused       HopperPrep = "fused"
+	PrepFusedNoNorm HopperPrep = "fused_nonorm"
+)
+
+// HopperCfgOf returns the configuration of the Hopper variant for a dtype
+// pair, a consumer count (1 or 2) and a pass.
+func HopperCfgOf(dt CoreDtype, consumers int, transfer bool) (HopperCfg, error) {
+	c := HopperCfg{Consumers: consumers, Transfer: transfer, Prep: PrepNone}
+	switch dt {
+	case CoreBF16FP16QK:
+		c.QKFP16 = true
+	case CoreBF16L2Norm, CoreBF16Fused, CoreBF16FusedNoNorm:
+		if consumers != 2 || transfer {
+			return HopperCfg{}, fmt.Errorf("kernsrc: hopper %s: a BV 128 core forward only (its converter normalises or prepares)", dt)
+		}
+		c.Prep = map[CoreDtype]HopperPrep{CoreBF16L2Norm: PrepNorm, CoreBF16Fused: PrepFused, CoreBF16FusedNoNorm: PrepFusedNoNorm}[dt]
+	default:
+		fp16, err := fp16Define(dt, "hopper")
+		if err != nil {
+			return HopperCfg{}, err
+		}
+		c.VFP16, c.QKFP16 = fp16 == 1, fp16 == 1
+	}
+	if consumers != 1 && consumers != 2 {
+		return HopperCfg{}, fmt.Errorf("kernsrc: hopper consumers %d: want 1 or 2", consumers)
+	}
+	return c, nil
+}
+
+// Entry is the kernel's NVRTC name expression for the configuration.
+func (c HopperCfg) Entry() string {
+	elt := func(fp16 bool) string {
+		if fp16 {
+			return "Elt::fp16"
+		}
+		return "Elt::bf16"
+	}
+	pass := "Pass::forward"
+	if c.Transfer {
+		pass = "Pass::transfer"
+	}
+	return fmt.Sprintf("%s<HopperCfg<%s, %s, %d, %s, Prep::%s>>", HopperKernel, elt(c.VFP16), elt(c.QKFP16), c.Consumers, pass, c.Prep)
+}
+
+// Fused says whether the configuration does the full forward's whole
+// preparation.
+func (c HopperCfg) Fused() bool { return c.Prep == PrepFused || c.Prep == PrepFusedNoNorm }
+
+// Converters is the number of converter warpgroups: one at BV 128 with bf16
+// q and k in the core forward (HopperConverters).
+func (c HopperCfg) Converters() int {
+	if c.Consumers == 2 && !c.QKFP16 && !c.Transfer {
+		return 1
+	}
+	return 0
+}
+
+// Threads is the block size (HopperThreads).
+func (c HopperCfg) Threads() int {
+	return 128 * (HopperAux(c.Consumers) + c.Consumers + c.Converters())
+}
+
+// SharedBytes is the dynamic shared memory (HopperSharedBytes).
+func (c HopperCfg) SharedBytes() int {
+	const tile = HopperBoxBytes
+	stage := (4+c.Consumers+1+1)*tile + 2048
+	n := HopperStages*stage + c.Consumers*tile + 1024 + 1024
+	if c.Fused() {
+		n += HopperFusedScratchBytes
+	}
+	return n
+}
+
+// StaticSharedBytes is the kernel's static shared memory: the fused
+// kernels keep their ring's barriers there (hopper_cfg.cuh, kStaticRing),
+// five signals of three stages; the others none. The dynamic
+// (SharedBytes) and the static together must fit the 227 KB a block may
+// have.
+func (c HopperCfg) StaticSharedBytes() int {
+	if c.Fused() {
+		return 5 * HopperStages * 8
+	}
+	return 0
+}
+
+// Variant is the catalogue entry of the configuration, named name.
+func (c HopperCfg) Variant(name string) Variant {
+	return Variant{Name: name, File: "gdn_hopper.cu", Kernel: c.Entry(), Defines: append(hopperContract(),
+		fmt.Sprintf("GDN_THREADS=%d", c.Threads()),
+		fmt.Sprintf("GDN_SMEM_BYTES=%d", c.SharedBytes()))}
+}
+
+// hopperContract is the family's side of the parameter block's contract,
+// as defines that hopper_params.cuh static_asserts.
+func hopperContract() []string {
+	return []string{
+		fmt.Sprintf("GDN_PARAMS_BYTES=%d", HopperParamsBytes),
+		fmt.Sprintf("GDN_OFF_PTRS=%d", HopperOffPtrs),
+		fmt.Sprintf("GDN_OFF_SCALARS=%d", HopperOffScalars),
+		fmt.Sprintf("GDN_TMA_BOX_BYTES=%d", HopperBoxBytes),
+		fmt.Sprintf("GDN_FLAG_BETA_FP32=%d", HopperFlagBetaFP32),
+		fmt.Sprintf("GDN_FLAG_A_FP32=%d", HopperFlagAFP32),
+		fmt.Sprintf("GDN_FLAG_SEQLENS_INT64=%d", HopperFlagSeqlensInt64),
+		fmt.Sprintf("GDN_FLAG_SEG_PAIRS=%d", HopperFlagSegPairs),
+		fmt.Sprintf("GDN_FLAG_TRANSFER=%d", HopperFlagTransfer),
+		fmt.Sprintf("GDN_FLAG_A_PREPARED=%d", HopperFlagAPrepared),
+		fmt.Sprintf("GDN_FLAG_M_FIRST=%d", HopperFlagMFirst),
+		fmt.Sprintf("GDN_FLAG_GATE_IN_KERNEL=%d", HopperFlagGateInKernel),
+		fmt.Sprintf("GDN_FLAG_AFTER_EARLY=%d", HopperFlagAfterEarly),
+		fmt.Sprintf("GDN_FLAG_EARLY_PASS=%d", HopperFlagEarlyPass),
+	}
+}
+
 // HopperVariant returns the Hopper core-forward variant for an input dtype
 // and a consumer count (1 or 2).
 func HopperVariant(dt CoreDtype, consumers int) (Variant, error) {
@@ -201,7 +368,7 @@ func HopperTransferVariant(dt CoreDtype, consumers int) (Variant, error) {
 	return hopperVariant(dt, consumers, true)
 }
 
-// fp16Define is the GDN_FP16 value of an input dtype (0: bf16, 1: fp16).
+// fp16Define is 1 for fp16 inputs, 0 for bf16.
 func fp16Define(dt CoreDtype, family string) (int, error) {
 	switch dt {
 	case CoreBF16:
@@ -213,62 +380,31 @@ func fp16Define(dt CoreDtype, family string) (int, error) {
 }
 
 func hopperVariant(dt CoreDtype, consumers int, transfer bool) (Variant, error) {
-	// GDN_FP16 (v and o) and GDN_QK_FP16 (q and k).
-	fp16, qkFP16, norm, fused := 0, 1, 0, 0
-	switch dt {
-	case CoreBF16FP16QK:
-	case CoreBF16L2Norm, CoreBF16Fused, CoreBF16FusedNoNorm:
-		if consumers != 2 || transfer {
-			return Variant{}, fmt.Errorf("kernsrc: hopper %s: a BV 128 core forward only (its converter normalises or prepares)", dt)
-		}
-		qkFP16 = 0
-		if dt != CoreBF16FusedNoNorm {
-			norm = 1
-		}
-		if dt.Fused() {
-			fused = 1
-		}
-	default:
-		var err error
-		if fp16, err = fp16Define(dt, "hopper"); err != nil {
-			return Variant{}, err
-		}
-		qkFP16 = fp16
+	c, err := HopperCfgOf(dt, consumers, transfer)
+	if err != nil {
+		return Variant{}, err
 	}
-	if consumers != 1 && consumers != 2 {
-		return Variant{}, fmt.Errorf("kernsrc: hopper consumers %d: want 1 or 2", consumers)
-	}
-	name, xfer := fmt.Sprintf("gdn_hopper_%s_bv%d", dt, HopperTileWidth(consumers)), 0
+	name := fmt.Sprintf("gdn_hopper_%s_bv%d", dt, HopperTileWidth(consumers))
 	if transfer {
-		name, xfer = name+"_transfer", 1
+		name += "_transfer"
 	}
-	return Variant{
-		Name:   name,
-		File:   "gdn_hopper.cu",
-		Kernel: HopperKernel,
-		Defines: []string{fmt.Sprintf("GDN_FP16=%d", fp16), fmt.Sprintf("GDN_QK_FP16=%d", qkFP16),
-			fmt.Sprintf("GDN_NC=%d", consumers),
-			fmt.Sprintf("GDN_SMEM_BYTES=%d", HopperSharedBytes(dt, consumers)),
-			fmt.Sprintf("GDN_AUX=%d", HopperAux(consumers)),
-			fmt.Sprintf("GDN_CONV=%d", HopperConverters(dt, consumers, transfer)),
-			fmt.Sprintf("GDN_THREADS=%d", HopperThreads(dt, consumers, transfer)),
-			fmt.Sprintf("GDN_PARAMS_BYTES=%d", HopperParamsBytes),
-			fmt.Sprintf("GDN_OFF_PTRS=%d", HopperOffPtrs),
-			fmt.Sprintf("GDN_OFF_SCALARS=%d", HopperOffScalars),
-			fmt.Sprintf("GDN_FLAG_BETA_FP32=%d", HopperFlagBetaFP32),
-			fmt.Sprintf("GDN_FLAG_A_FP32=%d", HopperFlagAFP32),
-			fmt.Sprintf("GDN_FLAG_SEQLENS_INT64=%d", HopperFlagSeqlensInt64),
-			fmt.Sprintf("GDN_FLAG_SEG_PAIRS=%d", HopperFlagSegPairs),
-			fmt.Sprintf("GDN_FLAG_TRANSFER=%d", HopperFlagTransfer),
-			fmt.Sprintf("GDN_FLAG_A_PREPARED=%d", HopperFlagAPrepared),
-			fmt.Sprintf("GDN_FLAG_M_FIRST=%d", HopperFlagMFirst),
-			fmt.Sprintf("GDN_FLAG_GATE_IN_KERNEL=%d", HopperFlagGateInKernel),
-			fmt.Sprintf("GDN_FLAG_AFTER_EARLY=%d", HopperFlagAfterEarly),
-			fmt.Sprintf("GDN_FLAG_EARLY_PASS=%d", HopperFlagEarlyPass),
-			fmt.Sprintf("GDN_TRANSFER=%d", xfer),
-			fmt.Sprintf("GDN_QK_NORM=%d", norm),
-			fmt.Sprintf("GDN_FUSED=%d", fused)},
-	}, nil
+	return c.Variant(name), nil
+}
+
+// HopperCfgOfVariant returns the configuration of a catalogue Hopper
+// variant, found by its name; false for any other variant.
+func HopperCfgOfVariant(v Variant) (HopperCfg, bool) {
+	for _, transfer := range []bool{false, true} {
+		for _, dt := range coreDtypes {
+			for _, nc := range HopperConsumers {
+				c, err := HopperCfgOf(dt, nc, transfer)
+				if err == nil && c.Entry() == v.Kernel {
+					return c, true
+				}
+			}
+		}
+	}
+	return HopperCfg{}, false
 }
 
 // HopperVariants lists every Hopper variant (each dtype pair and consumer count,

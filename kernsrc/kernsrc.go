@@ -3,8 +3,9 @@
 //
 // The sources are self-contained: no CUDA toolkit header is needed at run
 // time. Every .cuh file is handed to NVRTC as an include header by name, and
-// each Variant names its main .cu file, its extern "C" entry point and the
-// -D defines that select its template instance.
+// each Variant names its main .cu file, its entry point (an extern "C" name,
+// or the name expression of a kernel template's instance) and the -D
+// defines that check its contract with the Go side.
 package kernsrc
 
 import (
@@ -67,10 +68,15 @@ func Digest() string { return digestOnce() }
 // Variant is one compilable kernel: a main file, an entry point and the
 // defines that select the instance.
 type Variant struct {
-	Name    string   // unique, stable identifier, e.g. "gdn_hopper_bf16_bv64"
-	File    string   // the main .cu file
-	Kernel  string   // extern "C" entry point
+	Name string // unique, stable identifier, e.g. "gdn_hopper_bf16_bv64"
+	File string // the main .cu file
+	// Kernel is the entry point: an extern "C" name, or the name expression
+	// of a kernel template's instance (HopperCfg.Entry).
+	Kernel  string
 	Defines []string // "NAME=VALUE" or "NAME", passed as -D options
+	// Text is the main file's text when File is not one of this package's
+	// files (a lab build, package kernsrc/lab); empty otherwise.
+	Text string
 }
 
 // Options returns the variant's -D options in a stable order.
@@ -83,7 +89,12 @@ func (v Variant) Options() []string {
 }
 
 // Source returns the variant's main file.
-func (v Variant) Source() (string, error) { return Source(v.File) }
+func (v Variant) Source() (string, error) {
+	if v.Text != "" {
+		return v.Text, nil
+	}
+	return Source(v.File)
+}
 
 // Catalogue lists every variant the project ships: the warm-up tool compiles
 // them all and CI checks each for register spills.

@@ -19,7 +19,7 @@ func TestCatalogueNamesAndSources(t *testing.T) {
 			t.Errorf("%s: %v", v.Name, err)
 			continue
 		}
-		if !strings.Contains(src, `extern "C" __global__`) || !strings.Contains(src, v.Kernel) {
+		if !definesEntry(src, v.Kernel) {
 			t.Errorf("%s: %s does not define entry %s", v.Name, v.File, v.Kernel)
 		}
 		got, ok := Lookup(v.Name)
@@ -31,8 +31,8 @@ func TestCatalogueNamesAndSources(t *testing.T) {
 	for _, v := range HopperVariants() {
 		if strings.HasSuffix(v.Name, "_transfer") {
 			transfer++
-			if !strings.Contains(strings.Join(v.Defines, " "), "GDN_TRANSFER=1") {
-				t.Errorf("%s: not built as the transfer pass: %v", v.Name, v.Defines)
+			if !strings.Contains(v.Kernel, "Pass::transfer") {
+				t.Errorf("%s: not built as the transfer pass: %s", v.Name, v.Kernel)
 			}
 		}
 	}
@@ -41,19 +41,46 @@ func TestCatalogueNamesAndSources(t *testing.T) {
 	}
 }
 
+// definesEntry reports whether src, or a header it may include, defines
+// the kernel entry: an extern "C" __global__ function of that name, or the
+// __global__ template a name expression (gdn_hopper_fwd<...>) instantiates.
+func definesEntry(src, entry string) bool {
+	name, _, tmpl := strings.Cut(entry, "<")
+	if !tmpl {
+		return strings.Contains(src, `extern "C" __global__`) && strings.Contains(src, name)
+	}
+	for _, text := range append([]string{src}, values(Headers())...) {
+		if strings.Contains(text, "template <class Cfg") && strings.Contains(text, "__global__ void __launch_bounds__(Cfg::kThreads, 1) "+name+"(") {
+			return true
+		}
+	}
+	return false
+}
+
+func values(m map[string]string) []string {
+	var out []string
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}
+
 // The in-core L2 norm is a BV 128 core forward on bf16 q and k with a
-// converter (GDN_QK_NORM=1 beside GDN_CONV=1): the l2norm variant's and the
-// fused preparation's (GDN_FUSED=1); the fused preparation without the
-// norm has GDN_FUSED=1 and GDN_QK_NORM=0; nothing else has either.
+// converter (Prep::norm, one converter warpgroup): the l2norm variant's and
+// the fused preparation's (Prep::fused); the fused preparation without the
+// norm is Prep::fused_nonorm; nothing else has either.
 func TestHopperL2NormVariant(t *testing.T) {
 	v, err := HopperVariant(CoreBF16L2Norm, 2)
 	if err != nil || v.Name != "gdn_hopper_bf16_l2norm_bv128" {
 		t.Fatalf("HopperVariant(bf16_l2norm, 2) = %s, %v", v.Name, err)
 	}
-	d := " " + strings.Join(v.Defines, " ") + " "
-	for _, want := range []string{"GDN_QK_NORM=1", "GDN_CONV=1", "GDN_QK_FP16=0", "GDN_FP16=0", "GDN_THREADS=512"} {
-		if !strings.Contains(d, " "+want+" ") {
-			t.Errorf("defines %v lack %s", v.Defines, want)
+	c, _ := HopperCfgOf(CoreBF16L2Norm, 2, false)
+	if c.Prep != PrepNorm || c.Converters() != 1 || c.QKFP16 || c.VFP16 || c.Threads() != 512 {
+		t.Errorf("bf16_l2norm config %+v: %d converters, %d threads", c, c.Converters(), c.Threads())
+	}
+	for _, want := range []string{"Prep::norm", "Elt::bf16, Elt::bf16, 2,", "GDN_THREADS=512"} {
+		if !strings.Contains(v.Kernel+" "+strings.Join(v.Defines, " "), want) {
+			t.Errorf("%s (%v) lacks %s", v.Kernel, v.Defines, want)
 		}
 	}
 	if _, err := HopperVariant(CoreBF16L2Norm, 1); err == nil {
@@ -64,21 +91,21 @@ func TestHopperL2NormVariant(t *testing.T) {
 	}
 	norms, fused := 0, 0
 	for _, v := range HopperVariants() {
-		d := " " + strings.Join(v.Defines, " ") + " "
-		if strings.Contains(d, " GDN_QK_NORM=1 ") {
+		if strings.Contains(v.Kernel, "Prep::norm>") || strings.Contains(v.Kernel, "Prep::fused>") {
 			norms++
 		}
-		if strings.Contains(d, " GDN_FUSED=1 ") {
+		if strings.Contains(v.Kernel, "Prep::fused") {
 			fused++
-			norm := map[string]string{"gdn_hopper_bf16_fused_bv128": "1", "gdn_hopper_bf16_fused_nonorm_bv128": "0"}[v.Name]
-			if norm == "" || !strings.Contains(d, " GDN_QK_NORM="+norm+" ") || !strings.Contains(d, " GDN_THREADS=512 ") ||
-				!strings.Contains(d, " GDN_CONV=1 ") || !strings.Contains(d, " GDN_QK_FP16=0 ") {
-				t.Errorf("fused variant %s: %v", v.Name, v.Defines)
+			prep := map[string]string{"gdn_hopper_bf16_fused_bv128": "Prep::fused>", "gdn_hopper_bf16_fused_nonorm_bv128": "Prep::fused_nonorm>"}[v.Name]
+			d := " " + strings.Join(v.Defines, " ") + " "
+			if prep == "" || !strings.Contains(v.Kernel, prep) || !strings.Contains(d, " GDN_THREADS=512 ") ||
+				!strings.Contains(v.Kernel, "<Elt::bf16, Elt::bf16, 2, Pass::forward,") {
+				t.Errorf("fused variant %s: %s %v", v.Name, v.Kernel, v.Defines)
 			}
 		}
 	}
 	if norms != 2 || fused != 2 {
-		t.Errorf("%d variants with GDN_QK_NORM=1, %d with GDN_FUSED=1, want 2 and 2", norms, fused)
+		t.Errorf("%d variants with the in-core norm, %d with the fused preparation, want 2 and 2", norms, fused)
 	}
 	for _, dt := range []CoreDtype{CoreBF16Fused, CoreBF16FusedNoNorm} {
 		if _, err := HopperVariant(dt, 1); err == nil {
@@ -90,23 +117,28 @@ func TestHopperL2NormVariant(t *testing.T) {
 		if HopperSharedBytes(dt, 2) != HopperSharedBytes(CoreBF16, 2)+HopperFusedScratchBytes {
 			t.Errorf("%s: shared memory %d", dt, HopperSharedBytes(dt, 2))
 		}
+		if c, _ := HopperCfgOf(dt, 2, false); c.Converters() != 1 || c.SharedBytes() != HopperSharedBytes(dt, 2) {
+			t.Errorf("%s config %+v", dt, c)
+		}
 	}
 }
 
-// The dtype pair decides GDN_FP16 (v and o) and GDN_QK_FP16 (q and k).
+// The dtype pair decides the storage of v and o and of q and k (the
+// configuration's VFP16, QKFP16: the name expression's two Elt arguments).
 func TestHopperVariantDtypeDefines(t *testing.T) {
 	for _, c := range []struct {
-		dt         CoreDtype
-		fp16, qk16 string
-	}{{CoreBF16, "GDN_FP16=0", "GDN_QK_FP16=0"}, {CoreFP16, "GDN_FP16=1", "GDN_QK_FP16=1"},
-		{CoreBF16FP16QK, "GDN_FP16=0", "GDN_QK_FP16=1"}} {
+		dt        CoreDtype
+		vfp, qkfp bool
+		v, qk     string
+	}{{CoreBF16, false, false, "Elt::bf16", "Elt::bf16"}, {CoreFP16, true, true, "Elt::fp16", "Elt::fp16"},
+		{CoreBF16FP16QK, false, true, "Elt::bf16", "Elt::fp16"}} {
 		v, err := HopperVariant(c.dt, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
-		d := " " + strings.Join(v.Defines, " ") + " "
-		if !strings.Contains(d, " "+c.fp16+" ") || !strings.Contains(d, " "+c.qk16+" ") {
-			t.Errorf("%s: defines %v, want %s and %s", c.dt, v.Defines, c.fp16, c.qk16)
+		cfg, _ := HopperCfgOf(c.dt, 2, false)
+		if cfg.VFP16 != c.vfp || cfg.QKFP16 != c.qkfp || !strings.Contains(v.Kernel, "<"+c.v+", "+c.qk+", 2,") {
+			t.Errorf("%s: config %+v, entry %s, want %s and %s", c.dt, cfg, v.Kernel, c.v, c.qk)
 		}
 		if want := "gdn_hopper_" + string(c.dt) + "_bv128"; v.Name != want {
 			t.Errorf("%s: name %s, want %s", c.dt, v.Name, want)
@@ -151,7 +183,8 @@ func TestHeadersAndDigest(t *testing.T) {
 func TestHopperSharedBytesAndThreads(t *testing.T) {
 	for _, nc := range HopperConsumers {
 		for _, dt := range coreDtypes {
-			if b := HopperSharedBytes(dt, nc); b > 227<<10 || b%1024 != 0 {
+			c, err := HopperCfgOf(dt, nc, false)
+			if b := HopperSharedBytes(dt, nc); b > 227<<10 || b%1024 != 0 || (err == nil && b+c.StaticSharedBytes() > 227<<10) {
 				t.Errorf("%d consumers, %s: %d bytes of shared memory", nc, dt, b)
 			}
 			for _, xfer := range []bool{false, true} {

@@ -3,29 +3,30 @@ package kernsrc
 import (
 	"fmt"
 	"math/rand/v2"
-	"testing"
 )
 
-// A model of gdn_hopper.cu's stage ring, run under random schedules: the
-// mbarriers with their parity waits, the TMA loads that land after a
-// delay, the aux groups (run_aux: each takes every kAux-th chunk) and the
-// consumer groups (run_consumer: every chunk; the first refills a stage
-// once all are done with it, during the chunk after it; under GDN_FUSED
-// at the top of that chunk, and its first warp then writes the gate
-// vectors of the chunk refilled into the stage, an arrival on full). It
-// mirrors the kernel's order of waits and
-// arrivals; a change to that protocol in the kernel belongs here too.
+// A model of the Hopper kernel's stage ring (ring.cuh), run under random
+// schedules: the mbarriers with their parity waits, the TMA loads that
+// land after a delay, the aux groups (run_aux, hopper_aux.cuh: each takes
+// every kAux-th chunk) and the consumer groups (run_consumer,
+// hopper_consumer.cuh: every chunk; the first refills a stage once all are
+// done with it, during the chunk after it; under the fused preparation
+// (kFused) at the top of that chunk, and its first warp then writes the
+// gate vectors of the chunk refilled into the stage, an arrival on full).
+// It mirrors the kernel's order of waits and arrivals; a change to that
+// protocol in the kernel belongs here too. The tests that run it are in
+// pipeline_protocol_test.go.
 //
 // The model checks what the parity waits are meant to guarantee: an aux
 // group prepares only its own chunk's landed tiles, the consumers take only
 // their chunk's prepared stage (and, with a converter warpgroup, its
 // converted K and Q, rewritten only after the aux group's Q K^T read them,
-// or under GDN_QK_NORM normalised before Q K^T reads them, or under
-// GDN_FUSED without it converted after both Q K^T and K K^T read them),
-// a load overwrites a stage only after every
-// consumer is done with it, nothing waits forever, and (with the transfer
-// matrix's early exit: the consumers stop after a chunk, the aux groups at
-// the stop) no load is left in flight when every role has ended.
+// or under the in-core norm (kNorm) normalised before Q K^T reads them, or
+// in the fused preparation without it converted after both Q K^T and
+// K K^T read them), a load overwrites a stage only after every consumer is
+// done with it, nothing waits forever, and (with the transfer matrix's
+// early exit: the consumers stop after a chunk, the aux groups at the
+// stop) no load is left in flight when every role has ended.
 
 // mbarrier is one barrier: a phase completes when count arrivals (and,
 // for a TMA barrier, the bytes of the load in flight) are in.
@@ -148,15 +149,15 @@ const (
 	// converterAfterRead: run_converter, K and Q converted once the aux
 	// group's Q K^T has read them (qk_read), ready from both.
 	converterAfterRead
-	// normaliserFirst: run_normaliser (GDN_QK_NORM), K and Q normalised as
+	// normaliserFirst: run_normaliser (kNorm), K and Q normalised as
 	// soon as they land, the aux group's Q K^T after it (normed), ready
 	// from the aux group alone.
 	normaliserFirst
-	// normaliserThenP: run_normaliser under GDN_FUSED, K and Q normalised
+	// normaliserThenP: run_normaliser under the fused preparation (kFused), K and Q normalised
 	// as soon as they land (normed: the aux group's go for A2), then P built
 	// from the stage and ready from both.
 	normaliserThenP
-	// pThenConvert: run_fused_converter (GDN_FUSED without GDN_QK_NORM):
+	// pThenConvert: run_fused_converter (kFused without kNorm):
 	// P from K and Q as loaded, then, once the aux group's K K^T has read
 	// them too (qk_read), K and Q converted in place; ready from both.
 	pThenConvert
@@ -326,7 +327,7 @@ func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool, exitAt int, conv
 		}
 		for c := range nch {
 			s, use := c%stages, c/stages
-			// Under GDN_FUSED the refill first, at the top of the chunk, then
+			// Under the fused preparation (kFused) the refill first, at the top of the chunk, then
 			// the gate warp's vectors of chunk c + 2 (the chunk refilled),
 			// once chunk c - 1 (the stage's last user) is released.
 			if fused && g == 0 && c >= 1 && c-1+stages < nch {
@@ -428,142 +429,4 @@ func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool, exitAt int, conv
 		}
 	}
 	return m.violation
-}
-
-// The kernel's protocol holds under every schedule tried, with one aux group
-// or two; with two, the protocol before the fix of docs/PERF.md v16 (no
-// wait on ready before the wait on full) lets an aux group prepare a stage
-// before its chunk has landed, which the model must find.
-func TestStageRingProtocol(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	const trials = 20000
-	for _, c := range []struct {
-		aux, consumers int
-		fixed          bool
-	}{{1, 2, true}, {2, 1, true}, {1, 2, false}, {1, 1, true}, {2, 2, true}} {
-		for n := range trials {
-			nch := 1 + r.IntN(12)
-			if v := runRing(r, nch, c.aux, c.consumers, c.fixed, -1, noConverter); v != "" {
-				t.Fatalf("%d aux, %d consumers, fixed %v, %d chunks, schedule %d: %s", c.aux, c.consumers, c.fixed, nch, n, v)
-			}
-		}
-	}
-	mustFind(t, trials, "the unfixed protocol with two aux groups", func() string {
-		return runRing(r, 4+r.IntN(9), 2, 1, false, -1, noConverter)
-	})
-}
-
-// mustFind runs a broken protocol under up to trials random schedules
-// (run: one schedule, its violation or "") and fails the test unless one
-// of them shows the violation the model is there to catch.
-func mustFind(t *testing.T, trials int, what string, run func() string) {
-	t.Helper()
-	for range trials {
-		if v := run(); v != "" {
-			t.Logf("%s: %s", what, v)
-			return
-		}
-	}
-	t.Fatalf("%d schedules of %s found no violation", trials, what)
-}
-
-// The transfer matrix's early exit (run_consumer's stop_after, run_aux's
-// check after its wait on full) ends every role with no load left in
-// flight and no stage prepared from tiles that never landed, under random
-// schedules, for every exit chunk; a stop one chunk closer (c + 2, where a
-// copy is still in flight) must be caught.
-func TestStageRingEarlyExit(t *testing.T) {
-	r := rand.New(rand.NewPCG(3, 4))
-	const trials = 20000
-	for _, c := range []struct{ aux, consumers int }{{1, 2}, {2, 1}, {1, 1}, {2, 2}} {
-		for n := range trials {
-			nch := 2 + r.IntN(12)
-			exitAt := r.IntN(nch - 1)
-			if v := runRing(r, nch, c.aux, c.consumers, true, exitAt, noConverter); v != "" {
-				t.Fatalf("%d aux, %d consumers, %d chunks, exit after %d, schedule %d: %s", c.aux, c.consumers, nch, exitAt, n, v)
-			}
-		}
-	}
-	stopAhead = 2
-	defer func() { stopAhead = 3 }()
-	mustFind(t, trials, "a stop at c + 2", func() string {
-		nch := 4 + r.IntN(9)
-		return runRing(r, nch, 1+r.IntN(2), 1+r.IntN(2), true, r.IntN(nch-3), noConverter)
-	})
-}
-
-// The converter warpgroup of the BV 128 core forward (run_converter: one
-// aux group, two consumer groups): under random schedules it rewrites a
-// chunk's K and Q only after the aux group's Q K^T has read them, and the
-// consumers take a chunk only once both have marked it ready; a converter
-// that waited for the tiles to land instead must be caught.
-func TestStageRingConverter(t *testing.T) {
-	ringWithConverter(t, rand.New(rand.NewPCG(5, 6)), converterAfterRead, &converterWaitsOnFull, "a converter waiting on full")
-}
-
-// The converter under GDN_QK_NORM (run_normaliser: one aux group, two
-// consumer groups): it normalises a chunk's K and Q once they land, the aux
-// group's Q K^T reads them only after that (normed), and the consumers
-// take a chunk only once the aux group marks it ready; an aux group that
-// skipped its wait on normed must be caught.
-func TestStageRingNormaliser(t *testing.T) {
-	ringWithConverter(t, rand.New(rand.NewPCG(7, 8)), normaliserFirst, &auxSkipsNormed, "an aux group not waiting for the normaliser")
-}
-
-// The converter under GDN_FUSED (run_normaliser, then P): the aux group
-// builds A2 once the normaliser is done (normed), the converter builds P
-// after it, and the consumers take a chunk only once both have marked it
-// ready; ready initialised for the aux group alone (its count of v25) must
-// be caught.
-func TestStageRingFused(t *testing.T) {
-	ringWithConverter(t, rand.New(rand.NewPCG(9, 10)), normaliserThenP, &fusedReadyCountOne, "ready counting the aux group alone")
-}
-
-// The fused kernel's gate warp (run_consumer's write_gates): each chunk's
-// gate vectors reach the producers and consumers through full, with the
-// tiles, and overwrite a stage's only once its chunk before is released;
-// a gate warp three chunks ahead must be caught.
-func TestStageRingFusedGates(t *testing.T) {
-	r := rand.New(rand.NewPCG(11, 12))
-	const trials = 20000
-	for n := range trials {
-		nch := 1 + r.IntN(12)
-		if v := runRing(r, nch, 1, 2, true, -1, normaliserThenP); v != "" {
-			t.Fatalf("%d chunks, schedule %d: %s", nch, n, v)
-		}
-	}
-	gatesAhead = 3
-	defer func() { gatesAhead = 2 }()
-	mustFind(t, trials, "a gate warp three chunks ahead", func() string {
-		return runRing(r, 4+r.IntN(9), 1, 2, true, -1, normaliserThenP)
-	})
-}
-
-// The converter of the fused preparation without the norm
-// (run_fused_converter): P from the tiles as loaded, K and Q converted
-// only once the aux group's K K^T has read K (qk_read), the gate warp's
-// vectors with the tiles, the consumers taking a chunk once both producers
-// marked it ready; a converter that skipped its wait on qk_read must be
-// caught.
-func TestStageRingFusedNoNorm(t *testing.T) {
-	ringWithConverter(t, rand.New(rand.NewPCG(13, 14)), pThenConvert, &convSkipsQKRead, "a converter not waiting for the aux group's K K^T")
-}
-
-// ringWithConverter runs conv's protocol (one aux group, two consumer
-// groups) under random schedules, then with *broken set, which some
-// schedule must show as a violation (what names it).
-func ringWithConverter(t *testing.T, r *rand.Rand, conv convMode, broken *bool, what string) {
-	t.Helper()
-	const trials = 20000
-	for n := range trials {
-		nch := 1 + r.IntN(12)
-		if v := runRing(r, nch, 1, 2, true, -1, conv); v != "" {
-			t.Fatalf("%d chunks, schedule %d: %s", nch, n, v)
-		}
-	}
-	*broken = true
-	defer func() { *broken = false }()
-	mustFind(t, trials, what, func() string {
-		return runRing(r, 2+r.IntN(11), 1, 2, true, -1, conv)
-	})
 }

@@ -18,8 +18,7 @@ const PrepThreads = 128
 // PrepHeads lists the value heads a prep block may take, the most first
 // (a new slice each call). The block loads and normalises the chunk's k
 // rows and forms K K^T once for all of them, and the count must divide
-// Hv / Hq. (Two heads a block were measured no faster than one:
-// docs/PERF.md v16.)
+// Hv / Hq. (Two heads a block gain nothing over one.)
 func PrepHeads() []int { return []int{4, 1} }
 
 // PrepChunkSharedBytes is the prep kernel's dynamic shared memory for blocks
@@ -49,6 +48,34 @@ const (
 	PrepFlagNormInCore = 8
 )
 
+// PrepParams are the prep kernel's parameters, in its order: the device
+// addresses of q and k, of their normalised copies qn and kn (written with
+// PrepFlagL2Norm), of beta and the gate input g, of A_log and dt_bias
+// (PrepFlagGateInKernel), of the outputs gcum (chunk-local cumulative
+// log-gates) and A2, and of the chunk table (int32 begin, end pairs); then
+// the head counts and the flags. Pack lays them out as the kernel's
+// parameter space, which gdn_prep.cu checks against these fields.
+type PrepParams struct {
+	Q, K, QN, KN, Beta, G, ALog, DtBias, GCum, A2, Chunks uintptr
+	Hq, Hv, Flags                                         int32
+}
+
+// PrepParamsBytes is the size of the prep kernel's parameter space.
+const PrepParamsBytes = 11*8 + 3*4
+
+var prepFields, prepBytes = paramLayout(8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 4, 4, 4)
+
+// PrepParamFields lists the kernel's parameters in a packed block, in
+// order (a new slice each call): what a launch hands the driver one by one.
+func PrepParamFields() []ParamField { return append([]ParamField(nil), prepFields...) }
+
+// Pack writes the parameters into b.
+func (p *PrepParams) Pack(b *[PrepParamsBytes]byte) {
+	packFields(b[:], prepFields, []uint64{uint64(p.Q), uint64(p.K), uint64(p.QN), uint64(p.KN), uint64(p.Beta), uint64(p.G),
+		uint64(p.ALog), uint64(p.DtBias), uint64(p.GCum), uint64(p.A2), uint64(p.Chunks),
+		uint64(uint32(p.Hq)), uint64(uint32(p.Hv)), uint64(uint32(p.Flags))})
+}
+
 // PrepVariant returns the variant of the prep kernel (PrepChunkKernel) for
 // an input dtype and blocks of heads value heads (one of PrepHeads).
 func PrepVariant(kernel string, dt CoreDtype, heads int) (Variant, error) {
@@ -75,7 +102,9 @@ func PrepVariant(kernel string, dt CoreDtype, heads int) (Variant, error) {
 		fmt.Sprintf("GDN_PREP_FLAG_GATE=%d", PrepFlagGateInKernel),
 		fmt.Sprintf("GDN_PREP_FLAG_BETA_FP32=%d", PrepFlagBetaFP32),
 		fmt.Sprintf("GDN_PREP_FLAG_L2NORM=%d", PrepFlagL2Norm),
-		fmt.Sprintf("GDN_PREP_FLAG_NORM_IN_CORE=%d", PrepFlagNormInCore)}}, nil
+		fmt.Sprintf("GDN_PREP_FLAG_NORM_IN_CORE=%d", PrepFlagNormInCore),
+		fmt.Sprintf("GDN_PREP_PARAMS_BYTES=%d", PrepParamsBytes),
+		fmt.Sprintf("GDN_PREP_OFF_HQ=%d", prepFields[11].Offset)}}, nil
 }
 
 // PrepVariants lists every prep variant.

@@ -29,6 +29,33 @@ func ScanColumnChoices() []int { return []int{8, 16, 32} }
 // float pairs: 128 and a pad that spreads the banks).
 func ScanSharedBytes(columns int) int { return 2*128*128*4 + 2*columns*132*8 }
 
+// ScanParams are the scan kernel's parameters, in its order: the device
+// addresses of the transfer pass's end states and transfer matrices (bm),
+// of the start states h0 (0: zero), of the start states the scan writes
+// (starts) and of each sequence's first transfer segment (first, int32);
+// then the transfer segments P, the value heads Hv and the sequences N.
+// Pack lays them out as the kernel's parameter space, which gdn_scan.cu
+// checks against these fields.
+type ScanParams struct {
+	BM, H0, Starts, First uintptr
+	P, Hv, N              int32
+}
+
+// ScanParamsBytes is the size of the scan kernel's parameter space.
+const ScanParamsBytes = 4*8 + 3*4
+
+var scanFields, scanBytes = paramLayout(8, 8, 8, 8, 4, 4, 4)
+
+// ScanParamFields lists the kernel's parameters in a packed block, in
+// order (a new slice each call).
+func ScanParamFields() []ParamField { return append([]ParamField(nil), scanFields...) }
+
+// Pack writes the parameters into b.
+func (p *ScanParams) Pack(b *[ScanParamsBytes]byte) {
+	packFields(b[:], scanFields, []uint64{uint64(p.BM), uint64(p.H0), uint64(p.Starts), uint64(p.First),
+		uint64(uint32(p.P)), uint64(uint32(p.Hv)), uint64(uint32(p.N))})
+}
+
 // ScanVariant is the scan kernel for CTAs of columns value columns (one of
 // ScanColumnChoices); it reads only fp32 states, whatever the input dtype.
 func ScanVariant(columns int) (Variant, error) {
@@ -39,7 +66,9 @@ func ScanVariant(columns int) (Variant, error) {
 		Defines: []string{
 			fmt.Sprintf("GDN_SCAN_COLUMNS=%d", columns),
 			fmt.Sprintf("GDN_SCAN_SMEM_BYTES=%d", ScanSharedBytes(columns)),
-			fmt.Sprintf("GDN_SCAN_THREADS=%d", ScanThreads)}}, nil
+			fmt.Sprintf("GDN_SCAN_THREADS=%d", ScanThreads),
+			fmt.Sprintf("GDN_SCAN_PARAMS_BYTES=%d", ScanParamsBytes),
+			fmt.Sprintf("GDN_SCAN_OFF_P=%d", scanFields[4].Offset)}}, nil
 }
 
 // ScanVariants lists every scan variant, narrowest first.

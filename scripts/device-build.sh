@@ -17,6 +17,10 @@
 #               branch or tag; built in a temporary worktree, the working
 #               tree untouched): the baseline of device-run.sh's compare
 #               step, which times both in one call
+#   --dev       also build .bin/gdn-dev: the tool as a development build
+#               (-tags cuda,gdndev, no symbols), which honours
+#               GDN_JIT_DEFINES and GDN_LAB (kernsrc/lab's experiments):
+#               device-run.sh's knob and lab steps run it
 #   --gchunt    also build .bin/gdn-norandheap.gchunt: the root package's
 #               GPU tests with GOEXPERIMENT=norandomizedheapbase64 (the Go
 #               heap at its fixed pre-1.26 base), for device-run.sh's
@@ -30,12 +34,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 lean=0
+dev=0
 gchunt=0
 old=""
 also=()
 while [[ $# -gt 0 ]]; do
 	case "$1" in
 	--lean) lean=1 ;;
+	--dev) dev=1 ;;
 	--gchunt) gchunt=1 ;;
 	--old)
 		[[ $# -ge 2 ]] || { echo "device-build.sh: --old needs a git revision" >&2; exit 2; }
@@ -64,7 +70,7 @@ for a in "${also[@]}"; do
 done
 eval "$(scripts/cuda-sdk.sh)"
 mkdir -p .bin
-rm -f .bin/*.test .bin/*.gchunt .bin/gdn .bin/gdn-old .bin/gdn+* .bin/prefill .bin/qwen35_layer
+rm -f .bin/*.test .bin/*.gchunt .bin/gdn .bin/gdn-dev .bin/gdn-old .bin/gdn+* .bin/prefill .bin/qwen35_layer
 pkgs=(. ./driver ./jit ./cmd/gdn ./internal/hostpath)
 [[ $lean == 1 ]] && pkgs=(.)
 for pkg in "${pkgs[@]}"; do
@@ -73,6 +79,9 @@ for pkg in "${pkgs[@]}"; do
 	go test -tags cuda -c -o ".bin/$name.test" "$pkg"
 done
 go build -tags cuda -o .bin/gdn ./cmd/gdn
+if [[ $dev == 1 ]]; then
+	go build -tags cuda,gdndev -ldflags "-s -w" -o .bin/gdn-dev ./cmd/gdn
+fi
 if [[ $gchunt == 1 ]]; then
 	GOEXPERIMENT=norandomizedheapbase64 go test -tags cuda -c -ldflags "-s -w" -o .bin/gdn-norandheap.gchunt .
 fi

@@ -4,7 +4,7 @@
 # at most one file per step (the device tool brings back 8 files; with
 # more, all but gpu.txt are bundled into outputs.tgz).
 #
-#   .bin/device-run.sh [warmup] [tests] [sanitize[:TOOLS][@GROUPS]] [soak[:MINUTES]] [stress[:SECONDS]] [gchunt[:SECONDS]] [plancheck[:CASES]] [splitgrid[:CASES]] [bench] [bench:CASES] [compare[:CASES]] [comparefull[:CASES]] [knob:DEFINES[@CASES]] [knobfull:DEFINES[@CASES]] [ncu:KERNEL@CASE] [ncufull:KERNEL@CASE] [kerneltimes[:CASES]] [kerneltimesfull[:CASES]] [profile[:CASES]] [profilefull[:CASES]] [benchfull] [benchfull:CASES] [benchl2norm[:CASES]] [hostbench] [example] [layer] [python]
+#   .bin/device-run.sh [warmup] [tests] [sanitize[:TOOLS][@GROUPS]] [soak[:MINUTES]] [stress[:SECONDS]] [gchunt[:SECONDS]] [plancheck[:CASES]] [splitgrid[:CASES]] [bench] [bench:CASES] [compare[:CASES]] [comparefull[:CASES]] [knob:DEFINES[@CASES]] [knobfull:DEFINES[@CASES]] [lab:EXPERIMENT[@CASES]] [labfull:EXPERIMENT[@CASES]] [ncu:KERNEL@CASE] [ncufull:KERNEL@CASE] [kerneltimes[:CASES]] [kerneltimesfull[:CASES]] [profile[:CASES]] [profilefull[:CASES]] [benchfull] [benchfull:CASES] [benchl2norm[:CASES]] [hostbench] [example] [layer] [python]
 #
 # warmup    every kernel variant compiled by this machine's NVRTC
 #           into an empty cache: fails if one spills or ptxas
@@ -78,7 +78,13 @@
 #           the same binary without it, in one call; first every
 #           variant's warmup with it (fails as warmup does). knobfull:
 #           the same with gdn bench --full. Several knob steps append
-#           to the one file                     -> knob.txt, knobfull.txt
+#           to the one file. Runs .bin/gdn-dev (device-build.sh --dev:
+#           only a development build reads GDN_JIT_DEFINES)
+#                                               -> knob.txt, knobfull.txt
+# lab       a lab experiment (kernsrc/lab: lab:EXPERIMENT@case,case,
+#           GDN_LAB) timed against production kernels, as knob does,
+#           with .bin/gdn-dev; labfull: with gdn bench --full
+#                                               -> lab.txt, labfull.txt
 # ncu       ncu:KERNEL@CASE profiles the first launch of the kernels
 #           whose names match KERNEL (a regex: gdn_scan, gdn_hopper,
 #           gdn_prep) in one call of gdn bench --cases CASE (ncufull:
@@ -390,21 +396,32 @@ for step in "${@:-tests}"; do
 		done
 		rm -f "$out/$name-old.csv" "$out/$name-new.csv" "$out/$name-extra.csv" "$out/$name-extra.txt"
 		;;
-	knob:* | knobfull:*)
+	knob:* | knobfull:* | lab:* | labfull:*)
+		# The same development build without and with the switch (defines,
+		# or a lab experiment), after a warm-up of every variant with it.
 		name=${step%%:*}
 		spec=${step#*:}
 		cases=""
 		[[ $spec == *@* ]] && cases="--cases ${spec#*@}" && spec=${spec%%@*}
-		defines=${spec//+/ }
 		full=""
-		[[ $name == knobfull ]] && full="--full"
-		echo "== $name [$defines] $cases" | tee -a "$out/$name.txt" >&2
+		[[ $name == *full ]] && full="--full"
+		if [[ $name == knob* ]]; then
+			with=(GDN_JIT_DEFINES="${spec//+/ }")
+		else
+			with=(GDN_LAB="$spec")
+		fi
+		dev=${DEV_GDN:-.bin/gdn-dev}
+		echo "== $name [${with[*]}] $cases" | tee -a "$out/$name.txt" >&2
+		if [[ ! -x $dev ]]; then
+			fail "$name: no $dev (scripts/device-build.sh --dev builds it: only a development build reads ${with[0]%%=*})"
+			continue
+		fi
 		tmp=$(mktemp -d)
-		GDN_JIT_DEFINES="$defines" fresh_home timeout 300 .bin/gdn warmup --cache-dir "$tmp/cache" --strict >"$tmp/warmup.txt" 2>&1 || fail "$name: warmup with $defines"
+		(export "${with[@]}" && fresh_home timeout 300 "$dev" warmup --cache-dir "$tmp/cache" --strict) >"$tmp/warmup.txt" 2>&1 || fail "$name: warmup with ${with[*]}"
 		cat "$tmp/warmup.txt" >>"$out/$name.txt"
-		all_ok "$tmp/warmup.txt" || fail "$name: a variant spills, is serialised or failed with $defines"
-		timeout 240 .bin/gdn bench $full $cases --csv "$tmp/without.csv" >>"$out/$name.txt" 2>&1 || fail "$name (without)"
-		GDN_JIT_DEFINES="$defines" timeout 240 .bin/gdn bench $full $cases --csv "$tmp/with.csv" --compare "$tmp/without.csv" >"$tmp/with.txt" 2>&1 || fail "$name (with $defines)"
+		all_ok "$tmp/warmup.txt" || fail "$name: a variant spills, is serialised or failed with ${with[*]}"
+		timeout 240 "$dev" bench $full $cases --csv "$tmp/without.csv" >>"$out/$name.txt" 2>&1 || fail "$name (without)"
+		(export "${with[@]}" && timeout 240 "$dev" bench $full $cases --csv "$tmp/with.csv" --compare "$tmp/without.csv") >"$tmp/with.txt" 2>&1 || fail "$name (with ${with[*]})"
 		cat "$tmp/with.txt" >>"$out/$name.txt"
 		sed -n '/old ms/,$p' "$tmp/with.txt" >&2
 		rm -rf "$tmp"

@@ -18,9 +18,9 @@ import (
 // $FAKE_MS_auto, _bv64 or _bv128 by --variant, else 0.06), prints a
 // comparison header when given --compare and exits $FAKE_BENCH_RC (0 when
 // unset); every call logs its name and arguments to calls.log (after
-// GDN_JIT_DEFINES=... when that is set).
+// GDN_JIT_DEFINES=... and GDN_LAB=... when those are set).
 const fakeGDN = `#!/usr/bin/env bash
-echo "${GDN_JIT_DEFINES:+GDN_JIT_DEFINES=$GDN_JIT_DEFINES }$(basename "$0") $*" >>"$CALLS"
+echo "${GDN_JIT_DEFINES:+GDN_JIT_DEFINES=$GDN_JIT_DEFINES }${GDN_LAB:+GDN_LAB=$GDN_LAB }$(basename "$0") $*" >>"$CALLS"
 case "$1" in
 warmup) printf '%s\n' "variant  compile ms  registers  spill B  stack B  smem B  status" "$FAKE_WARMUP" ;;
 bench)
@@ -69,6 +69,7 @@ func runDevice(t *testing.T, warmupRows string, withOld bool, extra, env []strin
 	t.Helper()
 	dir, write := deviceDir(t)
 	write("gdn", fakeGDN)
+	write("gdn-dev", fakeGDN)
 	if withOld {
 		write("gdn-old", fakeGDN)
 	}
@@ -79,7 +80,7 @@ func runDevice(t *testing.T, warmupRows string, withOld bool, extra, env []strin
 	cmd := exec.Command("bash", ".bin/device-run.sh")
 	cmd.Args = append(cmd.Args, steps...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GDN_JIT_DEFINES=", "OUT="+out, "FAKE_WARMUP="+warmupRows, "CALLS="+filepath.Join(dir, "calls.log"),
+	cmd.Env = append(os.Environ(), "GDN_JIT_DEFINES=", "GDN_LAB=", "OUT="+out, "FAKE_WARMUP="+warmupRows, "CALLS="+filepath.Join(dir, "calls.log"),
 		"PATH="+os.Getenv("PATH"))
 	cmd.Env = append(cmd.Env, env...)
 	var errb strings.Builder
@@ -112,96 +113,6 @@ func TestDeviceRunWarmupFailsOnSerializedOrSpills(t *testing.T) {
 				t.Errorf("warmup.txt = %q, %v", table, err)
 			}
 		})
-	}
-}
-
-func TestDeviceRunCompare(t *testing.T) {
-	stderr, _, pass := runDeviceSteps(t, "", false, "compare")
-	if pass || !strings.Contains(stderr, "no .bin/gdn-old") {
-		t.Errorf("compare without a baseline: exit 0 = %v, stderr:\n%s", pass, stderr)
-	}
-	stderr = checkCompareStep(t, "compare", "", "q35_4kx8")
-	if !strings.Contains(stderr, "speed-up") {
-		t.Errorf("the comparison is not printed:\n%s", stderr)
-	}
-}
-
-// comparefull times both binaries' full forward (bench --full).
-func TestDeviceRunCompareFull(t *testing.T) {
-	// --no-l2norm spelt out: a baseline from before docs/PERF.md v35 read
-	// --full alone as the norm inside.
-	checkCompareStep(t, "comparefull", "--full --no-l2norm ", "tp8_8k")
-}
-
-// checkCompareStep runs step:cases with a baseline and checks that the
-// baseline, then the new tool, ran gdn bench (with flags) on those cases,
-// the new one against the old one's CSV, and that the comparison reached
-// step.txt; it returns device-run.sh's stderr.
-func checkCompareStep(t *testing.T, step, flags, cases string) string {
-	t.Helper()
-	stderr, out, pass := runDeviceSteps(t, "", true, step+":"+cases)
-	if !pass {
-		t.Fatalf("%s failed; stderr:\n%s", step, stderr)
-	}
-	calls, err := os.ReadFile(filepath.Join(filepath.Dir(out), "calls.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(calls)), "\n")
-	if len(lines) != 2 || !strings.HasPrefix(lines[0], "gdn-old bench "+flags+"--cases "+cases) ||
-		!strings.HasPrefix(lines[1], "gdn bench "+flags+"--cases "+cases) || !strings.Contains(lines[1], "--compare") {
-		t.Errorf("%s calls:\n%s", step, calls)
-	}
-	if text, err := os.ReadFile(filepath.Join(out, step+".txt")); err != nil || !strings.Contains(string(text), "1.13x") {
-		t.Errorf("%s.txt = %q, %v", step, text, err)
-	}
-	return stderr
-}
-
-// A knob step compiles every variant with the switch, then times the same
-// binary without and with it on the cases named, in that order, the second
-// run against the first's CSV; a switch that makes a variant spill fails
-// the step.
-func TestDeviceRunKnob(t *testing.T) {
-	ok := "gdn_hopper_bf16_bv128  790  168  0  0  0  ok"
-	for _, c := range []struct {
-		step, rows, flags string
-		pass              bool
-	}{
-		{"knob:GDN_A=1+GDN_B=2@q35_4kx8,tp8_32k", ok, "", true},
-		{"knobfull:GDN_A=1+GDN_B=2@q35_4kx8,tp8_32k", ok, "--full ", true},
-		{"knob:GDN_A=1+GDN_B=2@q35_4kx8,tp8_32k", ok + "\ngdn_hopper_fp16_bv64  810  168  48  8  0  SPILLS", "", false},
-	} {
-		stderr, out, pass := runDeviceSteps(t, c.rows, false, c.step)
-		if pass != c.pass {
-			t.Fatalf("%s with %q: exit 0 = %v, want %v; stderr:\n%s", c.step, c.rows, pass, c.pass, stderr)
-		}
-		name := strings.SplitN(c.step, ":", 2)[0]
-		if !c.pass {
-			if !strings.Contains(stderr, "FAIL "+name+": a variant spills") {
-				t.Errorf("stderr does not say the switch broke a variant:\n%s", stderr)
-			}
-			continue
-		}
-		calls, err := os.ReadFile(filepath.Join(filepath.Dir(out), "calls.log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		lines := strings.Split(strings.TrimSpace(string(calls)), "\n")
-		env := "GDN_JIT_DEFINES=GDN_A=1 GDN_B=2 "
-		cases := "--cases q35_4kx8,tp8_32k"
-		if len(lines) != 3 || !strings.HasPrefix(lines[0], env+"gdn warmup --cache-dir ") ||
-			!strings.HasPrefix(lines[1], "gdn bench "+c.flags+cases+" --csv ") || strings.Contains(lines[1], "--compare") ||
-			!strings.HasPrefix(lines[2], env+"gdn bench "+c.flags+cases+" --csv ") || !strings.Contains(lines[2], "--compare") {
-			t.Errorf("%s calls:\n%s", c.step, calls)
-		}
-		if text, err := os.ReadFile(filepath.Join(out, name+".txt")); err != nil || !strings.Contains(string(text), "1.13x") ||
-			!strings.Contains(string(text), "gdn_hopper_bf16_bv128") {
-			t.Errorf("%s.txt = %q, %v", name, text, err)
-		}
-		if !strings.Contains(stderr, "speed-up") {
-			t.Errorf("the comparison is not printed:\n%s", stderr)
-		}
 	}
 }
 
@@ -319,44 +230,6 @@ func TestDeviceRunPlanCheck(t *testing.T) {
 	}
 }
 
-// With the tools of device-build.sh --also beside the baseline, compare
-// times each of them against the same baseline run, after the working
-// tree's tool, and appends their tables to compare.txt.
-func TestDeviceRunCompareAlso(t *testing.T) {
-	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("no bash")
-	}
-	stderr, out, pass := runDeviceStepsExtra(t, []string{"gdn+scan-bulk", "gdn+feature_x"}, "compare:tp8_8k")
-	if !pass {
-		t.Fatalf("compare failed; stderr:\n%s", stderr)
-	}
-	calls, err := os.ReadFile(filepath.Join(filepath.Dir(out), "calls.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(calls)), "\n")
-	want := []string{"gdn-old bench --cases tp8_8k", "gdn bench --cases tp8_8k", "gdn+feature_x bench --cases tp8_8k", "gdn+scan-bulk bench --cases tp8_8k"}
-	if len(lines) != len(want) {
-		t.Fatalf("calls:\n%s", calls)
-	}
-	for i, w := range want {
-		if !strings.HasPrefix(lines[i], w) || (i > 0 && !strings.Contains(lines[i], "--compare "+filepath.Join(out, "compare-old.csv"))) {
-			t.Errorf("call %d: %q, want %q... against the baseline's CSV", i, lines[i], w)
-		}
-	}
-	text, err := os.ReadFile(filepath.Join(out, "compare.txt"))
-	if err != nil || strings.Count(string(text), "1.13x") != 3 || !strings.Contains(string(text), "== compare: gdn+scan-bulk against gdn-old") {
-		t.Errorf("compare.txt = %q, %v", text, err)
-	}
-}
-
-// runDeviceStepsExtra is runDeviceSteps with a baseline and more copies of
-// the fake tool under the given names in .bin.
-func runDeviceStepsExtra(t *testing.T, extra []string, steps ...string) (string, string, bool) {
-	t.Helper()
-	return runDevice(t, "", true, extra, nil, steps...)
-}
-
 // The gchunt step runs the GPU test binaries in turns, whole rounds until
 // its time is up, with GOGC=10 and the tests it names; a binary that dies
 // is counted, the Go runtime's bad-pointer crash apart, its first failure
@@ -409,42 +282,6 @@ echo PASS
 	c, _ := os.ReadFile(calls)
 	if !strings.Contains(string(c), "gdn.test GOGC=10 -test.run ^TestFull -test.count=1") {
 		t.Errorf("calls:\n%s", c)
-	}
-}
-
-// compare says which cases gave the baseline's output digests bit for bit:
-// the fake's n-th bench call writes digest $FAKE_HASH_n (the baseline's
-// call is the first); an older binary without the column gives no line.
-func TestDeviceRunCompareSameOutputs(t *testing.T) {
-	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("no bash")
-	}
-	for _, c := range []struct {
-		name string
-		env  []string
-		want string
-	}{
-		{"same", []string{"FAKE_HASH_1=ab12", "FAKE_HASH_2=ab12"}, "outputs bit-identical to gdn-old: tp8_2k; differ: none"},
-		{"differ", []string{"FAKE_HASH_1=ab12", "FAKE_HASH_2=cd34"}, "outputs bit-identical to gdn-old: none; differ: tp8_2k"},
-		{"no digests", []string{"FAKE_NO_HASH=1"}, ""},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			stderr, out, pass := runDevice(t, "", true, nil, c.env, "compare:tp8_2k")
-			if !pass {
-				t.Fatalf("compare failed:\n%s", stderr)
-			}
-			text, err := os.ReadFile(filepath.Join(out, "compare.txt"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := strings.Contains(string(text), "outputs bit-identical")
-			if c.want == "" && got || c.want != "" && !strings.Contains(string(text), c.want) {
-				t.Errorf("compare.txt:\n%s\nwant %q", text, c.want)
-			}
-			if c.want != "" && !strings.Contains(stderr, c.want) {
-				t.Errorf("not on stderr:\n%s", stderr)
-			}
-		})
 	}
 }
 
@@ -504,256 +341,6 @@ func TestDeviceRunBundlesManyOutputs(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "bundled into outputs.tgz") {
 		t.Errorf("no word of the bundle:\n%s", stderr)
-	}
-}
-
-// fakeNCU stands in for Nsight Compute: profiling (-o REPORT ... PROGRAM
-// ARGS) logs its arguments to $CALLS, runs nothing and writes the report
-// file; printing a report (-i REPORT) prints a section, and with --page
-// source a two-instruction CSV.
-const fakeNCU = `#!/usr/bin/env bash
-echo "ncu $*" >>"$CALLS"
-if [[ $1 == -i ]]; then
-	if [[ " $* " == *" --page source "* ]]; then
-		printf '"Kernel Name","gdn_scan_states",\n"Address","Source","Warp Stall Sampling (All Samples)","stall_long_sb"\n"0x10","LDG.E.128 R4, [R2]","1","0"\n"0x20","LOP3.LUT R8, R5, 0xffffe000, RZ, 0xc0, !PT","9","9"\n'
-	else
-		echo "    Duration                         us        31.94"
-	fi
-	exit 0
-fi
-if [[ " $* " == *" --csv "* ]]; then
-	echo "the bench's own output"
-	h='"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"'
-	echo "$h"
-	row() { printf '"%s","1","gdn","h","%s","1","13","(128, 1, 1)","%s","0","9.0","m","%s","u","%s"\n' "$@"; }
-	for id in 0 3; do
-		row $id gdn_prep_chunk "(512, 4, 1)" gpu__time_duration.sum "86,528"
-		row $id gdn_prep_chunk "(512, 4, 1)" dram__throughput.avg.pct_of_peak_sustained_elapsed "45.90"
-		row $id gdn_prep_chunk "(512, 4, 1)" smsp__issue_active.avg.pct_of_peak_sustained_active "53.10"
-		row $((id + 1)) gdn_hopper_fwd "(32, 7, 1)" gpu__time_duration.sum "175,680"
-		row $((id + 2)) gdn_hopper_fwd "(16, 8, 1)" gpu__time_duration.sum "160,480"
-		if [[ " $* " == *sm__pipe_tensor_cycles_active* ]]; then # the profile step's metrics
-			k=$((id + 1))
-			row $k gdn_hopper_fwd "(32, 7, 1)" sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active "5$id.10"
-			row $k gdn_hopper_fwd "(32, 7, 1)" smsp__warps_eligible.avg.per_cycle_active "0.7$((2 * id))"
-			row $k gdn_hopper_fwd "(32, 7, 1)" smsp__warps_active.avg.per_cycle_active "3.9$((2 * id))"
-			row $k gdn_hopper_fwd "(32, 7, 1)" sm__warps_active.avg.pct_of_peak_sustained_active "24.70"
-			for st in long_scoreboard:2.3$((2 * id)) short_scoreboard:1.19 wait:1.09 barrier:1.0$((2 * id)) selected:1.00 not_selected:0.70 gmma:0.46 drain:0.01; do
-				row $k gdn_hopper_fwd "(32, 7, 1)" "smsp__average_warps_issue_stalled_${st%%:*}_per_issue_active.ratio" "${st#*:}"
-			done
-		fi
-	done
-	exit 0
-fi
-while [[ $# -gt 0 && $1 != -o ]]; do shift; done
-touch "$2.ncu-rep"
-`
-
-// The ncu step profiles the named kernel in one bench call of the case (with
-// --full for ncufull, another build with NCU_GDN) at the card's own clocks,
-// and keeps the printed sections and the per-instruction CSV; a step without
-// KERNEL@CASE fails.
-func TestDeviceRunNCU(t *testing.T) {
-	fake := t.TempDir()
-	if err := os.WriteFile(filepath.Join(fake, "ncu"), []byte(fakeNCU), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	path := []string{"PATH=" + fake + ":" + os.Getenv("PATH")}
-	stderr, out, ok := runDeviceStepsEnv(t, "", false, path, "ncu:gdn_scan@chain_equal", "ncufull:gdn_hopper.*@tp8_2k")
-	if !ok {
-		t.Fatalf("device-run failed:\n%s", stderr)
-	}
-	txt, err := os.ReadFile(filepath.Join(out, "ncu-gdn_scan-chain_equal.txt"))
-	if err != nil || !strings.Contains(string(txt), "Duration") {
-		t.Fatalf("sections: %q, %v", txt, err)
-	}
-	csv, err := os.ReadFile(filepath.Join(out, "ncu-gdn_scan-chain_equal.csv"))
-	if err != nil || !strings.Contains(string(csv), "LOP3.LUT") {
-		t.Fatalf("source CSV: %q, %v", csv, err)
-	}
-	if _, err := os.Stat(filepath.Join(out, "ncu-gdn_hopper__-tp8_2k.csv")); err != nil {
-		t.Errorf("the regex's characters are not kept out of the file name: %v", err)
-	}
-	calls, _ := os.ReadFile(filepath.Join(filepath.Dir(out), "calls.log"))
-	for _, want := range []string{"-k regex:gdn_scan --launch-count 1", "--clock-control none --cache-control none", "bench --cases chain_equal --reps 1",
-		"-k regex:gdn_hopper.* ", "bench --full --cases tp8_2k"} {
-		if !strings.Contains(string(calls), want) {
-			t.Errorf("no %q in the calls:\n%s", want, calls)
-		}
-	}
-	if stderr, _, ok := runDeviceStepsEnv(t, "", false, path, "ncu:gdn_scan"); ok || !strings.Contains(stderr, "want ncu:KERNEL@CASE") {
-		t.Errorf("ncu without a case passed:\n%s", stderr)
-	}
-}
-
-// wantAll reports each of wants that text (described by what) lacks.
-func wantAll(t *testing.T, text []byte, what string, wants ...string) {
-	t.Helper()
-	for _, want := range wants {
-		if !strings.Contains(string(text), want) {
-			t.Errorf("no %q in %s:\n%s", want, what, text)
-		}
-	}
-}
-
-// runKernelTimesSteps runs device-run.sh's ncu-summary steps (kerneltimes,
-// profile) with the fake gdn and the fake ncu, and scripts/kerneltimes.py
-// beside them, returning the folder (its calls.log) and the output folder;
-// it skips the test without python3.
-func runKernelTimesSteps(t *testing.T, steps ...string) (dir, out string) {
-	t.Helper()
-	if _, err := exec.LookPath("python3"); err != nil {
-		t.Skip("no python3")
-	}
-	fake := t.TempDir()
-	if err := os.WriteFile(filepath.Join(fake, "ncu"), []byte(fakeNCU), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	dir, write := deviceDir(t)
-	write("gdn", fakeGDN)
-	script, err := os.ReadFile("kerneltimes.py")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(dir, "scripts"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "scripts", "kerneltimes.py"), script, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out = filepath.Join(dir, "out")
-	cmd := exec.Command("bash", append([]string{".bin/device-run.sh"}, steps...)...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "OUT="+out, "CALLS="+filepath.Join(dir, "calls.log"), "PATH="+fake+":"+os.Getenv("PATH"))
-	var errb strings.Builder
-	cmd.Stderr = &errb
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("device-run failed: %v\n%s", err, errb.String())
-	}
-	return dir, out
-}
-
-// The kerneltimes step times every kernel of one call of each case at the
-// GPU's own clocks and summarises them per kernel and grid (a split call's
-// two passes of one kernel apart): the medians, and their sum.
-func TestDeviceRunKernelTimes(t *testing.T) {
-	dir, out := runKernelTimesSteps(t, "kerneltimes:tp4_32k,chain_equal", "kerneltimesfull:tp2_32k")
-	txt, err := os.ReadFile(filepath.Join(out, "kerneltimes.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantAll(t, txt, "kerneltimes.txt", "== tp4_32k", "== chain_equal", "gdn_prep_chunk           (512,4,1)             2      86.5    45.9     53.1",
-		"gdn_hopper_fwd           (32,7,1)              2     175.7", "gdn_hopper_fwd           (16,8,1)              2     160.5",
-		"sum of medians                                       422.7")
-	if full, err := os.ReadFile(filepath.Join(out, "kerneltimesfull.txt")); err != nil || !strings.Contains(string(full), "== tp2_32k") {
-		t.Errorf("kerneltimesfull.txt: %q, %v", full, err)
-	}
-	// The profile step's columns and metrics stay out of kerneltimes.
-	if strings.Contains(string(txt), "tensor %") || strings.Contains(string(txt), "stalls:") {
-		t.Errorf("kerneltimes.txt has the profile's columns:\n%s", txt)
-	}
-	calls, _ := os.ReadFile(filepath.Join(dir, "calls.log"))
-	if strings.Contains(string(calls), "sm__pipe_tensor") || strings.Contains(string(calls), "--cases q35_1kx8") {
-		t.Errorf("kerneltimes asked for the profile's metrics or cases:\n%s", calls)
-	}
-	wantAll(t, calls, "the calls", "--clock-control none", "--csv .bin/gdn bench --cases tp4_32k --reps 1 --warmup 1 --calls 1",
-		"--csv .bin/gdn bench --full --cases tp2_32k")
-}
-
-// The profile step is kerneltimes with the metrics that explain a row over
-// its target: each kernel's line gains the tensor pipe's activity,
-// eligible / resident warps a scheduler and achieved occupancy, and a line
-// of its leading stall reasons, largest first; by default on the many-head
-// rows over their core targets.
-func TestDeviceRunProfile(t *testing.T) {
-	dir, out := runKernelTimesSteps(t, "profile", "profilefull:varlen_mix")
-	txt, err := os.ReadFile(filepath.Join(out, "profile.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Medians of the two launches: tensor (50.10, 53.10) 51.6, eligible
-	// (0.70, 0.76) 0.73, resident (3.90, 3.96) 3.93; long_scoreboard
-	// (2.30, 2.36) 2.33, barrier (1.00, 1.06) 1.03; drain and gmma are
-	// not among the six shown.
-	wantAll(t, txt, "profile.txt", "== q35_4kx8", "== varlen_mix", "tensor %  elig/res  occup %",
-		"gdn_hopper_fwd           (32,7,1)              2     175.7     nan      nan      51.6 0.73/3.93     24.7",
-		"    stalls: long_scoreboard 2.33, short_scoreboard 1.19, wait 1.09, barrier 1.03, selected 1.00, not_selected 0.70\n")
-	if strings.Contains(string(txt), "drain") || strings.Contains(string(txt), "gmma") {
-		t.Errorf("more than six stall reasons shown:\n%s", txt)
-	}
-	if full, err := os.ReadFile(filepath.Join(out, "profilefull.txt")); err != nil || !strings.Contains(string(full), "== varlen_mix") ||
-		strings.Contains(string(full), "== q35_4kx8") {
-		t.Errorf("profilefull.txt: %q, %v", full, err)
-	}
-	calls, _ := os.ReadFile(filepath.Join(dir, "calls.log"))
-	wantAll(t, calls, "the calls", "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
-		"smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio", "sm__warps_active.avg.pct_of_peak_sustained_active",
-		"--csv .bin/gdn bench --cases q35_4kx8 --reps 1", "--cases q35_1kx8 ", "--cases q397_4kx8 ", "--cases sym32_8kx4 ",
-		"--cases varlen_mix ", "--csv .bin/gdn bench --full --cases varlen_mix")
-}
-
-// ncuhot runs scripts/ncuhot.py on a CSV of the given text with args and
-// returns its output and error (skipping the test without python3).
-func ncuhot(t *testing.T, csvText string, args ...string) (string, error) {
-	t.Helper()
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("no python3")
-	}
-	csv := filepath.Join(t.TempDir(), "src.csv")
-	if err := os.WriteFile(csv, []byte(csvText), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	got, err := exec.Command(py, append([]string{"ncuhot.py", csv}, args...)...).CombinedOutput()
-	return string(got), err
-}
-
-// ncuhot.py ranks the stall reasons and the instructions, and shows the
-// instructions before each (where what it waits for comes from).
-func TestNCUHot(t *testing.T) {
-	out, err := ncuhot(t, `"Kernel Name","k",
-"Address","Source","Warp Stall Sampling (All Samples)","stall_long_sb","stall_wait","stall_long_sb (Not Issued)"
-"0x10","LDG.E.128 R4, [R2]","2","0","2","0"
-"0x20","BAR.SYNC.DEFER_BLOCKING 0x0","0","0","0","0"
-"0x30","LOP3.LUT R8, R5, 0xffffe000, RZ, 0xc0, !PT","8","8","0","8"
-`, "--context", "1")
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	for _, want := range []string{"3 instructions, 10 samples", "long_sb           80.0%", "wait              20.0%",
-		" 80.0%  #2     LOP3.LUT", "#1     BAR.SYNC", "[long_sb 8]", " 20.0%  #0     LDG.E.128"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("no %q in:\n%s", want, out)
-		}
-	}
-	if strings.Index(out, "LOP3.LUT") > strings.Index(out, " 20.0%  #0") {
-		t.Errorf("not ranked by samples:\n%s", out)
-	}
-}
-
-// ncuhot.py --ranges sums samples, executed instructions (per --per),
-// reasons and opcodes by range of instruction indices, and refuses ranges
-// that are not ascending.
-func TestNCUHotRanges(t *testing.T) {
-	const csv = `"Kernel Name","k",
-"Address","Source","Warp Stall Sampling (All Samples)","Instructions Executed","stall_long_sb","stall_wait"
-"0x10","LDG.E.128 R4, [R2]","2","40","0","2"
-"0x20","@P0 FMUL R6, R5, R4","0","60","0","0"
-"0x30","FMUL R8, R5, R4","6","20","6","0"
-"0x40","HGMMA.64x64x16.F32 R24, gdesc[UR8], RZ","2","10","0","2"
-`
-	out, err := ncuhot(t, csv, "--ranges", "0,2,4", "--per", "10")
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	for _, want := range []string{"#0-#2:  20.0% of samples, 10.0 executed", "wait 20.0%", "FMUL 6.0, LDG 4.0",
-		"#2-#4:  80.0% of samples, 3.0 executed", "long_sb 60.0%, wait 20.0%", "FMUL 2.0, HGMMA 1.0"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("no %q in:\n%s", want, out)
-		}
-	}
-	if out, err := ncuhot(t, csv, "--ranges", "4,2"); err == nil || !strings.Contains(out, "ascending") {
-		t.Errorf("descending ranges accepted: %v\n%s", err, out)
 	}
 }
 

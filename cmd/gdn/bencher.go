@@ -98,13 +98,10 @@ func (b *bencher) runCase(c ref.Case) (benchResult, error) {
 		return res, err
 	}
 	res.OutHash = digestSeed
-	for i, u := range sets {
+	for _, u := range sets {
 		out, err := u.download()
 		if err != nil {
 			return res, err
-		}
-		if i == 0 {
-			benchTimeline(stderr, res.Plan.Kernel, out.Ht) // a GDN_TIMELINE build's stamps (timeline.go)
 		}
 		res.NonFinite += nonFinite(out.O) + nonFinite(out.Ht)
 		res.OutHash = outputDigest(outputDigest(res.OutHash, out.O), out.Ht)

@@ -4,7 +4,18 @@ import (
 	"fmt"
 
 	"github.com/gdnjit/gdn/driver"
+	"github.com/gdnjit/gdn/kernsrc"
 )
+
+// packedArgs hands the driver a kernel's parameters from a block packed by
+// kernsrc (PrepParams, ScanParams), one argument per field.
+func packedArgs(block []byte, fields []kernsrc.ParamField) *driver.Args {
+	a := new(driver.Args)
+	for _, f := range fields {
+		a.Bytes(block[f.Offset:f.Offset+f.Size], f.Size)
+	}
+	return a
+}
 
 // launch enqueues prepared call e on stream s: through its graph from the
 // second call on a stream not being captured, else directly. Resolving the

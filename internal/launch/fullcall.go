@@ -245,11 +245,11 @@ func (l *Launcher) newFullCall(a *problem.Full, key fullKey, p problem.Problem) 
 	// One launch: the chunk kernel reads q and k as given and, with L2Norm
 	// (unless the core normalises them), writes their normalised copies q
 	// and k (the core forward's) itself.
-	params, err := driver.NewKernelParams(new(driver.Args).
-		Ptr(driver.DevicePtr(a.Q.Ptr)).Ptr(driver.DevicePtr(a.K.Ptr)).Ptr(driver.DevicePtr(q.Ptr)).Ptr(driver.DevicePtr(k.Ptr)).
-		Ptr(driver.DevicePtr(a.Beta.Ptr)).Ptr(driver.DevicePtr(a.G.Ptr)).Ptr(driver.DevicePtr(a.ALog.Ptr)).
-		Ptr(driver.DevicePtr(a.DtBias.Ptr)).Ptr(gcum).Ptr(A).Ptr(table).
-		Int32(int32(p.Hq)).Int32(int32(p.Hv)).Int32(flags))
+	pp := kernsrc.PrepParams{Q: a.Q.Ptr, K: a.K.Ptr, QN: q.Ptr, KN: k.Ptr, Beta: a.Beta.Ptr, G: a.G.Ptr, ALog: a.ALog.Ptr,
+		DtBias: a.DtBias.Ptr, GCum: uintptr(gcum), A2: uintptr(A), Chunks: uintptr(table), Hq: int32(p.Hq), Hv: int32(p.Hv), Flags: flags}
+	var block [kernsrc.PrepParamsBytes]byte
+	pp.Pack(&block)
+	params, err := driver.NewKernelParams(packedArgs(block[:], kernsrc.PrepParamFields()))
 	if err != nil {
 		e.free()
 		return nil, fmt.Errorf("gdn: kernel parameters: %w", err)

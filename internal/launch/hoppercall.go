@@ -108,11 +108,8 @@ func (k hopperCall) hopperParams(encode tiledEncoder) (kernsrc.HopperParams, err
 	}
 	in, qk := tensorDtype(k.dtype), tensorDtype(k.qkDtype)
 	tokens := func(dt driver.TensorDtype, base uintptr, inner, heads int, box0 uint32) (driver.TensorMap, error) {
-		row := uint64(inner) * uint64(dt.Size())
-		return encode(dt, driver.DevicePtr(base),
-			[]uint64{uint64(inner), uint64(heads), uint64(k.t), uint64(k.b)},
-			[]uint64{row, row * uint64(heads), row * uint64(heads) * uint64(k.t)},
-			[]uint32{box0, 1, problem.ChunkLen, 1}, driver.Swizzle128B)
+		m := kernsrc.HopperTensorMap{ElemBytes: dt.Size(), Inner: inner, Heads: heads, T: k.t, B: k.b, BoxInner: int(box0)}
+		return encode(dt, driver.DevicePtr(base), m.Dims(), m.Strides(), m.Box(), driver.Swizzle128B)
 	}
 	var err error
 	if hp.MapQ, err = tokens(qk, k.q, problem.HeadDim, k.hq, 64); err != nil {

@@ -25,6 +25,11 @@ type kernels struct {
 	byName sync.Map
 	mu     sync.Mutex
 	held   []*jit.Handle
+
+	// testBuild, set only by the GPU tests (Launcher.UseTestBuild) before
+	// the first call, builds each variant as a test build of the kernel
+	// (kernsrc.HopperHooked).
+	testBuild func(kernsrc.Variant) kernsrc.Variant
 }
 
 // loadedKernel is a loaded module and its entry point.
@@ -36,8 +41,12 @@ type loadedKernel struct {
 
 // load returns the loaded kernel of a variant, compiling it (or reading the
 // disk cache) and loading it on first use. The variant's request (sources,
-// options, GDN_JIT_DEFINES) is read on that first use only.
+// options, and in a development build the defines and lab of the
+// environment) is read on that first use only.
 func (ks *kernels) load(v kernsrc.Variant, sharedBytes int) (*loadedKernel, error) {
+	if ks.testBuild != nil {
+		v = ks.testBuild(v)
+	}
 	if k, ok := ks.byName.Load(v.Name); ok {
 		return k.(*loadedKernel), nil
 	}

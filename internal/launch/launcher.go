@@ -92,6 +92,13 @@ func New(ctx *driver.Context, cfg Config) (*Launcher, error) {
 	return l, nil
 }
 
+// UseTestBuild makes the Launcher compile every Hopper variant as a test
+// build with the hooks' switches (kernsrc.HopperHooked), for the GPU tests
+// of behaviours production never builds; call it before the first call.
+func (l *Launcher) UseTestBuild(h kernsrc.HopperHooks) {
+	l.kernels.testBuild = func(v kernsrc.Variant) kernsrc.Variant { return kernsrc.HopperHooked(v, h) }
+}
+
 // Target is the architecture kernels are compiled for, e.g. sm_90a.
 func (l *Launcher) Target() string { return l.kernels.target.String() }
 

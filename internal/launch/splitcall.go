@@ -159,10 +159,10 @@ func newSplitCall(pool *scratch.Pool, encode tiledEncoder,
 			sc.early.params, err = pack(sc.early.block[:])
 		}
 		if err == nil {
-			args := new(driver.Args).Ptr(driver.DevicePtr(bm)).Ptr(driver.DevicePtr(scanStart)).
-				Ptr(driver.DevicePtr(starts)).Ptr(driver.DevicePtr(firstPtr)).
-				Int32(int32(P)).Int32(int32(p.Hv)).Int32(int32(p.N))
-			sc.scan.params, err = driver.NewKernelParams(args)
+			sp := kernsrc.ScanParams{BM: bm, H0: scanStart, Starts: starts, First: firstPtr, P: int32(P), Hv: int32(p.Hv), N: int32(p.N)}
+			var block [kernsrc.ScanParamsBytes]byte
+			sp.Pack(&block)
+			sc.scan.params, err = driver.NewKernelParams(packedArgs(block[:], kernsrc.ScanParamFields()))
 		}
 		if err != nil {
 			sc.free()

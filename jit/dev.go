@@ -1,0 +1,38 @@
+//go:build gdndev
+
+package jit
+
+import (
+	"os"
+	"strings"
+
+	"github.com/gdnjit/gdn/kernsrc"
+	"github.com/gdnjit/gdn/kernsrc/lab"
+)
+
+// DevBuild is true in a development build (go build -tags gdndev), whose
+// RequestFor honours DefinesEnv and lab.EnvName.
+const DevBuild = true
+
+// devDefines are DefinesEnv's words as -D options.
+func devDefines() []string {
+	var out []string
+	for _, d := range strings.Fields(os.Getenv(DefinesEnv)) {
+		out = append(out, "-D"+d)
+	}
+	return out
+}
+
+// devVariant is the lab experiment's build of v when GDN_LAB names one
+// (package kernsrc/lab), else v.
+func devVariant(v kernsrc.Variant) (kernsrc.Variant, error) {
+	name := os.Getenv(lab.EnvName)
+	if name == "" {
+		return v, nil
+	}
+	e, err := lab.Lookup(name)
+	if err != nil {
+		return v, err
+	}
+	return e.Variant(v)
+}

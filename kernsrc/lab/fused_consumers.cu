@@ -1,0 +1,41 @@
+// fused_consumers.cu: the fused full forward's chunk with producers that
+// only pass each chunk along: the aux group and the converter keep the
+// ring's protocol (every wait and arrival) but do none of their work, so
+// the consumers' chain (and the gate warp's vectors) alone bound a chunk.
+// Its outputs are wrong; its time is the fused kernel's floor while the
+// consumers' chain stays as it is.
+#include "hopper_kernel.cuh"
+
+template <class Cfg>
+struct ConsumersOnly : HopperRoles<Cfg> {
+  using Ring = typename Cfg::Ring;
+
+  // The aux group: the first loads, then per chunk its waits and arrivals.
+  static GDN_DEVICE void aux_fused(unsigned char* smem, Ring& ring, const GdnHopperParams& p, const Work& w) {
+      if ((threadIdx.x & 127) == 0)
+      for (int c = 0; c < min(Cfg::kStages, w.nch); ++c)
+        issue_loads<Cfg>(smem + c * Cfg::kStageBytes, ring.bar(kFull, c), p, w, c);
+    for (int c = 0; c < w.nch; ++c) {
+      const Slot sl = ring.slot(c);
+      ring.wait(kFull, sl);
+      if (Cfg::kNorm) ring.wait(kNormed, sl);
+      if (!Cfg::kNorm) ring.arrive(kQKRead, sl);
+      ring.arrive(kReady, sl);
+    }
+  }
+
+  // The converter: the normaliser's or the fused converter's waits and
+  // arrivals.
+  static GDN_DEVICE void converter(unsigned char* smem, Ring& ring, const Work& w) {
+      for (int c = 0; c < w.nch; ++c) {
+      const Slot sl = ring.slot(c);
+      ring.wait(kFull, sl);
+      if (Cfg::kNorm) {
+        ring.arrive(kNormed, sl);
+      } else {
+        ring.wait(kQKRead, sl);
+      }
+      ring.arrive(kReady, sl);
+    }
+  }
+};

@@ -1,0 +1,100 @@
+// Package lab holds kernel experiments: builds of a production kernel with
+// some of its roles replaced, to measure what the rest costs. Production
+// never imports it. A development build of gdn (go build -tags gdndev)
+// runs an experiment's kernels in place of the production ones when
+// GDN_LAB names it (package jit), so that the same binary times both:
+//
+//	GDN_LAB=fused_consumers gdn bench --full --cases q35_4kx8 --compare base.csv
+//
+// An experiment's outputs are wrong by design; only its time means
+// something.
+package lab
+
+import (
+	"embed"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/gdnjit/gdn/kernsrc"
+)
+
+//go:embed *.cu
+var files embed.FS
+
+// EnvName names the environment variable a development build reads.
+const EnvName = "GDN_LAB"
+
+// Experiment is one lab kernel: a main file that includes the production
+// headers and defines Roles, the roles the kernel's warpgroups play (a
+// HopperRoles with some replaced), or a Kernel template of its own, for
+// the Hopper variants Applies accepts.
+type Experiment struct {
+	Name    string
+	File    string
+	Kernel  string // the kernel template ("": the production kernsrc.HopperKernel)
+	Roles   string // the roles template ("": the production roles)
+	Applies func(kernsrc.HopperCfg) bool
+	Doc     string
+}
+
+var experiments = []Experiment{{
+	Name:    "fused_consumers",
+	File:    "fused_consumers.cu",
+	Roles:   "ConsumersOnly",
+	Applies: kernsrc.HopperCfg.Fused,
+	Doc:     "the fused kernel with producers that only pass each chunk along (the consumers' chain alone)",
+}, {
+	Name:    "static_ring",
+	File:    "static_ring.cu",
+	Kernel:  "gdn_hopper_fwd_static_ring",
+	Applies: func(c kernsrc.HopperCfg) bool { return !c.Fused() },
+	Doc:     "the Hopper kernels that keep their ring's barriers in the dynamic block with them in static shared memory, as the fused kernels have them",
+}}
+
+// Experiments lists the experiments by name.
+func Experiments() []Experiment {
+	out := append([]Experiment(nil), experiments...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Lookup returns the named experiment.
+func Lookup(name string) (Experiment, error) {
+	var names []string
+	for _, e := range experiments {
+		if e.Name == name {
+			return e, nil
+		}
+		names = append(names, e.Name)
+	}
+	return Experiment{}, fmt.Errorf("lab: no experiment %q (have %s)", name, strings.Join(names, ", "))
+}
+
+// Variant returns the experiment's build of v, named apart (v's name and
+// the experiment's), or v itself when the experiment does not apply to it
+// (another family, or a configuration it leaves alone).
+func (e Experiment) Variant(v kernsrc.Variant) (kernsrc.Variant, error) {
+	cfg, ok := kernsrc.HopperCfgOfVariant(v)
+	if !ok || !e.Applies(cfg) {
+		return v, nil
+	}
+	text, err := files.ReadFile(e.File)
+	if err != nil {
+		return v, fmt.Errorf("lab: %s: %w", e.Name, err)
+	}
+	args := strings.TrimSuffix(strings.TrimPrefix(v.Kernel, kernsrc.HopperKernel+"<"), ">")
+	if e.Roles != "" {
+		args += ", " + e.Roles
+	}
+	kernel := kernsrc.HopperKernel
+	if e.Kernel != "" {
+		kernel = e.Kernel
+	}
+	v.Name = v.Name + "_lab_" + e.Name
+	v.File = "lab/" + e.File
+	v.Text = string(text)
+	v.Kernel = kernel + "<" + args + ">"
+	v.Defines = append([]string(nil), v.Defines...)
+	return v, nil
+}

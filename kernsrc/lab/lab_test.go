@@ -1,0 +1,80 @@
+package lab_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gdnjit/gdn/jit"
+	"github.com/gdnjit/gdn/kernsrc"
+	"github.com/gdnjit/gdn/kernsrc/lab"
+)
+
+// Every experiment names a file of its own and applies to some catalogue
+// variants: those it builds with its roles, named apart, from its own
+// main file; the others it leaves alone.
+func TestExperimentsApply(t *testing.T) {
+	if _, err := lab.Lookup("nope"); err == nil {
+		t.Error("an unknown experiment was found")
+	}
+	for _, e := range lab.Experiments() {
+		applied := 0
+		for _, v := range kernsrc.Catalogue() {
+			lv, err := e.Variant(v)
+			if err != nil {
+				t.Fatalf("%s of %s: %v", e.Name, v.Name, err)
+			}
+			if lv.Name == v.Name {
+				if lv.Kernel != v.Kernel || lv.Text != "" {
+					t.Errorf("%s left %s's name but changed its build: %+v", e.Name, v.Name, lv)
+				}
+				continue
+			}
+			applied++
+			src, err := lv.Source()
+			want := strings.TrimSuffix(v.Kernel, ">")
+			if e.Roles != "" {
+				want += ", " + e.Roles
+			}
+			want += ">"
+			defines := "struct " + e.Roles
+			if e.Kernel != "" {
+				want = e.Kernel + strings.TrimPrefix(want, kernsrc.HopperKernel)
+				defines = " " + e.Kernel + "("
+			}
+			if err != nil || !strings.Contains(src, defines) || lv.Kernel != want || !strings.HasSuffix(lv.Name, "_lab_"+e.Name) {
+				t.Errorf("%s of %s: %+v, want entry %s (%v)", e.Name, v.Name, lv, want, err)
+			}
+		}
+		if applied == 0 {
+			t.Errorf("%s applies to no catalogue variant", e.Name)
+		}
+	}
+}
+
+// The experiments compile for sm_90a with NVRTC (when it is found).
+func TestExperimentsCompile(t *testing.T) {
+	if _, err := jit.LoadNVRTC(); err != nil {
+		t.Skipf("no NVRTC: %v", err)
+	}
+	if testing.Short() {
+		t.Skip("compiles kernels")
+	}
+	c := jit.NewCompiler(nil)
+	for _, e := range lab.Experiments() {
+		for _, v := range kernsrc.HopperVariants() {
+			lv, _ := e.Variant(v)
+			if lv.Name == v.Name {
+				continue
+			}
+			req, err := jit.RequestFor(lv, jit.Target{Major: 9, Minor: 0, ArchSpecific: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := c.Compile(req)
+			if err != nil {
+				t.Fatalf("%s: %v", lv.Name, err)
+			}
+			t.Logf("%s:\n%s", lv.Name, a.Report)
+		}
+	}
+}
