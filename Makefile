@@ -3,7 +3,8 @@
 #   make run    the main example (GPU forward checked against the reference;
 #               without a GPU, the CPU reference on a small case)
 #   make test   bootstrap (CUDA 12.4 headers, NVRTC), gofmt, go vet (with and
-#               without -tags cuda), the CPU tests, a build of the GPU code
+#               without -tags cuda), the CPU tests (and the development
+#               build's switch tests, -tags gdndev), a build of the GPU code
 #               (-tags cuda), then make fuzz; a line at least every 15 s
 #   make fuzz   every fuzz target for FUZZTIME each (default 3s; make fuzz
 #               FUZZTIME=1m for a long run)
@@ -27,7 +28,12 @@ test:
 	$(BEAT) "go vet" go vet ./...
 	$(BEAT) "go vet -tags cuda" go vet -tags cuda ./...
 	echo "== go test (CPU): a line per package as it finishes"
-	go run ./scripts/testprogress -count=1 ./...
+	# Tests that need compiled kernels share one cache folder, kept between
+	# runs (internal/testcache): each kernel compiles once per source.
+	GDN_TEST_KERNEL_CACHE="$${GDN_TEST_KERNEL_CACHE:-$${XDG_CACHE_HOME:-$$HOME/.cache}/gdn/test-kernels}" \
+		go run ./scripts/testprogress -count=1 -parallel 8 ./...
+	echo "== go test -tags gdndev (the development build's switches)"
+	go test -count=1 -tags gdndev -run 'InDevBuild' ./jit
 	echo "== go build -tags cuda"
 	$(BEAT) "go build -tags cuda" go build -tags cuda ./...
 	echo "== fuzz ($(FUZZTIME) a target)"

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gdnjit/gdn/internal/testcache"
 	"github.com/gdnjit/gdn/kernsrc"
 )
 
@@ -18,9 +19,22 @@ var sm90a = Target{Major: 9, Minor: 0, ArchSpecific: true}
 // cubin's own (CubinReport): no spill counts, so a stack frame fails the
 // check instead, and serialisation cannot be seen (logged). Where both are
 // there they must agree.
+// sharedCompiler compiles through the tests' kernel cache (package
+// testcache): an entry there is the kernel a compile would give, report
+// included, so these tests check every variant without compiling it again
+// on each run.
+func sharedCompiler(t *testing.T) *Compiler {
+	t.Helper()
+	disk, err := OpenDiskCache(testcache.Dir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewCompiler(disk)
+}
+
 func TestCatalogueCompiles(t *testing.T) {
 	needNVRTC(t)
-	c := NewCompiler(nil)
+	c := sharedCompiler(t)
 	cat := kernsrc.Catalogue()
 	if len(cat) == 0 {
 		t.Fatal("empty catalogue")
@@ -226,7 +240,7 @@ func TestHopperHooksCompile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := NewCompiler(nil)
+	c := sharedCompiler(t)
 	for _, pair := range [][2]kernsrc.Variant{
 		{xfer, kernsrc.HopperHooked(xfer, kernsrc.HopperHooks{WalkToEnd: true})},
 		{core, kernsrc.HopperHooked(core, kernsrc.HopperHooks{DelayEarlyPass: true})},

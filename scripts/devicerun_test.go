@@ -116,17 +116,21 @@ func TestDeviceRunWarmupFailsOnSerializedOrSpills(t *testing.T) {
 	}
 }
 
+// A stress case: the environment of the fake tools, whether the step
+// passes, and what its log says.
+type stressCase struct {
+	name string
+	env  []string
+	pass bool
+	says string
+}
+
 // The stress step runs gdn bench --full processes (BV 64, forced short
 // segments) until its time is up: it passes when every process exits 0
 // with the first process's output digests, and fails, saying which
 // process, on a failed process or on a digest that differs.
 func TestDeviceRunStress(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		env  []string
-		pass bool
-		says string
-	}{
+	for _, c := range []stressCase{
 		{"steady", nil, true, ""},
 		{"a digest differs", []string{"FAKE_HASH_3=bb"}, false, "process 3: outputs differ"},
 		{"processes fail", []string{"FAKE_BENCH_RC=1"}, false, "process 1 failed"},
@@ -136,36 +140,47 @@ func TestDeviceRunStress(t *testing.T) {
 		{"no digest column", []string{"STRESS_GDN=.bin/gdn-old", "FAKE_NO_HASH=1"}, true, "exit status only"},
 		{"no digest column, failing", []string{"STRESS_GDN=.bin/gdn-old", "FAKE_NO_HASH=1", "FAKE_BENCH_RC=1"}, false, "process 1 failed"},
 	} {
-		stderr, out, pass := runDeviceStepsEnv(t, "", true, c.env, "stress:2")
-		if pass != c.pass {
-			t.Fatalf("%s: exit 0 = %v, want %v; stderr:\n%s", c.name, pass, c.pass, stderr)
-		}
-		log, err := os.ReadFile(filepath.Join(out, "stress.log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var n, bad int
-		if _, err := fmt.Sscanf(lastLine(string(log)), "%d processes, %d failed", &n, &bad); err != nil {
-			t.Fatalf("%s: last line of stress.log %q: %v", c.name, lastLine(string(log)), err)
-		}
-		if n < 3 || (bad == 0) != c.pass {
-			t.Errorf("%s: %d processes, %d failed", c.name, n, bad)
-		}
-		if c.says != "" && !strings.Contains(string(log), c.says) {
-			t.Errorf("%s: stress.log does not say %q:\n%s", c.name, c.says, log)
-		}
-		calls, err := os.ReadFile(filepath.Join(filepath.Dir(out), "calls.log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		first := strings.SplitN(string(calls), "\n", 2)[0]
-		bin := "gdn"
-		if len(c.env) > 0 && strings.HasPrefix(c.env[0], "STRESS_GDN=") {
-			bin = "gdn-old"
-		}
-		if !strings.HasPrefix(first, bin+" bench --full --variant gdn_hopper_bf16_bv64 --segments 4 ") || !strings.Contains(first, "--cases tp8_2k,chain_equal") {
-			t.Errorf("%s: first call %q", c.name, first)
-		}
+		// Each case is two seconds of fake processes in a folder of its
+		// own: the cases run side by side.
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.check(t)
+		})
+	}
+}
+
+// check runs the stress step for two seconds with c's environment and
+// checks its verdict, its log and the binary it ran.
+func (c stressCase) check(t *testing.T) {
+	stderr, out, pass := runDeviceStepsEnv(t, "", true, c.env, "stress:2")
+	if pass != c.pass {
+		t.Fatalf("%s: exit 0 = %v, want %v; stderr:\n%s", c.name, pass, c.pass, stderr)
+	}
+	log, err := os.ReadFile(filepath.Join(out, "stress.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n, bad int
+	if _, err := fmt.Sscanf(lastLine(string(log)), "%d processes, %d failed", &n, &bad); err != nil {
+		t.Fatalf("%s: last line of stress.log %q: %v", c.name, lastLine(string(log)), err)
+	}
+	if n < 3 || (bad == 0) != c.pass {
+		t.Errorf("%s: %d processes, %d failed", c.name, n, bad)
+	}
+	if c.says != "" && !strings.Contains(string(log), c.says) {
+		t.Errorf("%s: stress.log does not say %q:\n%s", c.name, c.says, log)
+	}
+	calls, err := os.ReadFile(filepath.Join(filepath.Dir(out), "calls.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := strings.SplitN(string(calls), "\n", 2)[0]
+	bin := "gdn"
+	if len(c.env) > 0 && strings.HasPrefix(c.env[0], "STRESS_GDN=") {
+		bin = "gdn-old"
+	}
+	if !strings.HasPrefix(first, bin+" bench --full --variant gdn_hopper_bf16_bv64 --segments 4 ") || !strings.Contains(first, "--cases tp8_2k,chain_equal") {
+		t.Errorf("%s: first call %q", c.name, first)
 	}
 }
 

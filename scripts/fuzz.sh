@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# fuzz.sh: runs each fuzz target for FUZZTIME (default 3s), one go test
-# invocation per target (go fuzzes one target at a time), with a heartbeat
-# while the instrumented build is silent (scripts/heartbeat.sh).
+# fuzz.sh: runs every fuzz target given for FUZZTIME (default 3s), all at
+# once, one go test invocation per target (go fuzzes one target at a time
+# per process) with one fuzzing worker each (FUZZWORKERS), so that their
+# baseline runs overlap; a line every 10 s says which still run,
+# and each target's output is printed, in order, once it is done.
 #
 #   scripts/fuzz.sh PKG:FuzzName [PKG:FuzzName ...]
 #
@@ -16,14 +18,51 @@
 # replayed deterministically by go test ./... either way.
 set -uo pipefail
 fuzztime="${FUZZTIME:-3s}"
-status=0
+workers="${FUZZWORKERS:-1}"
+dir="$(mktemp -d)"
+trap 'rm -rf "$dir"' EXIT
+# A package with several targets is built for fuzzing once, by a run of
+# one input, before they start: side by side they would each build it.
+declare -A built=()
 for t in "$@"; do
 	pkg="${t%%:*}" name="${t#*:}"
-	echo "fuzz $name ($fuzztime)"
-	log="$(mktemp)"
-	"$(dirname "$0")/heartbeat.sh" "fuzz $name" \
-		go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" -fuzzminimizetime 2s "$pkg" | tee "$log"
-	rc=${PIPESTATUS[0]}
+	if [[ -z ${built[$pkg]:-} ]] && (($(printf '%s\n' "$@" | grep -c "^$pkg:") > 1)); then
+		built[$pkg]=1
+		echo "fuzz: building $pkg for fuzzing"
+		go test -run '^$' -fuzz "^${name}\$" -fuzztime 1x "$pkg" >"$dir/build.log" 2>&1 || { cat "$dir/build.log"; exit 1; }
+	fi
+done
+names=()
+for t in "$@"; do
+	pkg="${t%%:*}" name="${t#*:}"
+	names+=("$name")
+	(
+		go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" -fuzzminimizetime 2s -parallel "$workers" "$pkg" >"$dir/$name.log" 2>&1
+		echo $? >"$dir/$name.rc"
+	) &
+done
+echo "fuzz: ${names[*]} ($fuzztime each, side by side)"
+start=$SECONDS
+next=10
+while :; do
+	running=()
+	for name in "${names[@]}"; do
+		[[ -e $dir/$name.rc ]] || running+=("$name")
+	done
+	((${#running[@]} == 0)) && break
+	if ((SECONDS - start >= next)); then
+		echo "  ... fuzz: $((SECONDS - start)) s, still running: ${running[*]}"
+		next=$((next + 10))
+	fi
+	sleep 0.5
+done
+wait
+status=0
+for name in "${names[@]}"; do
+	log="$dir/$name.log"
+	rc=$(cat "$dir/$name.rc")
+	echo "== fuzz $name (exit $rc)"
+	cat "$log"
 	if ((rc != 0)); then
 		# The deadline race alone: the failure's only line is the context
 		# error, and no input was written.
@@ -33,6 +72,6 @@ for t in "$@"; do
 			status=1
 		fi
 	fi
-	rm -f "$log"
 done
+echo "fuzz: done in $((SECONDS - start)) s"
 exit $status

@@ -10,6 +10,7 @@ import (
 // heartbeat.sh passes the command's lines through, adds a line after each
 // silent spell and one at the end, and exits with the command's status.
 func TestHeartbeat(t *testing.T) {
+	t.Parallel() // mostly a sleep
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Skip("no bash")
 	}

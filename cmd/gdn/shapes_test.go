@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gdnjit/gdn"
+	"github.com/gdnjit/gdn/internal/testcache"
 )
 
 func TestParseShape(t *testing.T) {
@@ -91,13 +92,13 @@ func TestWarmupShapes(t *testing.T) {
 	needNVRTC(t)
 	// tp8_2k runs split at BV 64: its output pass, a 128-wide transfer pass
 	// and the scan, and nothing else.
-	code, out, errOut := runGDN(t, "warmup", "--arch", "sm_90a", "--cache-dir", t.TempDir(), "--shapes", "tp8_2k")
+	code, out, errOut := runGDN(t, "warmup", "--arch", "sm_90a", "--cache-dir", testcache.Dir(t), "--shapes", "tp8_2k")
 	if code != 0 || !strings.Contains(out, "gdn_hopper_bf16_bv64 ") || !strings.Contains(out, "gdn_hopper_bf16_bv128_transfer") ||
 		!strings.Contains(out, "gdn_scan_states") || strings.Contains(out, "gdn_hopper_bf16_bv128 ") || strings.Contains(out, "gdn_prep") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 	// --full adds the full forward's preparation and its core on fp16 copies.
-	code, out, errOut = runGDN(t, "warmup", "--arch", "sm_90a", "--cache-dir", t.TempDir(), "--shapes", "tp8_2k", "--full")
+	code, out, errOut = runGDN(t, "warmup", "--arch", "sm_90a", "--cache-dir", testcache.Dir(t), "--shapes", "tp8_2k", "--full")
 	if code != 0 || !strings.Contains(out, "gdn_prep_chunk_bf16") || !strings.Contains(out, "gdn_hopper_bf16_fp16qk_bv64") {
 		t.Fatalf("--full: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}

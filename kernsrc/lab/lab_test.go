@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gdnjit/gdn/internal/testcache"
 	"github.com/gdnjit/gdn/jit"
 	"github.com/gdnjit/gdn/kernsrc"
 	"github.com/gdnjit/gdn/kernsrc/lab"
@@ -59,7 +60,13 @@ func TestExperimentsCompile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("compiles kernels")
 	}
-	c := jit.NewCompiler(nil)
+	// Through the tests' kernel cache (package testcache): an entry there
+	// is what a compile of these sources gives.
+	disk, err := jit.OpenDiskCache(testcache.Dir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jit.NewCompiler(disk)
 	for _, e := range lab.Experiments() {
 		for _, v := range kernsrc.HopperVariants() {
 			lv, _ := e.Variant(v)
