@@ -27,12 +27,14 @@ const EnvName = "GDN_LAB"
 
 // Experiment is one lab kernel: a main file that includes the production
 // headers and defines Roles, the roles the kernel's warpgroups play (a
-// HopperRoles with some replaced), or a Kernel template of its own, for
-// the Hopper variants Applies accepts.
+// HopperRoles with some replaced), or Cfg, a template that wraps the
+// variant's configuration (a HopperCfg with some constants replaced), for
+// the Hopper variants Applies accepts. The kernel is always the production
+// kernsrc.HopperKernel, so an experiment says only what it changes.
 type Experiment struct {
 	Name    string
 	File    string
-	Kernel  string // the kernel template ("": the production kernsrc.HopperKernel)
+	Cfg     string // the configuration wrapper ("": the variant's own HopperCfg)
 	Roles   string // the roles template ("": the production roles)
 	Applies func(kernsrc.HopperCfg) bool
 	Doc     string
@@ -47,7 +49,7 @@ var experiments = []Experiment{{
 }, {
 	Name:    "static_ring",
 	File:    "static_ring.cu",
-	Kernel:  "gdn_hopper_fwd_static_ring",
+	Cfg:     "StaticRing",
 	Applies: func(c kernsrc.HopperCfg) bool { return !c.Fused() },
 	Doc:     "the Hopper kernels that keep their ring's barriers in the dynamic block with them in static shared memory, as the fused kernels have them",
 }}
@@ -84,17 +86,16 @@ func (e Experiment) Variant(v kernsrc.Variant) (kernsrc.Variant, error) {
 		return v, fmt.Errorf("lab: %s: %w", e.Name, err)
 	}
 	args := strings.TrimSuffix(strings.TrimPrefix(v.Kernel, kernsrc.HopperKernel+"<"), ">")
+	if e.Cfg != "" {
+		args = e.Cfg + "<" + args + ">"
+	}
 	if e.Roles != "" {
 		args += ", " + e.Roles
-	}
-	kernel := kernsrc.HopperKernel
-	if e.Kernel != "" {
-		kernel = e.Kernel
 	}
 	v.Name = v.Name + "_lab_" + e.Name
 	v.File = "lab/" + e.File
 	v.Text = string(text)
-	v.Kernel = kernel + "<" + args + ">"
+	v.Kernel = kernsrc.HopperKernel + "<" + args + ">"
 	v.Defines = append([]string(nil), v.Defines...)
 	return v, nil
 }

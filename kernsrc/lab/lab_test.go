@@ -32,15 +32,18 @@ func TestExperimentsApply(t *testing.T) {
 			}
 			applied++
 			src, err := lv.Source()
-			want := strings.TrimSuffix(v.Kernel, ">")
-			if e.Roles != "" {
-				want += ", " + e.Roles
-			}
-			want += ">"
+			// The production kernel on the variant's configuration (wrapped
+			// by the experiment's Cfg) and the experiment's roles, which its
+			// file defines.
+			cfg := strings.TrimSuffix(strings.TrimPrefix(v.Kernel, kernsrc.HopperKernel+"<"), ">")
 			defines := "struct " + e.Roles
-			if e.Kernel != "" {
-				want = e.Kernel + strings.TrimPrefix(want, kernsrc.HopperKernel)
-				defines = " " + e.Kernel + "("
+			if e.Cfg != "" {
+				cfg = e.Cfg + "<" + cfg + ">"
+				defines = "struct " + e.Cfg
+			}
+			want := kernsrc.HopperKernel + "<" + cfg + ">"
+			if e.Roles != "" {
+				want = kernsrc.HopperKernel + "<" + cfg + ", " + e.Roles + ">"
 			}
 			if err != nil || !strings.Contains(src, defines) || lv.Kernel != want || !strings.HasSuffix(lv.Name, "_lab_"+e.Name) {
 				t.Errorf("%s of %s: %+v, want entry %s (%v)", e.Name, v.Name, lv, want, err)
