@@ -2,6 +2,7 @@ package kernsrc
 
 import (
 	"encoding/binary"
+	"math"
 	"testing"
 )
 
@@ -63,5 +64,74 @@ func TestHopperTensorMaps(t *testing.T) {
 		if d[0] != uint64(m.Inner) || d[3] != uint64(m.B) || s[0] != row || s[2] != row*uint64(m.Heads*m.T) || b[2] != 64 || b[1] != 1 {
 			t.Errorf("%+v: dims %v strides %v box %v", m, d, s, b)
 		}
+	}
+}
+
+// The Hopper block: the five tensor maps at 128-byte steps, then the eight
+// pointers, then scale and the six 32-bit fields, and zeros to its end
+// (a block reused for another call keeps nothing of the last).
+func TestHopperParamsPack(t *testing.T) {
+	var p HopperParams
+	for i, m := range []*[128]byte{&p.MapQ, &p.MapK, &p.MapV, &p.MapA, &p.MapO} {
+		for j := range m {
+			m[j] = byte(16*i + j%16)
+		}
+	}
+	p.G, p.Beta, p.H0, p.Ht, p.CuSeqlens, p.O, p.ALog, p.DtBias = 1, 2, 3, 4, 5, 6, 7, 8
+	p.Scale, p.T, p.Hq, p.Hv, p.N, p.Flags, p.NHt = 0.25, 9, 10, 11, -12, 13, 14
+	var b [HopperParamsBytes]byte
+	for i := range b {
+		b[i] = 0xff
+	}
+	p.Pack(&b)
+	for i := 0; i < 5*128; i++ {
+		if want := byte(16*(i/128) + i%16); b[i] != want {
+			t.Fatalf("map byte %d = %#x, want %#x", i, b[i], want)
+		}
+	}
+	for i := range 8 {
+		if got := binary.LittleEndian.Uint64(b[HopperOffPtrs+8*i:]); got != uint64(i+1) {
+			t.Errorf("pointer %d = %d, want %d", i, got, i+1)
+		}
+	}
+	if got := math.Float32frombits(binary.LittleEndian.Uint32(b[HopperOffScalars:])); got != 0.25 {
+		t.Errorf("scale = %v", got)
+	}
+	for i, want := range []int32{9, 10, 11, -12, 13, 14} {
+		if got := int32(binary.LittleEndian.Uint32(b[HopperOffScalars+4+4*i:])); got != want {
+			t.Errorf("scalar %d = %d, want %d", i, got, want)
+		}
+	}
+	for i := HopperOffScalars + 28; i < HopperParamsBytes; i++ {
+		if b[i] != 0 {
+			t.Fatalf("padding byte %d = %#x, want 0", i, b[i])
+		}
+	}
+}
+
+// Every Hopper variant's configuration is found again from the variant,
+// and nothing else has one.
+func TestHopperCfgOfVariant(t *testing.T) {
+	for _, v := range HopperVariants() {
+		c, ok := HopperCfgOfVariant(v)
+		if !ok || c.Entry() != v.Kernel {
+			t.Errorf("%s: configuration %+v (%v), entry %s", v.Name, c, ok, v.Kernel)
+		}
+	}
+	for _, v := range append(PrepVariants(), ScanVariants()...) {
+		if c, ok := HopperCfgOfVariant(v); ok {
+			t.Errorf("%s: a Hopper configuration %+v", v.Name, c)
+		}
+	}
+}
+
+// A variant's defines become -D options, in order.
+func TestVariantOptions(t *testing.T) {
+	v := Variant{Defines: []string{"A=1", "B"}}
+	if got := v.Options(); len(got) != 2 || got[0] != "-DA=1" || got[1] != "-DB" {
+		t.Errorf("Options = %q", got)
+	}
+	if got := (Variant{}).Options(); len(got) != 0 {
+		t.Errorf("no defines: %q", got)
 	}
 }
