@@ -146,13 +146,13 @@ func PoolRecurrent(in Inputs, pool []float64, slots []int, opts PoolOptions) (Po
 }
 
 // checkSlots checks a pool of poolLen values and the slot table of the
-// sequences of s (a valid shape): whole slots of [Hv, 128, 128], one slot
-// entry per sequence, each below the pool's slot count, and no slot written
-// by two sequences (their writes would race on the device).
+// sequences of s (a valid shape): one or more whole slots of [Hv, 128,
+// 128], one slot entry per sequence, each below the pool's slot count, and
+// no slot written by two sequences (their writes would race on the device).
 func checkSlots(s Shape, poolLen int, slots []int) error {
 	per := s.Hv * D * D
-	if poolLen%per != 0 {
-		return fmt.Errorf("ref: pool: %d values, not a whole number of [Hv=%d, 128, 128] slots: %w", poolLen, s.Hv, ErrShape)
+	if poolLen == 0 || poolLen%per != 0 {
+		return fmt.Errorf("ref: pool: %d values, not one or more whole [Hv=%d, 128, 128] slots: %w", poolLen, s.Hv, ErrShape)
 	}
 	numSlots := poolLen / per
 	if len(slots) != s.N() {

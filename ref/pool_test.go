@@ -257,6 +257,7 @@ func TestServingBadInput(t *testing.T) {
 		{"slot table too short", pooled(in, pool, []int{4, 1}, PoolOptions{}), "slots"},
 		{"pool not whole slots", pooled(in, pool[D:], slots, PoolOptions{}), "pool"},
 		{"pool of Hv 1", pooled(in, pool[:3*D*D], slots, PoolOptions{}), "pool"},
+		{"empty pool", pooled(in, nil, []int{-1, -1, -1}, PoolOptions{}), "pool"},
 		{"h0 beside a pool", pooled(withH0, pool, slots, PoolOptions{}), "h0"},
 		{"checkpoint every 32", pooled(in, pool, slots, PoolOptions{CheckpointEvery: 32}), "checkpoint_every"},
 		{"checkpoint every 100", pooled(in, pool, slots, PoolOptions{CheckpointEvery: 100}), "checkpoint_every"},
