@@ -30,8 +30,9 @@ type PoolOptions struct {
 	// CheckpointEvery, when not 0, asks for checkpoints at this interval
 	// (a positive multiple of C; checkpoint.go).
 	CheckpointEvery int
-	// TokenStates asks for the state after every token (decode's states
-	// for rolling back speculative tokens).
+	// TokenStates asks for the state after every token: the states a
+	// decode call keeps for rolling back speculative tokens (the reference
+	// computes them for any call).
 	TokenStates bool
 }
 

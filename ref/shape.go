@@ -1,4 +1,5 @@
-// Package ref is the float64 reference for Gated DeltaNet chunked prefill.
+// Package ref is the float64 reference for Gated DeltaNet: chunked
+// prefill, and the serving layer's pooled calls and decode.
 //
 // It holds the ground truth every GPU kernel of the project is checked
 // against (docs/SPEC.md): the token-by-token recurrence, the chunked form
