@@ -60,6 +60,9 @@ func TestCompare(t *testing.T) {
 	if PassO != (Tolerance{6e-3, 2e-2}) || PassHt != (Tolerance{4e-3, 1.5e-2}) {
 		t.Errorf("pass lines differ from docs/SPEC.md: o %+v ht %+v", PassO, PassHt)
 	}
+	if PassDecodeO != (Tolerance{2e-3, 2e-2}) || PassDecodeState != (Tolerance{4e-3, 3e-3}) {
+		t.Errorf("decode pass lines differ from docs/SPEC.md: o %+v state %+v", PassDecodeO, PassDecodeState)
+	}
 }
 
 // TestPassLineOnRounding checks the pass line against a real perturbation:
@@ -83,5 +86,36 @@ func TestPassLineOnRounding(t *testing.T) {
 	}
 	if err := Compare64(wrong, o).Within(PassO); err == nil {
 		t.Errorf("o off by 2%% passes the pass line")
+	}
+}
+
+// A decode call's o rounded to bf16, as the kernel stores it, passes
+// PassDecodeO; o off by 0.3% does not, nor does a state off by 4e-3.
+func TestDecodePassLinesOnRounding(t *testing.T) {
+	p, err := DecodeRecipe(Shape{B: 64, T: 1, Hq: 1, Hv: 2}, 5, DecodeRecipeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Decode(p.Inputs, p.Pool, p.Slots, p.Options)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Compare64(QuantizeBF16(res.O), res.O).Within(PassDecodeO); err != nil {
+		t.Errorf("bf16-rounded o fails the decode line: %v", err)
+	}
+	wrong := make([]float64, len(res.O))
+	for i, x := range res.O {
+		wrong[i] = x * 1.003
+	}
+	if err := Compare64(wrong, res.O).Within(PassDecodeO); err == nil {
+		t.Error("o off by 0.3% passes the decode line")
+	}
+	if err := Compare64(QuantizeF32(res.Pool), res.Pool).Within(PassDecodeState); err != nil {
+		t.Errorf("the fp32-rounded pool fails the state line: %v", err)
+	}
+	shifted := append([]float64(nil), res.Pool...)
+	shifted[7] += 4e-3
+	if err := Compare64(shifted, res.Pool).Within(PassDecodeState); err == nil {
+		t.Error("a state entry off by 4e-3 passes the state line")
 	}
 }

@@ -41,3 +41,41 @@ func ExampleShape_Validate() {
 	// Output:
 	// ref: cu_seqlens: want last entry = B*T = 10, got 9: bad shape
 }
+
+// ExampleDecode verifies two speculative tokens for each of two sequences
+// in one decode call, keeping every token's state, then rolls sequence 0
+// back to its first token: its slot takes that token's state, which is
+// what a call of the accepted token alone would have left there.
+func ExampleDecode() {
+	s := ref.Shape{B: 2, T: 2, Hq: 1, Hv: 1} // two sequences of two tokens
+	p, err := ref.DecodeRecipe(s, 7, ref.DecodeRecipeOptions{PoolSlots: 4, L2Norm: true, BetaLogits: true})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	p.Options.TokenStates = true
+	res, err := ref.Decode(p.Inputs, p.Pool, p.Slots, p.Options)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	// Token rows follow o's: sequence n's token i is row n*T + i.
+	const state = 128 * 128 // one value head
+	slot := p.Slots[0]
+	copy(res.Pool[slot*state:][:state], res.TokenStates[0:state])
+
+	// The accepted token alone, from the same pool.
+	first := p.Inputs
+	first.Shape = ref.Shape{B: 1, T: 1, Hq: 1, Hv: 1}
+	first.Q, first.K, first.V = first.Q[:128], first.K[:128], first.V[:128]
+	first.G, first.Beta = first.G[:1], first.Beta[:1]
+	alone, err := ref.Decode(first, p.Pool, p.Slots[:1], p.Options)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("rolled-back slot equals the accepted token's call:",
+		ref.Compare64(res.Pool[slot*state:][:state], alone.Pool[slot*state:][:state]).MaxAbs == 0)
+	// Output:
+	// rolled-back slot equals the accepted token's call: true
+}

@@ -16,6 +16,20 @@ func Recurrent(in Inputs) (o, ht []float64, err error) {
 	if err := in.Check(); err != nil {
 		return nil, nil, err
 	}
+	o, ht = recur(in, nil)
+	return o, ht, nil
+}
+
+// stateVisitor is handed the state of sequence n, value head h after the
+// sequence's i-th token (0-based within the sequence), indexed [k, v]. S
+// is the recurrence's working state: a visitor copies what it keeps.
+type stateVisitor func(n, h, i int, S []float64)
+
+// recur is Recurrent on checked inputs, calling visit (when non-nil) after
+// every token. The visitor only reads, so o and ht are the same bits with
+// and without one: the pooled calls, checkpoints and per-token states of
+// the serving layer are this one recurrence.
+func recur(in Inputs, visit stateVisitor) (o, ht []float64) {
 	s := in.Shape
 	scale := in.EffectiveScale()
 	gq := s.G()
@@ -58,11 +72,14 @@ func Recurrent(in Inputs) (o, ht []float64, err error) {
 				for j := range D {
 					out[j] *= scale
 				}
+				if visit != nil {
+					visit(n, h, tok-se[0], S)
+				}
 			}
 			copy(ht[(n*s.Hv+h)*D*D:], S)
 		}
 	}
-	return o, ht, nil
+	return o, ht
 }
 
 // axpy adds a*x to y elementwise (len(x) == len(y)).

@@ -1,12 +1,17 @@
-// Package ref is the float64 reference for Gated DeltaNet chunked prefill.
+// Package ref is the float64 reference for Gated DeltaNet: chunked
+// prefill, and the serving layer's pooled calls and decode.
 //
 // It holds the ground truth every GPU kernel of the project is checked
 // against (docs/SPEC.md): the token-by-token recurrence, the chunked form
 // split into its three steps (chunk-local cumsum of the gates, the 64x64
 // triangular solve A, and the chunked forward given both), bf16/fp16
 // rounding, the seeded input recipe, the accuracy pass line and the
-// benchmark suite. Everything is pure Go on the CPU, so it builds and tests
-// on machines without a GPU.
+// benchmark suite; and for the serving layer, the same recurrence over a
+// state pool with a slot table (PoolRecurrent), decode calls of 1 to 8
+// tokens a sequence (Decode, DecodeRecipe), checkpoints every multiple of
+// 64 tokens (Checkpoints), the [K,V] and [V,K] state layouts and beta from
+// logits. Everything is pure Go on the CPU, so it builds and tests on
+// machines without a GPU.
 //
 // Tensors are flat []float64 slices in the row-major layouts of docs/SPEC.md:
 //
@@ -15,6 +20,7 @@
 //	g, beta [B, T, Hv]
 //	A       [B, T, Hv, 64]
 //	h0, ht  [N, Hv, 128, 128]   index [n, h, k, v]
+//	pool    [S, Hv, 128, 128]   index [slot, h, k, v], or [slot, h, v, k] (LayoutVK)
 //
 // Functions return errors wrapping ErrShape (test with errors.Is) for bad
 // shapes or slice lengths; they never panic on bad input.
@@ -182,4 +188,19 @@ func checkLen(name string, got, want int, layout string) error {
 		return fmt.Errorf("ref: %s: want %s = %d elements, got %d: %w", name, layout, want, got, ErrShape)
 	}
 	return nil
+}
+
+// PackedShape returns the shape of sequences of the given lengths packed
+// on one token axis: B = 1, T their sum, CuSeqlens their offsets (kept
+// even for one sequence), Hq and Hv as given. It validates the result.
+func PackedShape(hq, hv int, lens ...int) (Shape, error) {
+	s := Shape{B: 1, Hq: hq, Hv: hv, CuSeqlens: make([]int, 1, len(lens)+1)}
+	for n, l := range lens {
+		if l < 0 || l > math.MaxInt-s.T {
+			return Shape{}, fmt.Errorf("ref: lens: sequence %d has %d tokens: want 0 or more, %d in all at most: %w", n, l, math.MaxInt, ErrShape)
+		}
+		s.T += l
+		s.CuSeqlens = append(s.CuSeqlens, s.T)
+	}
+	return s, s.Validate()
 }
