@@ -1,0 +1,107 @@
+package scripts
+
+import (
+	"math"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// manyHeadsModel runs scripts/manyheads_model.py with args and returns its
+// output (skipping the test without python3). The script goes to python3
+// on its standard input, read here, so that go test's cache knows it.
+func manyHeadsModel(t *testing.T, args ...string) string {
+	t.Helper()
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3")
+	}
+	src, err := os.ReadFile("manyheads_model.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(py, append([]string{"-"}, args...)...)
+	cmd.Stdin = strings.NewReader(string(src))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("manyheads_model.py %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// tableRows returns the data rows of the markdown tables in text, each
+// split into its trimmed cells (header and separator rows left out).
+func tableRows(text string) [][]string {
+	var rows [][]string
+	lines := strings.Split(text, "\n")
+	for i, l := range lines {
+		if !strings.HasPrefix(l, "| ") || strings.HasPrefix(l, "| ---") {
+			continue
+		}
+		if i+1 < len(lines) && strings.HasPrefix(lines[i+1], "| ---") {
+			continue // a header
+		}
+		cells := strings.Split(strings.Trim(l, "|"), " | ")
+		for j := range cells {
+			cells[j] = strings.TrimSpace(cells[j])
+		}
+		rows = append(rows, cells)
+	}
+	return rows
+}
+
+// The cost model of docs/perf/many-heads-model.md reproduces today's
+// measured many-head rows (core and full), the two BV 64 check rows and
+// today's per-chunk times within 10%, and says so with --check.
+func TestManyHeadsModelCalibration(t *testing.T) {
+	out := manyHeadsModel(t, "--check", "--table", "calibration")
+	want := map[string]bool{}
+	for _, fw := range []string{"core", "full"} {
+		for _, c := range []string{"q35_4kx8", "q35_1kx8", "q397_4kx8", "sym32_8kx4", "varlen_mix", "tp2_16kx2", "q397_32k"} {
+			want[fw+" "+c+" (ms)"] = true
+		}
+		want[fw+" chunk, q35 pair (us)"] = true
+	}
+	for _, r := range tableRows(out) {
+		if len(r) != 4 {
+			t.Fatalf("row %q: want 4 cells", r)
+		}
+		model, err1 := strconv.ParseFloat(r[1], 64)
+		measured, err2 := strconv.ParseFloat(r[2], 64)
+		if err1 != nil || err2 != nil || measured <= 0 {
+			t.Fatalf("row %q: model and measured are not numbers", r)
+		}
+		if e := math.Abs(model/measured - 1); e > 0.10 {
+			t.Errorf("%s: model %.4f against measured %.4f, off by %.1f%%", r[0], model, measured, 100*e)
+		}
+		delete(want, r[0])
+	}
+	for r := range want {
+		t.Errorf("no calibration row %q in:\n%s", r, out)
+	}
+}
+
+// Every row of every table the model prints is on the design page as
+// printed: the page's numbers are the model's, not a stale copy.
+func TestManyHeadsModelPage(t *testing.T) {
+	out := manyHeadsModel(t)
+	page, err := os.ReadFile("../docs/perf/many-heads-model.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, l := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(l, "| ") || strings.HasPrefix(l, "| ---") {
+			continue
+		}
+		n++
+		if !strings.Contains(string(page), l+"\n") {
+			t.Errorf("the page lacks the model's row\n%s\n(rerun python3 scripts/manyheads_model.py and copy its tables)", l)
+		}
+	}
+	if n < 80 {
+		t.Errorf("the model printed %d table rows, want the nine tables (80 or more)", n)
+	}
+}
