@@ -28,11 +28,29 @@ GDN_DEVICE void v_minus_gated_u(uint32_t a[4], const uint32_t v[4], const float*
   a[3] = pack_fp16x2(fmaf(-e8, U[8 * s + 6], v3.x), fmaf(-e9, U[8 * s + 7], v3.y));
 }
 
-template <class Cfg>
-GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, const GdnHopperParams& p, const Work& w, int cw) {
+// The consumer groups' turns at the tensor pipe: run_consumer calls its
+// policy once before its first round of products (start), before each
+// round (take: before its wgmma fence, or for Vn's round before V's
+// fragments are read), after committing the round's products (pass) and
+// once after its last round (end). Production's groups take no turns:
+// NoTurns's calls are empty and leave no code. A policy that takes turns
+// (kOn: the lab's pingpong) serves the two-group chain only, whose rounds
+// are one commit group each (kWide's first round is two).
+struct NoTurns {
+  static constexpr bool kOn = false;
+  GDN_DEVICE void start(const Work&) const {}
+  GDN_DEVICE void take() const {}
+  GDN_DEVICE void pass() const {}
+  GDN_DEVICE void end(const Work&) const {}
+};
+
+template <class Cfg, class Turns = NoTurns>
+GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, const GdnHopperParams& p, const Work& w, int cw,
+                             const Turns turns = Turns{}) {
   constexpr int kStages = Cfg::kStages, kTile = Cfg::kTile, kNC = Cfg::kNC;
   constexpr bool kXfer = Cfg::kXfer, kWide = Cfg::kWide, kFused = Cfg::kFused, kDeferStore = Cfg::kDeferStore;
   constexpr bool kEarlyExit = Cfg::kEarlyExit;
+  static_assert(!Turns::kOn || (kNC == 2 && !kWide), "turns are taken between two consumer groups");
   using E = typename Cfg::E;
   using T = StageTiles<Cfg>;
   const int t = threadIdx.x & 127, warp = t >> 5, lane = t & 31;
@@ -169,6 +187,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, cons
     if (kDeferStore && w.store_o && c > 0 && chunk_len(w, c - 1) == 64) flush_o(c - 1, 64);
   };
 
+  turns.start(w);
   for (int c = 0; c < w.nch; ++c) {
     const Slot sl = ring.slot(c);
     unsigned char* st = smem + sl.s * Cfg::kStageBytes;
@@ -232,10 +251,12 @@ GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, cons
       uint32_t sa[8][4];
 #pragma unroll
       for (int ks = 0; ks < 8; ++ks) acc_to_a(sa[ks], S, ks);
+      turns.take();
       wgmma_fence();
       gemm_rs<64, 0, 8, false>(U, sa, T::k_rows(sd));
       if (!kXfer) gemm_rs<64, 0, 8, false>(O, sa, T::q_rows(sd));
       wgmma_commit();
+      turns.pass();
       flush_prev(c);
       // (The gate warp's next raw gates after the flush, whose proxy fence
       // would otherwise wait for those copies.)
@@ -263,6 +284,9 @@ GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, cons
       // v, the input dtype); the difference in fp32, rounded to fp16 once.
       uint32_t wa[4][4], vr[4][4];
       const unsigned char* vt = st + Cfg::kOffV + cw * kTile;
+      // (The turn before the fragments: taken after them, ptxas spilled a
+      // register in the bf16 BV 128 core variants, NVRTC 12.4.)
+      turns.take();
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks)
         ldmatrix_x4_trans(vr[ks], reinterpret_cast<const uint16_t*>(vt + swz128(16 * ks + vrow, vbyte)));
@@ -272,6 +296,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, cons
       gemm_rs<64, 0, 4, false>(Vn, wa, T::a2_rows(sd));
     }
     wgmma_commit();
+    turns.pass();
     if (kWide) refill(c - 1);
     wgmma_wait<0>();
     reg_fence(Vn, 32);
@@ -301,6 +326,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, cons
       gemm_rs<64, 0, 4, true>(O, va, T::p_rows(sd));
       wgmma_commit();
     };
+    turns.take();
     wgmma_fence();
     if (kWide) {
       p_term();
@@ -314,6 +340,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, cons
     } else {
       update_state();
       if (!kXfer) p_term();
+      turns.pass();
       wgmma_wait<0>();
       reg_fence(S, 64);
       release(c);
@@ -350,6 +377,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, cons
   // The last chunk's deferred flush (the last staged is nch - 1: the fused
   // chain has no early exit).
   flush_prev(w.nch);
+  turns.end(w);
   if (t == 0) tma_store_wait_all();
 
   if (p.ptr.ht != nullptr && w.n < p.sc.n_ht) {

@@ -13,9 +13,12 @@ import (
 // done with it, during the chunk after it; under the fused preparation
 // (kFused) at the top of that chunk, and its first warp then writes the
 // gate vectors of the chunk refilled into the stage, an arrival on full).
+// The consumers run warp by warp, round by round, with their named
+// barriers, o's staging tile and its stores, and (the lab's pingpong) the
+// two groups' turns at the tensor pipe: pipeline_consumer_model_test.go.
 // It mirrors the kernel's order of waits and arrivals; a change to that
 // protocol in the kernel belongs here too. The tests that run it are in
-// pipeline_protocol_test.go.
+// pipeline_protocol_test.go and pipeline_consumer_test.go.
 //
 // The model checks what the parity waits are meant to guarantee: an aux
 // group prepares only its own chunk's landed tiles, the consumers take only
@@ -65,11 +68,14 @@ type ringModel struct {
 	read, conv          []int      // chunk whose K and Q the aux group has read, the converter converted
 	pBuilt              []int      // chunk whose P the converter has built (normaliserThenP)
 	gates               []int      // chunk whose gate vectors the stage holds (normaliserThenP)
-	done                []int      // per chunk: consumer groups done with it
-	consumers           int
-	inFlight            []int // stages with a load in flight, in issue order
-	stop                int   // the early exit's stop chunk (run_aux), nch without one
-	violation           string
+	done                []int      // per chunk: consumer warps done with it
+	releases            int        // consumer warps (each arrives on empty)
+	fused               bool       // the fused preparation (kFused): gate vectors in the stages
+	votes               []bool     // the transfer pass: the chunks after which the consumers vote
+	inFlight            []int      // stages with a load in flight, in issue order
+	stop                int        // the early exit's stop chunk (run_aux), nch without one
+	consumerState
+	violation string
 }
 
 // op is one step of a role: wait (until ok), or do; then, if exit says
@@ -96,7 +102,7 @@ func (m *ringModel) fail(format string, a ...any) {
 // issue is issue_loads: chunk c into its stage (arrive.expect_tx on full).
 func (m *ringModel) issue(c int) {
 	s := c % m.stages
-	if c >= m.stages && m.done[c-m.stages] != m.consumers {
+	if c >= m.stages && m.done[c-m.stages] != m.releases {
 		m.fail("chunk %d's load overwrites stage %d while consumers still read chunk %d", c, s, c-m.stages)
 	}
 	m.data[s], m.loading[s] = -1, c
@@ -167,23 +173,85 @@ const (
 // without waiting for the aux group's K K^T (qk_read).
 var convSkipsQKRead bool
 
+// ringCase is one form of the kernel and one CTA's walk.
+type ringCase struct {
+	nch, aux, consumers int
+	// fixed: the aux groups' wait on ready for chunk c - stages before
+	// their wait on full (run_aux).
+	fixed bool
+	// exitAt >= 0: the consumers stop after that chunk (the transfer
+	// matrix's early exit, run_consumer's stop_after), exitAt + 1 < nch.
+	exitAt int
+	conv   convMode // the converter warpgroup, if any (one aux group, no early exit)
+	// transfer: the transfer pass (no o; the consumer groups vote on the
+	// early exit after the chunks votes marks, and exitAt among them).
+	transfer bool
+	votes    []bool
+	turns    bool // the consumer groups take turns at the tensor pipe (the lab's pingpong)
+	partial  bool // the last chunk is short: its o stored row by row, never deferred
+}
+
 // runRing runs the protocol for nch chunks under one random schedule and
-// returns the first violation ("" for none). fixed: the aux groups' wait on
-// ready for chunk c - stages before their wait on full (run_aux). exitAt >=
-// 0: the consumers stop after that chunk (the transfer matrix's early exit,
-// run_consumer's stop_after), exitAt + 1 < nch. conv: the converter
-// warpgroup, if any (one aux group, no early exit).
+// returns the first violation ("" for none): runCase's ringCase, a
+// transfer pass where the consumers stop early (exitAt >= 0), else the
+// core forward.
 func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool, exitAt int, conv convMode) string {
-	converter, norm := conv == converterAfterRead, conv == normaliserFirst || conv == normaliserThenP
-	fused := conv == normaliserThenP || conv == pThenConvert
+	return runCase(r, ringCase{nch: nch, aux: aux, consumers: consumers, fixed: fixed, exitAt: exitAt, conv: conv, transfer: exitAt >= 0})
+}
+
+// runCase runs k's protocol under one random schedule and returns the first
+// violation ("" for none).
+func runCase(r *rand.Rand, k ringCase) string {
+	if k.transfer && k.votes == nil {
+		// The consumers vote (every fourth chunk in the kernel, once the
+		// gates say the state may be near zero) at random chunks here, and
+		// where they exit.
+		k.votes = make([]bool, k.nch)
+		for c := range k.nch - 1 {
+			k.votes[c] = c == k.exitAt || r.IntN(3) == 0
+		}
+	}
+	// A form's programs are built once (they read the run's state, the
+	// votes included, only through m, reset for each run): the consumers'
+	// warps make building them most of a run's cost.
+	form := k
+	form.votes = nil
+	key := fmt.Sprintf("%+v %v", form, knobs())
+	b, ok := builtCases[key]
+	if !ok {
+		b.m = &ringModel{}
+		b.m.reset(k)
+		b.roles = b.m.roles(k)
+		builtCases[key] = b
+	}
+	b.m.reset(k)
+	return b.m.schedule(r, b.roles)
+}
+
+// builtCases are the programs runCase built, by form and knobs.
+var builtCases = map[string]struct {
+	m     *ringModel
+	roles [][]op
+}{}
+
+// knobs are the mistake switches and constants the programs are built
+// with (a test sets one for the schedules that must show its violation).
+func knobs() []any {
+	return []any{stopAhead, converterWaitsOnFull, auxSkipsNormed, fusedReadyCountOne, gatesAhead, convSkipsQKRead,
+		turnBar, turnThreads, turnNoStart, turnNoEnd, passAfterVote, noStoreWaitRead}
+}
+
+// reset puts m in k's state before its first step.
+func (m *ringModel) reset(k ringCase) {
+	fused := k.conv == normaliserThenP || k.conv == pThenConvert
 	const stages = 3
-	m := &ringModel{stages: stages, consumers: consumers, stop: nch,
+	*m = ringModel{stages: stages, releases: k.consumers * warpsPerGroup, fused: fused, stop: k.nch, votes: k.votes,
 		full: make([]mbarrier, stages), ready: make([]mbarrier, stages), empty: make([]mbarrier, stages),
 		qkRead: make([]mbarrier, stages), normed: make([]mbarrier, stages), data: make([]int, stages), loading: make([]int, stages),
 		prep: make([]int, stages), read: make([]int, stages), conv: make([]int, stages), pBuilt: make([]int, stages),
-		gates: make([]int, stages), done: make([]int, nch)}
+		gates: make([]int, stages), done: make([]int, k.nch), consumerState: newConsumerState()}
 	readyCount := 1
-	if converter || fused && !fusedReadyCountOne {
+	if k.conv == converterAfterRead || fused && !fusedReadyCountOne {
 		readyCount = 2 // the aux group and the converter
 	}
 	fullCount := 1
@@ -191,27 +259,19 @@ func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool, exitAt int, conv
 		fullCount = 2 // the TMA issuer and the gate warp (its 32 lanes as one)
 	}
 	for s := range stages {
-		m.full[s].count, m.ready[s].count, m.empty[s].count, m.qkRead[s].count, m.normed[s].count = fullCount, readyCount, consumers, 1, 1
+		m.full[s].count, m.ready[s].count, m.empty[s].count, m.qkRead[s].count, m.normed[s].count = fullCount, readyCount, m.releases, 1, 1
 		m.data[s], m.loading[s], m.prep[s], m.read[s], m.conv[s], m.pBuilt[s], m.gates[s] = -1, -1, -1, -1, -1, -1, -1
 	}
-	// The gate warp's writes of chunk x's vectors (write_gates), checked
-	// against the stage's last user, then its arrival on full.
-	writeGates := func(x int) op {
-		return op{do: func(m *ringModel) {
-			s := x % stages
-			if x >= stages && m.done[x-stages] != m.consumers {
-				m.fail("chunk %d's gate vectors overwrite stage %d while consumers still read chunk %d", x, s, x-stages)
-			}
-			m.gates[s] = x
-			m.arriveOn(&m.full[s], "full", s)
-		}}
-	}
-	// usesGates is a reader's check that stage s holds chunk c's gate vectors.
-	usesGates := func(who string, c, s int) {
-		if fused && m.gates[s] != c {
-			m.fail("%s takes chunk %d's gate vectors from stage %d holding chunk %d's", who, c, s, m.gates[s])
-		}
-	}
+}
+
+// roles are the programs of k's roles: the aux groups, the converter, the
+// consumers' warps.
+func (m *ringModel) roles(k ringCase) [][]op {
+	nch, aux, consumers, fixed, conv := k.nch, k.aux, k.consumers, k.fixed, k.conv
+	converter, norm := conv == converterAfterRead, conv == normaliserFirst || conv == normaliserThenP
+	fused := conv == normaliserThenP || conv == pThenConvert
+	stages := m.stages
+	usesGates := m.usesGates
 	var roles [][]op
 	for a := range aux {
 		var prog []op
@@ -318,114 +378,95 @@ func runRing(r *rand.Rand, nch, aux, consumers int, fixed bool, exitAt int, conv
 		roles = append(roles, prog)
 	}
 	for g := range consumers {
-		var prog []op
-		gateWarp := fused && g == 0
-		if gateWarp { // chunks 0 and 1 before the loop
-			for x := range min(gatesAhead, nch) {
-				prog = append(prog, writeGates(x))
-			}
+		for w := range warpsPerGroup {
+			roles = append(roles, m.consumerWarp(k, g, w))
 		}
-		for c := range nch {
-			s, use := c%stages, c/stages
-			// Under the fused preparation (kFused) the refill first, at the top of the chunk, then
-			// the gate warp's vectors of chunk c + 2 (the chunk refilled),
-			// once chunk c - 1 (the stage's last user) is released.
-			if fused && g == 0 && c >= 1 && c-1+stages < nch {
-				ps, puse := (c-1)%stages, (c-1)/stages
-				prog = append(prog,
-					op{wait: func() bool { return m.empty[ps].passes(puse & 1) }},
-					op{do: func(m *ringModel) { m.issue(c - 1 + stages) }})
-			}
-			if gateWarp && c+gatesAhead < nch {
-				if c >= 1 {
-					ps, puse := (c-1)%stages, (c-1)/stages
-					prog = append(prog, op{wait: func() bool { return m.empty[ps].passes(puse & 1) }})
-				}
-				prog = append(prog, writeGates(c+gatesAhead))
-			}
-			prog = append(prog, op{wait: func() bool { return m.ready[s].passes(use & 1) }})
-			// The first group refills the stage of the chunk before (refill,
-			// issued with this chunk's first products).
-			if !fused && g == 0 && c >= 1 && c-1+stages < nch {
-				ps, puse := (c-1)%stages, (c-1)/stages
-				prog = append(prog,
-					op{wait: func() bool { return m.empty[ps].passes(puse & 1) }},
-					op{do: func(m *ringModel) { m.issue(c - 1 + stages) }})
-			}
-			prog = append(prog,
-				op{do: func(m *ringModel) {
-					if m.prep[s] != c || m.data[s] != c || (conv != noConverter && m.conv[s] != c) || (fused && m.pBuilt[s] != c) {
-						m.fail("consumer %d takes chunk %d from stage %d prepared for %d, converted for %d, P for %d, holding %d", g, c, s, m.prep[s], m.conv[s], m.pBuilt[s], m.data[s])
-					}
-					usesGates(fmt.Sprintf("consumer %d", g), c, s)
-					m.done[c]++
-					m.arriveOn(&m.empty[s], "empty", s)
-				}})
-			if c == exitAt {
-				if g == 0 {
-					prog = append(prog, op{do: func(m *ringModel) { m.stop = c + stopAhead }})
-					for k := range aux {
-						cc := c + stopAhead + k
-						if cc >= nch {
-							break
-						}
-						// The stage's chunk before, if not consumed, must have been
-						// prepared (its aux group past its own wait on full): else
-						// completing the next phase by hand would put full two
-						// phases past that group's parity wait.
-						if prev := cc - stages; prev > c {
-							prog = append(prog, op{wait: func() bool { return m.ready[prev%stages].passes((prev / stages) & 1) }})
-						}
-						prog = append(prog, op{do: func(m *ringModel) { m.arriveOn(&m.full[cc%stages], "full", cc%stages) }})
-					}
-				}
+	}
+	return roles
+}
+
+// schedule runs the roles under one random schedule, the loads and stores
+// in flight landing or read at random times, and returns the first
+// violation ("" for none).
+func (m *ringModel) schedule(r *rand.Rand, roles [][]op) string {
+	pc := make([]int, len(roles))
+	ended := 0 // roles at their programs' end
+	for _, prog := range roles {
+		if len(prog) == 0 {
+			ended++
+		}
+	}
+	runnable := func(i int) bool {
+		prog := roles[i]
+		return pc[i] < len(prog) && (prog[pc[i]].wait == nil || prog[pc[i]].wait())
+	}
+	can := make([]int, 0, len(roles))
+	for m.violation == "" {
+		if ended == len(roles) && len(m.inFlight) > 0 {
+			return fmt.Sprintf("every role has ended with %d loads in flight", len(m.inFlight))
+		}
+		if ended == len(roles) && len(m.stores) > 0 {
+			return fmt.Sprintf("every role has ended with %d stores of o still reading a staging tile", len(m.stores))
+		}
+		// The choices: every role whose next op can go, every load in
+		// flight (which lands whenever the schedule picks it) and every
+		// store of o still reading its staging tile (which finishes
+		// reading then), each as likely. A few draws over all roles first,
+		// kept if runnable (most are, most of the time), then the list.
+		n, k := len(roles)+len(m.inFlight)+len(m.stores), -1
+		for range 4 {
+			if j := r.IntN(n); j >= len(roles) || runnable(j) {
+				k = j
 				break
 			}
 		}
-		roles = append(roles, prog)
-	}
-	pc := make([]int, len(roles))
-	for m.violation == "" {
-		// Runnable: every role whose next op can go, and every load in
-		// flight (which lands whenever the schedule picks it).
-		var can []int
-		for i, prog := range roles {
-			if pc[i] < len(prog) && (prog[pc[i]].wait == nil || prog[pc[i]].wait()) {
-				can = append(can, i)
-			}
-		}
-		ended := true
-		for i, prog := range roles {
-			ended = ended && pc[i] == len(prog)
-		}
-		if ended && len(m.inFlight) > 0 {
-			return fmt.Sprintf("every role has ended with %d loads in flight", len(m.inFlight))
-		}
-		choices := len(can) + len(m.inFlight)
-		if choices == 0 {
-			for i, prog := range roles {
-				if pc[i] < len(prog) {
-					return fmt.Sprintf("deadlock: role %d stuck at step %d of %d", i, pc[i], len(prog))
+		if k < 0 {
+			can = can[:0]
+			for i := range roles {
+				if runnable(i) {
+					can = append(can, i)
 				}
 			}
-			return ""
+			choices := len(can) + n - len(roles)
+			if choices == 0 {
+				if ended < len(roles) {
+					stuck := ""
+					for i, prog := range roles {
+						if pc[i] < len(prog) {
+							stuck += fmt.Sprintf(" %d (step %d of %d)", i, pc[i], len(prog))
+						}
+					}
+					return "deadlock: roles stuck:" + stuck
+				}
+				return m.barriersLeft()
+			}
+			if k = r.IntN(choices); k < len(can) {
+				k = can[k]
+			} else {
+				k += len(roles) - len(can)
+			}
 		}
-		k := r.IntN(choices)
-		if k >= len(can) {
-			j := k - len(can)
+		switch {
+		case k >= len(roles)+len(m.inFlight):
+			j := k - len(roles) - len(m.inFlight)
+			m.stores = append(m.stores[:j], m.stores[j+1:]...)
+		case k >= len(roles):
+			j := k - len(roles)
 			s := m.inFlight[j]
 			m.inFlight = append(m.inFlight[:j], m.inFlight[j+1:]...)
 			m.land(s)
-			continue
-		}
-		i := can[k]
-		o := roles[i][pc[i]]
-		pc[i]++
-		if o.do != nil {
-			o.do(m)
-		}
-		if o.exit != nil && o.exit() {
-			pc[i] = len(roles[i])
+		default:
+			o := roles[k][pc[k]]
+			pc[k]++
+			if o.do != nil {
+				o.do(m)
+			}
+			if o.exit != nil && o.exit() {
+				pc[k] = len(roles[k])
+			}
+			if pc[k] == len(roles[k]) {
+				ended++
+			}
 		}
 	}
 	return m.violation

@@ -36,6 +36,13 @@ GDN_DEVICE void mbar_wait(uint64_t* bar, uint32_t parity) {
 
 // Named barriers (0 is __syncthreads): count threads, a multiple of 32.
 GDN_DEVICE void named_sync(int id, int count) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory"); }
+// Arrives on named barrier id without waiting (bar.arrive): a signal to the
+// threads that sync on it. count is all of the phase's threads, those that
+// arrive and those that sync; a thread must not arrive again before the
+// phase it arrived in has completed.
+GDN_DEVICE void named_arrive(int id, int count) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
 // Named barrier id over count threads that also returns whether any of them
 // passed true (bar.red.or.pred).
 GDN_DEVICE bool named_sync_or(int id, int count, bool v) {

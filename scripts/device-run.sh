@@ -30,17 +30,18 @@ fresh_home() {
 	rm -rf "$h"
 	return $rc
 }
-# same_outputs OLD.csv NEW.csv: one line saying which cases gave the same
-# output digest (out_hash: the last call's o of each input set) in both
-# runs, bit for bit, and which did not; a change meant to keep the bits (a
-# new memory layout, a new schedule of the same sums) shows as all the
-# same. Nothing when either CSV lacks the column (an older binary).
+# same_outputs OLD.csv NEW.csv [OLD_NAME]: one line saying which cases gave
+# the same output digest (out_hash: the last call's o of each input set) in
+# both runs, bit for bit, and which did not; a change meant to keep the bits
+# (a new memory layout, a new schedule of the same sums) shows as all the
+# same. OLD_NAME names the first run (default gdn-old). Nothing when either
+# CSV lacks the column (an older binary).
 same_outputs() {
-	awk -F, 'FNR == 1 { c = h = 0; for (i = 1; i <= NF; i++) { if ($i == "case") c = i; if ($i == "out_hash") h = i }; if (!h) bad = 1; next }
+	awk -F, -v old_name="${3:-gdn-old}" 'FNR == 1 { c = h = 0; for (i = 1; i <= NF; i++) { if ($i == "case") c = i; if ($i == "out_hash") h = i }; if (!h) bad = 1; next }
 		!h { next }
 		FNR == NR { old[$c] = $h; next }
 		($c in old) { if (old[$c] == $h) same = same " " $c; else diff = diff " " $c }
-		END { if (bad) exit; printf "outputs bit-identical to gdn-old:%s; differ:%s\n", (same == "" ? " none" : same), (diff == "" ? " none" : diff) }' "$1" "$2"
+		END { if (bad) exit; printf "outputs bit-identical to %s:%s; differ:%s\n", old_name, (same == "" ? " none" : same), (diff == "" ? " none" : diff) }' "$1" "$2"
 }
 for step in "${@:-tests}"; do
 	case "$step" in
@@ -304,6 +305,10 @@ for step in "${@:-tests}"; do
 		all_ok "$tmp/warmup.txt" || fail "$name: a variant spills, is serialised or failed with ${with[*]}"
 		timeout 240 "$dev" bench $full $cases --csv "$tmp/without.csv" >>"$out/$name.txt" 2>&1 || fail "$name (without)"
 		(export "${with[@]}" && timeout 240 "$dev" bench $full $cases --csv "$tmp/with.csv" --compare "$tmp/without.csv") >"$tmp/with.txt" 2>&1 || fail "$name (with ${with[*]})"
+		# An experiment that moves the same work (lab's pingpong,
+		# static_ring) must show all the same; one that leaves work out
+		# shows which cases it changed.
+		same_outputs "$tmp/without.csv" "$tmp/with.csv" "the same build without it" >>"$tmp/with.txt"
 		cat "$tmp/with.txt" >>"$out/$name.txt"
 		sed -n '/old ms/,$p' "$tmp/with.txt" >&2
 		rm -rf "$tmp"

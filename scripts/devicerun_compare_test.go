@@ -177,3 +177,32 @@ func TestDeviceRunCompareSameOutputs(t *testing.T) {
 		})
 	}
 }
+
+// A lab step says, beside the times, which cases kept the outputs of the
+// same build without the experiment bit for bit (lab's pingpong must keep
+// all): the fake's first bench call is the run without it.
+func TestDeviceRunLabSameOutputs(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	ok := "gdn_hopper_bf16_bv128  790  168  0  0  0  ok"
+	for _, c := range []struct {
+		name string
+		env  []string
+		want string
+	}{
+		{"same", []string{"FAKE_HASH_1=ab12", "FAKE_HASH_2=ab12"}, "outputs bit-identical to the same build without it: tp8_2k; differ: none"},
+		{"differ", []string{"FAKE_HASH_1=ab12", "FAKE_HASH_2=cd34"}, "outputs bit-identical to the same build without it: none; differ: tp8_2k"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			stderr, out, pass := runDeviceStepsEnv(t, ok, false, c.env, "labfull:pingpong@tp8_2k")
+			if !pass {
+				t.Fatalf("labfull failed:\n%s", stderr)
+			}
+			text, err := os.ReadFile(filepath.Join(out, "labfull.txt"))
+			if err != nil || !strings.Contains(string(text), c.want) || !strings.Contains(stderr, c.want) {
+				t.Errorf("labfull.txt (%v):\n%s\nstderr:\n%s\nwant %q in both", err, text, stderr, c.want)
+			}
+		})
+	}
+}

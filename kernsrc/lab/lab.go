@@ -6,8 +6,11 @@
 //
 //	GDN_LAB=fused_consumers gdn bench --full --cases q35_4kx8 --compare base.csv
 //
-// An experiment's outputs are wrong by design; only its time means
-// something.
+// An experiment that leaves work out has wrong outputs by design, and only
+// its time means something; one that changes only where or when the same
+// work is done (static_ring, pingpong) keeps production's outputs bit for
+// bit, which a timing run checks beside the time (scripts/device-run.sh's
+// lab step compares the outputs' digests).
 package lab
 
 import (
@@ -32,8 +35,12 @@ const EnvName = "GDN_LAB"
 // the Hopper variants Applies accepts. The kernel is always the production
 // kernsrc.HopperKernel, so an experiment says only what it changes.
 type Experiment struct {
-	Name    string
-	File    string
+	Name string
+	File string
+	// Uses are lab files whose text goes before File's, in order, in the
+	// one program NVRTC compiles: an experiment built on another's roles
+	// (NVRTC finds kernsrc's headers only, not the lab's files).
+	Uses    []string
 	Cfg     string // the configuration wrapper ("": the variant's own HopperCfg)
 	Roles   string // the roles template ("": the production roles)
 	Applies func(kernsrc.HopperCfg) bool
@@ -52,7 +59,24 @@ var experiments = []Experiment{{
 	Cfg:     "StaticRing",
 	Applies: func(c kernsrc.HopperCfg) bool { return !c.Fused() },
 	Doc:     "the Hopper kernels that keep their ring's barriers in the dynamic block with them in static shared memory, as the fused kernels have them",
+}, {
+	Name:    "pingpong",
+	File:    "pingpong.cu",
+	Roles:   "PingPong",
+	Applies: twoGroups,
+	Doc:     "the BV 128 kernels with their two consumer groups taking turns at the tensor pipe, a round of products each in turn (the same products: production's outputs)",
+}, {
+	Name:    "pingpong_consumers",
+	File:    "pingpong_consumers.cu",
+	Uses:    []string{"fused_consumers.cu", "pingpong.cu"},
+	Roles:   "PingPongConsumersOnly",
+	Applies: kernsrc.HopperCfg.Fused,
+	Doc:     "fused_consumers with pingpong's turns: the consumers' chain alone, its two groups taking turns at the tensor pipe",
 }}
+
+// twoGroups: the variants with two consumer groups (BV 128), the core
+// forward (every preparation) and the transfer pass.
+func twoGroups(c kernsrc.HopperCfg) bool { return c.Consumers == 2 }
 
 // Experiments lists the experiments by name.
 func Experiments() []Experiment {
@@ -81,7 +105,7 @@ func (e Experiment) Variant(v kernsrc.Variant) (kernsrc.Variant, error) {
 	if !ok || !e.Applies(cfg) {
 		return v, nil
 	}
-	text, err := files.ReadFile(e.File)
+	text, err := e.program()
 	if err != nil {
 		return v, fmt.Errorf("lab: %s: %w", e.Name, err)
 	}
@@ -94,8 +118,26 @@ func (e Experiment) Variant(v kernsrc.Variant) (kernsrc.Variant, error) {
 	}
 	v.Name = v.Name + "_lab_" + e.Name
 	v.File = "lab/" + e.File
-	v.Text = string(text)
+	v.Text = text
 	v.Kernel = kernsrc.HopperKernel + "<" + args + ">"
 	v.Defines = append([]string(nil), v.Defines...)
 	return v, nil
+}
+
+// program is the text NVRTC compiles: File's, after Uses' (each part marked
+// with a #line of its file, so that NVRTC's messages name it).
+func (e Experiment) program() (string, error) {
+	if len(e.Uses) == 0 {
+		b, err := files.ReadFile(e.File)
+		return string(b), err
+	}
+	var sb strings.Builder
+	for _, f := range append(append([]string(nil), e.Uses...), e.File) {
+		b, err := files.ReadFile(f)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&sb, "#line 1 \"lab/%s\"\n%s\n", f, b)
+	}
+	return sb.String(), nil
 }
