@@ -2,14 +2,14 @@
 // (docs/SPEC.md, "Beta as logits"): as given, or from its logits b
 // (beta_logits) sigmoid(b), or 2 sigmoid(b) with neg_eigval, in fp32. The
 // preparation kernel (gdn_prep.cu) and the fused core kernel's aux group
-// (hopper_aux_fused.cuh) both call it, so that both paths of the full
-// forward see the same beta, to the bit.
+// (hopper_aux_fused.cuh) both call it: both paths of the full forward
+// compute beta with the same arithmetic.
 #pragma once
 #include "gdn_common.cuh"
 
 // beta from x as read (fp32, or widened from q's dtype). logits and
-// neg_eigval are the call's flags, the same for every thread: a uniform
-// branch that calls without logits pass through untouched. sigmoid is
+// neg_eigval are the call's flags, the same for every thread (a uniform
+// branch): without logits x passes through untouched. sigmoid is
 // 1 / (1 + e^-b) with the fast exponential and division (a few ulps):
 // b -> -inf gives 0 (e^-b overflows to inf), b -> +inf gives 1, NaN stays
 // NaN; 2 sigmoid(b) is exact from sigmoid(b).

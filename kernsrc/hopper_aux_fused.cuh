@@ -31,7 +31,7 @@ GDN_DEVICE void run_aux_fused(unsigned char* smem, typename Cfg::Ring& ring, con
 
   // beta of token t < 64 (0 past the chunk), two chunks ahead as run_aux's
   // gates (the gates are the gate warp's); from its logits under
-  // kBetaLogits (beta_of: gdn_prep_chunk's, to the bit).
+  // kBetaLogits (beta_of, as gdn_prep_chunk takes it).
   auto load_beta = [&](int c) {
     int t = tid;
     asm volatile("" : "+r"(t));
