@@ -104,6 +104,13 @@ type CoreArgs struct {
 // x / sqrt(sum(x^2) + 1e-6) first (FLA's use_qk_l2norm_in_kernel), rounded
 // to fp16 (FLA rounds back to the input dtype: on bf16 inputs, fp16's three
 // more bits for entries of at most 1 take about 40% off o's error).
+//
+// BetaLogits takes Beta as logits b (FLA's chunk_gated_delta_rule with
+// beta left to the kernel): beta = sigmoid(b), computed in fp32 from b as
+// read. NegEigval, with BetaLogits only, takes beta = 2 sigmoid(b) in (0,
+// 2), so that I - beta k k^T may have a negative eigenvalue (FLA's
+// allow_neg_eigval); without BetaLogits it is an error naming "neg_eigval"
+// (beta given as it is may lie in (0, 2) already).
 type FullArgs struct {
 	Q, K, V, G, Beta Tensor
 	ALog, DtBias     Tensor
@@ -114,6 +121,8 @@ type FullArgs struct {
 	Scale            float32 // 0 means 1/sqrt(128)
 	L2Norm           bool
 	GateInKernel     bool
+	BetaLogits       bool // Beta holds logits b: beta = sigmoid(b)
+	NegEigval        bool // with BetaLogits: beta = 2 sigmoid(b)
 }
 
 // core is a as the layers below see it.
@@ -128,7 +137,7 @@ func (a *FullArgs) full() problem.Full {
 	t := func(x Tensor) problem.Tensor { return problem.Tensor(x) }
 	return problem.Full{Q: t(a.Q), K: t(a.K), V: t(a.V), G: t(a.G), Beta: t(a.Beta), ALog: t(a.ALog), DtBias: t(a.DtBias),
 		H0: t(a.H0), O: t(a.O), Ht: t(a.Ht), CuSeqlens: a.CuSeqlens, CuSeqlensDevice: t(a.CuSeqlensDevice), Scale: a.Scale,
-		L2Norm: a.L2Norm, GateInKernel: a.GateInKernel}
+		L2Norm: a.L2Norm, GateInKernel: a.GateInKernel, BetaLogits: a.BetaLogits, NegEigval: a.NegEigval}
 }
 
 // coreArgsOf is the inverse of CoreArgs.core (a caller's arguments carry
@@ -142,5 +151,6 @@ func coreArgsOf(c problem.Core) *CoreArgs {
 func fullArgsOf(f problem.Full) *FullArgs {
 	return &FullArgs{Q: Tensor(f.Q), K: Tensor(f.K), V: Tensor(f.V), G: Tensor(f.G), Beta: Tensor(f.Beta), ALog: Tensor(f.ALog),
 		DtBias: Tensor(f.DtBias), H0: Tensor(f.H0), O: Tensor(f.O), Ht: Tensor(f.Ht), CuSeqlens: f.CuSeqlens,
-		CuSeqlensDevice: Tensor(f.CuSeqlensDevice), Scale: f.Scale, L2Norm: f.L2Norm, GateInKernel: f.GateInKernel}
+		CuSeqlensDevice: Tensor(f.CuSeqlensDevice), Scale: f.Scale, L2Norm: f.L2Norm, GateInKernel: f.GateInKernel,
+		BetaLogits: f.BetaLogits, NegEigval: f.NegEigval}
 }

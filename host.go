@@ -103,6 +103,9 @@ type HostFullArgs struct {
 	// L2Norm normalises every 128-vector of q and k inside
 	// (FullArgs.L2Norm); GateInKernel computes g from G, ALog and DtBias.
 	L2Norm, GateInKernel bool
+	// BetaLogits takes Beta as logits b (beta = sigmoid(b)), NegEigval with
+	// it as 2 sigmoid(b) (FullArgs.BetaLogits, NegEigval).
+	BetaLogits, NegEigval bool
 }
 
 // ForwardFullHost is ForwardHost for the full forward: it runs ForwardFull

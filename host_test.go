@@ -57,6 +57,11 @@ func TestForwardFullHostRejectsBeforeTheDevice(t *testing.T) {
 	if _, err := rt.ForwardFullHost(bad); !errors.As(err, &ae) || ae.Arg != "a_log" {
 		t.Errorf("ForwardFullHost: %v", err)
 	}
+	neg := good()
+	neg.NegEigval = true
+	if _, err := rt.ForwardFullHost(neg); !errors.As(err, &ae) || ae.Arg != "neg_eigval" {
+		t.Errorf("ForwardFullHost, NegEigval without BetaLogits: %v", err)
+	}
 	if err := rt.ForwardFullHostInto(good(), nil); !errors.As(err, &ae) || ae.Arg != "res" {
 		t.Errorf("ForwardFullHostInto with a nil result: %v", err)
 	}

@@ -5,13 +5,15 @@
 // chunk-local cumulative sum, and A, the inverse of the gated, beta-scaled
 // K K^T of the chunk (K K^T on the tensor cores, the inverse by
 // gdn_solve.cuh's 16 x 16 blocks: the fused core kernel's arithmetic),
-// written as A2 = A diag(beta) in fp16.
+// written as A2 = A diag(beta) in fp16 (beta from its logits when asked:
+// gdn_beta.cuh).
 //
 // Chunks are listed by the host as int32 (begin, end) token pairs (flat
 // indices into the B*T tokens): every sequence's 64-token chunks, the last
 // one possibly shorter, no chunk across two sequences.
 //
 // Defines: GDN_FP16 (q and k are fp16, else bf16).
+#include "gdn_beta.cuh"
 #include "gdn_solve.cuh"
 
 #ifndef GDN_FP16
@@ -35,11 +37,14 @@ enum : int32_t {
   // so no copies are written and q is not read; k is still normalised here
   // for K K^T.
   kNormInCore = 8,
+  kBetaLogits = 16,  // beta holds logits b: beta = sigmoid(b) (beta_of)
+  kNegEigval = 32,   // with kBetaLogits: beta = 2 sigmoid(b)
 };
 
 #ifdef GDN_PREP_FLAG_GATE
 static_assert(GDN_PREP_FLAG_GATE == kGateInKernel && GDN_PREP_FLAG_BETA_FP32 == kBetaFP32 &&
-                  GDN_PREP_FLAG_L2NORM == kL2Norm && GDN_PREP_FLAG_NORM_IN_CORE == kNormInCore,
+                  GDN_PREP_FLAG_L2NORM == kL2Norm && GDN_PREP_FLAG_NORM_IN_CORE == kNormInCore &&
+                  GDN_PREP_FLAG_BETA_LOGITS == kBetaLogits && GDN_PREP_FLAG_NEG_EIGVAL == kNegEigval,
               "kernsrc.Prep*");
 #endif
 
@@ -168,7 +173,9 @@ extern "C" __global__ void __launch_bounds__(128, 8) gdn_prep_chunk(
     if (vh < kHeads && gtok < len) {
       const long long at = (long long)(b + gtok) * Hv + h0 + vh;
       x[r] = g[at];
-      bb[r] = (flags & kBetaFP32) ? static_cast<const float*>(beta)[at] : E::to_float(static_cast<const uint16_t*>(beta)[at]);
+      bb[r] = beta_of((flags & kBetaFP32) ? static_cast<const float*>(beta)[at]
+                                          : E::to_float(static_cast<const uint16_t*>(beta)[at]),
+                      flags & kBetaLogits, flags & kNegEigval);
     }
   }
 

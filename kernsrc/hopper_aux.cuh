@@ -74,7 +74,8 @@ GDN_DEVICE void run_aux(unsigned char* smem, typename Cfg::Ring& ring, const Gdn
   // g and beta of a chunk (one token per thread) are plain loads, strided
   // by Hv: issued two of this group's chunks ahead (one ahead, the group
   // still stalled on them under the kernel's own HBM traffic). beta only
-  // builds A2: a prepared A2 needs none.
+  // builds A2: a prepared A2 needs none (and has the full forward's beta
+  // in it, from its logits when asked: kBetaLogits never reaches here).
   const bool need_beta = !(p.sc.flags & kAPrepared);
   auto load_gates = [&](int c, float& gv, float& bv) {
     gv = bv = 0.f;

@@ -70,6 +70,11 @@ enum : int32_t {
   // segment): the kernel does nothing of its own with it; the host sets it
   // so that a test build can tell the early pass's CTAs apart.
   kEarlyPass = 512,
+  // The fused preparation (the only core that reads the full forward's
+  // beta: elsewhere A2 comes prepared): beta holds logits b, beta =
+  // sigmoid(b); with kNegEigval as well, 2 sigmoid(b) (gdn_beta.cuh).
+  kBetaLogits = 1024,
+  kNegEigval = 2048,
 };
 
 static_assert(sizeof(TmaDesc) == 128 && alignof(TmaDesc) == 64, "tensor map");
@@ -80,7 +85,8 @@ static_assert(GDN_OFF_PTRS == 5 * sizeof(TmaDesc) && GDN_OFF_SCALARS == GDN_OFF_
 static_assert(GDN_FLAG_BETA_FP32 == kBetaFP32 && GDN_FLAG_A_FP32 == kAFP32 && GDN_FLAG_SEQLENS_INT64 == kSeqlensInt64 &&
                   GDN_FLAG_SEG_PAIRS == kSegPairs && GDN_FLAG_TRANSFER == kTransfer && GDN_FLAG_A_PREPARED == kAPrepared &&
                   GDN_FLAG_M_FIRST == kMFirst && GDN_FLAG_GATE_IN_KERNEL == kGateInKernel &&
-                  GDN_FLAG_AFTER_EARLY == kAfterEarly && GDN_FLAG_EARLY_PASS == kEarlyPass,
+                  GDN_FLAG_AFTER_EARLY == kAfterEarly && GDN_FLAG_EARLY_PASS == kEarlyPass &&
+                  GDN_FLAG_BETA_LOGITS == kBetaLogits && GDN_FLAG_NEG_EIGVAL == kNegEigval,
               "kernsrc.HopperFlag*");
 // Every TMA box is one tile: 64 token rows of 128 bytes.
 static_assert(GDN_TMA_BOX_BYTES == 64 * 128, "kernsrc.HopperBoxBytes");

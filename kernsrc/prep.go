@@ -46,6 +46,8 @@ const (
 	// (CoreBF16L2Norm), so the kernel neither reads q nor writes the copies;
 	// k is still normalised for its own K K^T.
 	PrepFlagNormInCore = 8
+	PrepFlagBetaLogits = 16 // beta holds logits b: beta = sigmoid(b)
+	PrepFlagNegEigval  = 32 // with PrepFlagBetaLogits: beta = 2 sigmoid(b)
 )
 
 // PrepParams are the prep kernel's parameters, in its order: the device
@@ -103,6 +105,8 @@ func PrepVariant(kernel string, dt CoreDtype, heads int) (Variant, error) {
 		fmt.Sprintf("GDN_PREP_FLAG_BETA_FP32=%d", PrepFlagBetaFP32),
 		fmt.Sprintf("GDN_PREP_FLAG_L2NORM=%d", PrepFlagL2Norm),
 		fmt.Sprintf("GDN_PREP_FLAG_NORM_IN_CORE=%d", PrepFlagNormInCore),
+		fmt.Sprintf("GDN_PREP_FLAG_BETA_LOGITS=%d", PrepFlagBetaLogits),
+		fmt.Sprintf("GDN_PREP_FLAG_NEG_EIGVAL=%d", PrepFlagNegEigval),
 		fmt.Sprintf("GDN_PREP_PARAMS_BYTES=%d", PrepParamsBytes),
 		fmt.Sprintf("GDN_PREP_OFF_HQ=%d", prepFields[11].Offset)}}, nil
 }

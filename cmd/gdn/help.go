@@ -37,7 +37,7 @@ var flagGroups = map[string][]flagGroup{
 	},
 	"run": {
 		{"files", []string{"in", "out"}},
-		{"the forward", []string{"full", "l2norm", "gate-in-kernel", "dtype"}},
+		{"the forward", []string{"full", "l2norm", "gate-in-kernel", "beta-logits", "neg-eigval", "dtype"}},
 		{"device", []string{"device"}},
 	},
 	"bench": {

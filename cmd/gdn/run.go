@@ -16,7 +16,7 @@ func init() {
 }
 
 // runSynopsis is the command line of `gdn run`.
-const runSynopsis = "--in in.npz --out out.npz [--full [--l2norm] [--gate-in-kernel]] [--dtype bf16|fp16] [--device N]"
+const runSynopsis = "--in in.npz --out out.npz [--full [--l2norm] [--gate-in-kernel] [--beta-logits [--neg-eigval]]] [--dtype bf16|fp16] [--device N]"
 
 // runHelp describes the files `gdn run` reads and writes.
 const runHelp = `The core forward (default): in.npz holds float32 arrays q [B,T,Hq,128],
@@ -30,6 +30,8 @@ and k inside (x / sqrt(sum(x^2) + 1e-6) per 128-vector, FLA's
 use_qk_l2norm_in_kernel). --gate-in-kernel takes g as the gate's raw input a
 and computes g = -exp(A_log) * softplus(a + dt_bias) from two more float32
 arrays, A_log [Hv] and dt_bias [Hv] (FLA's use_gate_in_kernel).
+--beta-logits takes beta as logits b and uses sigmoid(b); with --neg-eigval
+as well, 2 * sigmoid(b), in (0, 2) (FLA's allow_neg_eigval).
 
 Both take optionally h0 [N,Hv,128,128], cu_seqlens (int32 or int64, [N+1],
 needs B = 1) and scale (0-d float32 or float64). q, k and v are rounded to
@@ -38,10 +40,11 @@ ht [N,Hv,128,128], float32.`
 
 // runOptions are the parsed flags of `gdn run`.
 type runOptions struct {
-	in, out              string
-	dtype                gdn.Dtype
-	device               int
-	full, l2norm, gateIn bool
+	in, out               string
+	dtype                 gdn.Dtype
+	device                int
+	full, l2norm, gateIn  bool
+	betaLogits, negEigval bool
 }
 
 // parseRunArgs reads the command line of `gdn run`.
@@ -54,10 +57,13 @@ func parseRunArgs(args []string) (runOptions, error) {
 	full := fs.Bool("full", false, "run the full forward from raw per-token gates: no A in the file, g not cumulated (see below)")
 	l2norm := fs.Bool("l2norm", false, "with --full: L2-normalise q and k inside")
 	gateIn := fs.Bool("gate-in-kernel", false, "with --full: g is the gate's raw input a; A_log and dt_bias [Hv] give g = -exp(A_log) softplus(a + dt_bias)")
+	betaLogits := fs.Bool("beta-logits", false, "with --full: beta holds logits b; the forward uses sigmoid(b)")
+	negEigval := fs.Bool("neg-eigval", false, "with --full --beta-logits: the forward uses 2 sigmoid(b), in (0, 2)")
 	if err := parseFlags(fs, args); err != nil {
 		return runOptions{}, err
 	}
-	o := runOptions{in: *in, out: *out, device: *device, full: *full, l2norm: *l2norm, gateIn: *gateIn}
+	o := runOptions{in: *in, out: *out, device: *device, full: *full, l2norm: *l2norm, gateIn: *gateIn,
+		betaLogits: *betaLogits, negEigval: *negEigval}
 	var err error
 	if o.dtype, err = parseDataDtype("--dtype", *dtypeName); err != nil {
 		return o, err
@@ -71,6 +77,10 @@ func parseRunArgs(args []string) (runOptions, error) {
 		return o, errors.New("--l2norm is a step of the full forward: add --full (the core forward takes q and k as they are)")
 	case !o.full && o.gateIn:
 		return o, errors.New("--gate-in-kernel is a step of the full forward: add --full (the core forward takes g_cumsum)")
+	case !o.full && (o.betaLogits || o.negEigval):
+		return o, errors.New("--beta-logits and --neg-eigval are steps of the full forward: add --full (the core forward takes beta as it is)")
+	case o.negEigval && !o.betaLogits:
+		return o, errors.New("--neg-eigval applies to beta given as logits: add --beta-logits (beta as it is may lie in (0, 2) already)")
 	}
 	return o, nil
 }
@@ -90,6 +100,7 @@ func runCallOf(arrays map[string]*npyArray, o runOptions) (*runCall, error) {
 		if err != nil {
 			return nil, err
 		}
+		h.BetaLogits, h.NegEigval = o.betaLogits, o.negEigval
 		return &runCall{B: h.B, T: h.T, Hq: h.Hq, Hv: h.Hv, N: numSeqs(h.CuSeqlens, h.B), HasH0: h.H0 != nil,
 			forward: func(rt *gdn.Runtime) (*gdn.HostCoreResult, error) { return rt.ForwardFullHost(h) }}, nil
 	}
@@ -112,6 +123,12 @@ func (o runOptions) mode() string {
 	}
 	if o.gateIn {
 		m += ", gate from A_log and dt_bias"
+	}
+	switch {
+	case o.negEigval:
+		m += ", beta = 2 sigmoid(logits)"
+	case o.betaLogits:
+		m += ", beta = sigmoid(logits)"
 	}
 	return m
 }

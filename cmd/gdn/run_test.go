@@ -35,7 +35,7 @@ func arrayMap(arrays []namedArray) map[string]*npyArray {
 
 func TestParseRunArgs(t *testing.T) {
 	o, err := parseRunArgs([]string{"--in", "a.npz", "--out", "b.npz"})
-	if err != nil || o.full || o.l2norm || o.gateIn || o.dtype != gdn.BF16 || o.mode() != "core forward" {
+	if err != nil || o.full || o.l2norm || o.gateIn || o.betaLogits || o.negEigval || o.dtype != gdn.BF16 || o.mode() != "core forward" {
 		t.Errorf("defaults: %+v, %v", o, err)
 	}
 	o, err = parseRunArgs([]string{"--in", "a.npz", "--out", "b.npz", "--full", "--l2norm", "--gate-in-kernel", "--dtype", "fp16"})
@@ -46,12 +46,27 @@ func TestParseRunArgs(t *testing.T) {
 		t.Errorf("mode %q", m)
 	}
 	for _, c := range []struct {
+		flags    []string
+		neg      bool
+		wantMode string
+	}{
+		{[]string{"--beta-logits"}, false, "full forward, beta = sigmoid(logits)"},
+		{[]string{"--beta-logits", "--neg-eigval"}, true, "full forward, beta = 2 sigmoid(logits)"},
+	} {
+		o, err = parseRunArgs(append([]string{"--in", "a.npz", "--out", "b.npz", "--full"}, c.flags...))
+		if err != nil || !o.betaLogits || o.negEigval != c.neg || o.mode() != c.wantMode {
+			t.Errorf("%v: %+v (mode %q), %v", c.flags, o, o.mode(), err)
+		}
+	}
+	for _, c := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"--in", "a", "--out", "b", "--l2norm"}, "--l2norm is a step of the full forward: add --full"},
 		{[]string{"--in", "a", "--out", "b", "--gate-in-kernel"}, "--gate-in-kernel is a step of the full forward: add --full"},
 		{[]string{"--in", "a", "--full"}, "--out is required"},
+		{[]string{"--in", "a", "--out", "b", "--beta-logits"}, "--beta-logits and --neg-eigval are steps of the full forward: add --full"},
+		{[]string{"--in", "a", "--out", "b", "--full", "--neg-eigval"}, "--neg-eigval applies to beta given as logits: add --beta-logits"},
 	} {
 		if _, err := parseRunArgs(c.args); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: err = %v, want one containing %q", c.args, err, c.want)
@@ -149,6 +164,8 @@ func TestRunCommandFull(t *testing.T) {
 	}
 	checkRunEndToEnd(t, smallFullInput(), []string{"--full", "--l2norm", "--gate-in-kernel"},
 		"B=1 T=5 Hq=1 Hv=2 N=2, bf16, h0 true; full forward, L2 norm of q and k inside, gate from A_log and dt_bias")
+	checkRunEndToEnd(t, smallFullInput(), []string{"--full", "--gate-in-kernel", "--beta-logits", "--neg-eigval"},
+		"B=1 T=5 Hq=1 Hv=2 N=2, bf16, h0 true; full forward, gate from A_log and dt_bias, beta = 2 sigmoid(logits)")
 }
 
 // gdn help run documents both forwards and the full forward's flags.
@@ -157,7 +174,7 @@ func TestRunHelp(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	for _, want := range []string{"--full", "-l2norm", "-gate-in-kernel", "A_log [Hv]", "dt_bias [Hv]", "raw per-token log-gate", "A [B,T,Hv,64]"} {
+	for _, want := range []string{"--full", "-l2norm", "-gate-in-kernel", "-beta-logits", "-neg-eigval", "A_log [Hv]", "dt_bias [Hv]", "raw per-token log-gate", "A [B,T,Hv,64]"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("help lacks %q:\n%s", want, out)
 		}

@@ -36,10 +36,11 @@ type FullArgs struct {
 	ALog, DtBias []float32
 	H0           []float32
 
-	BetaDtype            dtype.Dtype
-	Scale                float32
-	FinalState           bool
-	L2Norm, GateInKernel bool
+	BetaDtype             dtype.Dtype
+	Scale                 float32
+	FinalState            bool
+	L2Norm, GateInKernel  bool
+	BetaLogits, NegEigval bool
 }
 
 // Result is gdn.HostCoreResult: o, and ht when the call asked for it,

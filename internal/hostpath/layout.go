@@ -62,11 +62,11 @@ type Layout struct {
 	tensors   callTensors // Dtype, Shape and Bytes set; bind sets Ptr in a copy
 	cuSeqlens []int
 	scale     float32
-	// full marks a full-forward call (HostFullArgs), with its two switches.
-	full, l2norm, gateInKernel bool
-	in, out                    []layoutSlot
-	inBytes                    int // inputs occupy [0, inBytes)
-	total                      int // outputs occupy [inBytes, total)
+	// full marks a full-forward call (HostFullArgs), with its switches.
+	full, l2norm, gateInKernel, betaLogits, negEigval bool
+	in, out                                           []layoutSlot
+	inBytes                                           int // inputs occupy [0, inBytes)
+	total                                             int // outputs occupy [inBytes, total)
 }
 
 // hostSpec is what HostCoreArgs and HostFullArgs have in common: sizes,
@@ -217,6 +217,9 @@ func NewFullLayout(h *FullArgs) (*Layout, error) {
 	if h == nil {
 		return nil, gdnerr.Argf("args", "nil *HostFullArgs")
 	}
+	if h.NegEigval && !h.BetaLogits {
+		return nil, gdnerr.Argf("neg_eigval", "set without beta_logits: it applies to beta given as logits (2 sigmoid(b))")
+	}
 	s := hostSpec{b: h.B, t: h.T, hq: h.Hq, hv: h.Hv, cuSeqlens: h.CuSeqlens, dtype: h.Dtype,
 		betaDt: orDefault(h.BetaDtype, dtype.FP32), seqlensDt: orDefault(h.SeqlensDtype, dtype.Int32),
 		q: h.Q, k: h.K, v: h.V, g: h.G, beta: h.Beta, h0: h.H0, finalState: h.FinalState, scale: h.Scale}
@@ -246,6 +249,7 @@ func NewFullLayout(h *FullArgs) (*Layout, error) {
 		return nil, err
 	}
 	l.full, l.l2norm, l.gateInKernel = true, h.L2Norm, h.GateInKernel
+	l.betaLogits, l.negEigval = h.BetaLogits, h.NegEigval
 	return l, nil
 }
 
@@ -305,7 +309,8 @@ func (l *Layout) fullArgs(base driver.DevicePtr) *problem.Full {
 	t := l.bind(base)
 	return &problem.Full{Q: t[tensorQ], K: t[tensorK], V: t[tensorV], G: t[tensorG], Beta: t[tensorBeta],
 		ALog: t[tensorALog], DtBias: t[tensorDtBias], H0: t[tensorH0], O: t[tensorO], Ht: t[tensorHt],
-		CuSeqlens: l.cuSeqlens, CuSeqlensDevice: t[tensorCu], Scale: l.scale, L2Norm: l.l2norm, GateInKernel: l.gateInKernel}
+		CuSeqlens: l.cuSeqlens, CuSeqlensDevice: t[tensorCu], Scale: l.scale, L2Norm: l.l2norm, GateInKernel: l.gateInKernel,
+		BetaLogits: l.betaLogits, NegEigval: l.negEigval}
 }
 
 // results points res.O (and res.Ht when the call returns the final state)

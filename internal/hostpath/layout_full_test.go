@@ -21,7 +21,7 @@ func fullHostArgs() *FullArgs {
 
 // The problem.Full of a full host call, bound to an address, pass ValidateFull:
 // the gate's parameters are there exactly when GateInKernel is on, the
-// switches travel, no A is laid out, and the tensors do not overlap.
+// switches (beta's as logits too) travel, no A is laid out, and the tensors do not overlap.
 func TestFullHostLayoutValidates(t *testing.T) {
 	for _, edit := range []func(h *FullArgs){
 		func(h *FullArgs) {},
@@ -31,6 +31,8 @@ func TestFullHostLayoutValidates(t *testing.T) {
 		func(h *FullArgs) {
 			h.ALog, h.DtBias, h.GateInKernel, h.H0, h.FinalState, h.CuSeqlens = nil, nil, false, nil, false, nil
 		},
+		func(h *FullArgs) { h.BetaLogits = true },
+		func(h *FullArgs) { h.BetaLogits, h.NegEigval = true, true },
 	} {
 		h := fullHostArgs()
 		edit(h)
@@ -44,6 +46,7 @@ func TestFullHostLayoutValidates(t *testing.T) {
 			t.Fatalf("%+v: %v", h, err)
 		}
 		if a.L2Norm != h.L2Norm || a.GateInKernel != h.GateInKernel || a.ALog.Present() != h.GateInKernel ||
+			a.BetaLogits != h.BetaLogits || a.NegEigval != h.NegEigval ||
 			a.DtBias.Present() != h.GateInKernel || p.HasH0 != (h.H0 != nil) || p.HasHt != h.FinalState || p.Dtype != h.Dtype {
 			t.Errorf("args %+v (problem %+v) from %+v", a, p, h)
 		}
@@ -104,6 +107,7 @@ func TestFullHostLayoutErrors(t *testing.T) {
 		{"scale", func(h *FullArgs) { h.Scale = float32(math.Inf(1)) }},
 		{"cu_seqlens", func(h *FullArgs) { h.CuSeqlens, h.H0, h.FinalState = manySeqs(h.T), nil, false }},
 		{"B", func(h *FullArgs) { h.CuSeqlens, h.B, h.T = nil, problem.MaxSeqs+1, 1 }},
+		{"neg_eigval", func(h *FullArgs) { h.NegEigval = true }},
 	} {
 		h := fullHostArgs()
 		c.edit(h)

@@ -22,7 +22,7 @@ type fullKey struct {
 	b, t, hq, hv, n                                      int
 	dtype, betaDtype, seqlensDtype                       dtype.Dtype
 	scale                                                uint32
-	l2norm, gate                                         bool
+	l2norm, gate, betaLogits, negEigval                  bool
 	seqsHash                                             uint64
 }
 
@@ -101,6 +101,20 @@ func chunkPairs(p problem.Problem) []int32 {
 	return out
 }
 
+// fullKeyOf is the key of validated arguments a (p from
+// problem.ValidateFull(a)).
+func fullKeyOf(a *problem.Full, p problem.Problem) fullKey {
+	key := fullKey{q: a.Q.Ptr, k: a.K.Ptr, v: a.V.Ptr, g: a.G.Ptr, beta: a.Beta.Ptr,
+		aLog: a.ALog.Ptr, dtBias: a.DtBias.Ptr, h0: a.H0.Ptr, ht: a.Ht.Ptr, o: a.O.Ptr,
+		b: p.B, t: p.T, hq: p.Hq, hv: p.Hv, n: p.N, dtype: p.Dtype, betaDtype: p.BetaDtype,
+		seqlensDtype: p.SeqlensDtype, scale: math.Float32bits(p.Scale), l2norm: a.L2Norm,
+		gate: a.GateInKernel, betaLogits: a.BetaLogits, negEigval: a.NegEigval, seqsHash: hashSeqs(p.Seqs)}
+	if p.Seqs != nil {
+		key.cuSeqlens = a.CuSeqlensDevice.Ptr
+	}
+	return key
+}
+
 // preparedFull validates a and returns its prepared call, made on the
 // first call with these arguments; the caller releases it
 // (l.full.held.release).
@@ -113,14 +127,7 @@ func (l *Launcher) preparedFull(a *problem.Full) (*fullCall, error) {
 	if err != nil {
 		return nil, err
 	}
-	key := fullKey{q: args.Q.Ptr, k: args.K.Ptr, v: args.V.Ptr, g: args.G.Ptr, beta: args.Beta.Ptr,
-		aLog: args.ALog.Ptr, dtBias: args.DtBias.Ptr, h0: args.H0.Ptr, ht: args.Ht.Ptr, o: args.O.Ptr,
-		b: p.B, t: p.T, hq: p.Hq, hv: p.Hv, n: p.N, dtype: p.Dtype, betaDtype: p.BetaDtype,
-		seqlensDtype: p.SeqlensDtype, scale: math.Float32bits(p.Scale), l2norm: args.L2Norm,
-		gate: args.GateInKernel, seqsHash: hashSeqs(p.Seqs)}
-	if p.Seqs != nil {
-		key.cuSeqlens = args.CuSeqlensDevice.Ptr
-	}
+	key := fullKeyOf(&args, p)
 	e, found, collided, err := l.full.held.get(key, p.Seqs)
 	if err != nil {
 		return nil, err
@@ -229,19 +236,7 @@ func (l *Launcher) newFullCall(a *problem.Full, key fullKey, p problem.Problem) 
 	// has returned (the entry's key holds the dimensions they had).
 	e.core.OwnSlices()
 
-	flags := int32(0)
-	if a.GateInKernel {
-		flags |= kernsrc.PrepFlagGateInKernel
-	}
-	if p.BetaDtype == dtype.FP32 {
-		flags |= kernsrc.PrepFlagBetaFP32
-	}
-	if a.L2Norm {
-		flags |= kernsrc.PrepFlagL2Norm
-	}
-	if normInCore {
-		flags |= kernsrc.PrepFlagNormInCore
-	}
+	flags := prepFlags(a, p, normInCore)
 	// One launch: the chunk kernel reads q and k as given and, with L2Norm
 	// (unless the core normalises them), writes their normalised copies q
 	// and k (the core forward's) itself.
@@ -259,14 +254,41 @@ func (l *Launcher) newFullCall(a *problem.Full, key fullKey, p problem.Problem) 
 	return e, nil
 }
 
+// prepFlags are the prep kernel's flags for validated arguments a (p from
+// problem.ValidateFull(a)); normInCore: the core normalises q and k itself.
+func prepFlags(a *problem.Full, p problem.Problem, normInCore bool) int32 {
+	flags := int32(0)
+	if a.GateInKernel {
+		flags |= kernsrc.PrepFlagGateInKernel
+	}
+	if p.BetaDtype == dtype.FP32 {
+		flags |= kernsrc.PrepFlagBetaFP32
+	}
+	if a.L2Norm {
+		flags |= kernsrc.PrepFlagL2Norm
+	}
+	if normInCore {
+		flags |= kernsrc.PrepFlagNormInCore
+	}
+	if a.BetaLogits {
+		flags |= kernsrc.PrepFlagBetaLogits
+	}
+	if a.NegEigval {
+		flags |= kernsrc.PrepFlagNegEigval
+	}
+	return flags
+}
+
 // newFusedCall is the full call of a whose preparation the core kernel
 // does (kernsrc.CoreBF16Fused with L2Norm, kernsrc.CoreBF16FusedNoNorm
 // without): no scratch, no kernel before the core's; the core reads the
-// raw gates (and, with GateInKernel, A_log and dt_bias).
+// raw gates (and, with GateInKernel, A_log and dt_bias) and beta as given
+// (or its logits).
 func newFusedCall(a *problem.Full, key fullKey, p problem.Problem) *fullCall {
 	e := &fullCall{key: key, seqs: slices.Clone(p.Seqs)}
 	e.core = a.CoreTemplate(a.Q, a.K, 0, 0)
 	e.core.QKNorm, e.core.Fused = a.L2Norm, true
+	e.core.BetaLogits, e.core.NegEigval = a.BetaLogits, a.NegEigval
 	if a.GateInKernel {
 		e.core.GateInKernel, e.core.ALog, e.core.DtBias = true, a.ALog, a.DtBias
 	}

@@ -5,8 +5,10 @@ import (
 
 	"github.com/gdnjit/gdn/driver"
 	"github.com/gdnjit/gdn/internal/problem"
+	"github.com/gdnjit/gdn/internal/problem/problemtest"
 	"github.com/gdnjit/gdn/internal/scratch"
 	"github.com/gdnjit/gdn/internal/scratch/scratchtest"
+	"github.com/gdnjit/gdn/kernsrc"
 )
 
 // chunkPairs cuts every sequence into 64-token chunks, the last shorter,
@@ -171,5 +173,72 @@ func TestFullCallsChargedTheirShare(t *testing.T) {
 	pool.Close()
 	if len(f.Live) != 0 {
 		t.Fatalf("%d allocations live", len(f.Live))
+	}
+}
+
+// Beta as logits is part of a full call's key, reaches the prep kernel as
+// its flags, and the fused core's parameter block as the Hopper flags (the
+// core on a prepared A2 reads no beta: its block is the same either way);
+// without the options none of the flags is set.
+func TestBetaLogitsFlags(t *testing.T) {
+	type opts struct{ logits, neg bool }
+	keys := map[fullKey]opts{}
+	blocks := map[hopperCall]opts{}
+	for _, o := range []opts{{false, false}, {true, false}, {true, true}} {
+		a := problemtest.Full(2, 100, 2, 4)
+		a.BetaLogits, a.NegEigval = o.logits, o.neg
+		p, err := problem.ValidateFull(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := fullKeyOf(a, p)
+		if prev, dup := keys[key]; dup {
+			t.Errorf("%+v and %+v share a full call's key", o, prev)
+		}
+		keys[key] = o
+
+		flags := prepFlags(a, p, false)
+		if got := flags&kernsrc.PrepFlagBetaLogits != 0; got != o.logits {
+			t.Errorf("%+v: prep flag beta logits %v", o, got)
+		}
+		if got := flags&kernsrc.PrepFlagNegEigval != 0; got != o.neg {
+			t.Errorf("%+v: prep flag neg eigval %v", o, got)
+		}
+
+		// The core on the preparation's A2: the same block whatever the flags.
+		prepared := a.CoreTemplate(a.Q, a.K, 1<<20, 1<<24)
+		pc, err := problem.ValidateCore(&prepared)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f fakeEncoder
+		hp, err := newHopperCall(&prepared, pc).hopperParams(f.encode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hp.Flags&(kernsrc.HopperFlagBetaLogits|kernsrc.HopperFlagNegEigval) != 0 {
+			t.Errorf("%+v: the core on a prepared A2 flags beta logits: %#x", o, hp.Flags)
+		}
+
+		// The fused core reads beta itself.
+		e := newFusedCall(a, key, p)
+		pf, err := problem.ValidateCore(&e.core)
+		if err != nil {
+			t.Fatal(err)
+		}
+		call := newHopperCall(&e.core, pf)
+		if prev, dup := blocks[call]; dup {
+			t.Errorf("%+v and %+v share a fused core call", o, prev)
+		}
+		blocks[call] = o
+		if hp, err = call.hopperParams(f.encode); err != nil {
+			t.Fatal(err)
+		}
+		if got := hp.Flags&kernsrc.HopperFlagBetaLogits != 0; got != o.logits {
+			t.Errorf("%+v: fused core flag beta logits %v", o, got)
+		}
+		if got := hp.Flags&kernsrc.HopperFlagNegEigval != 0; got != o.neg {
+			t.Errorf("%+v: fused core flag neg eigval %v", o, got)
+		}
 	}
 }

@@ -39,6 +39,9 @@ type Core struct {
 	// each chunk by the kernel, and A is a stand-in it never reads.
 	Fused, GateInKernel bool
 	ALog, DtBias        Tensor
+	// BetaLogits, NegEigval (Fused only): Beta holds the full forward's
+	// logits b, beta = sigmoid(b), or 2 sigmoid(b) (problem.Full's flags).
+	BetaLogits, NegEigval bool
 }
 
 // ValidateCore checks every argument of a core forward against

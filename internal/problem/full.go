@@ -17,6 +17,9 @@ type Full struct {
 	Scale            float32 // 0 means 1/sqrt(128)
 	L2Norm           bool
 	GateInKernel     bool
+	// BetaLogits: Beta holds logits b, beta = sigmoid(b); NegEigval (with
+	// BetaLogits only): beta = 2 sigmoid(b).
+	BetaLogits, NegEigval bool
 }
 
 // ValidateFull checks the arguments of a full forward as ValidateCore does
@@ -30,6 +33,11 @@ func ValidateFull(a *Full) (Problem, error) {
 	p, err := ValidateCore(&core)
 	if err != nil {
 		return p, err
+	}
+	if a.NegEigval && !a.BetaLogits {
+		// Beta as given may lie anywhere in (0, 2) already: the flag would do
+		// nothing.
+		return p, gdnerr.Argf("neg_eigval", "set without beta_logits: it applies to beta given as logits (2 sigmoid(b))")
 	}
 	if a.GateInKernel {
 		for _, x := range []struct {

@@ -26,6 +26,8 @@ func TestValidateFull(t *testing.T) {
 		"dt_bias": func(a *problem.Full) { a.GateInKernel, a.ALog = true, hv },
 		"q":       func(a *problem.Full) { a.Q.Shape = []int{2, 100, 2} },
 		"g":       func(a *problem.Full) { a.G.Dtype = dtype.BF16 },
+		// neg_eigval only applies to beta given as logits.
+		"neg_eigval": func(a *problem.Full) { a.NegEigval = true },
 	}
 	for want, mutate := range cases {
 		b := *problemtest.Full(2, 100, 2, 4)
@@ -47,6 +49,13 @@ func TestValidateFull(t *testing.T) {
 	}
 	if _, err := problem.ValidateFull(nil); err == nil {
 		t.Error("nil accepted")
+	}
+	for _, neg := range []bool{false, true} {
+		b := *problemtest.Full(2, 100, 2, 4)
+		b.BetaLogits, b.NegEigval = true, neg
+		if _, err := problem.ValidateFull(&b); err != nil {
+			t.Errorf("beta logits (neg_eigval %v): %v", neg, err)
+		}
 	}
 }
 
