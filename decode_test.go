@@ -13,7 +13,9 @@ import (
 // Runtime ErrClosed.
 func TestDecodeHandsCallDown(t *testing.T) {
 	rt, rec := openRecorded()
-	ten := func(i int) Tensor { return Tensor{Ptr: uintptr(i) << 20, Bytes: 64 * i, Dtype: FP32, Shape: []int{i, 2}} }
+	ten := func(i int) Tensor {
+		return Tensor{Ptr: uintptr(i) << 20, Bytes: 64 * i, Dtype: FP32, Shape: []int{i, 2}}
+	}
 	a := DecodeArgs{Q: ten(1), K: ten(2), V: ten(3), G: ten(4), Beta: ten(5), ALog: ten(6), DtBias: ten(7),
 		Pool: StatePool{States: ten(8), Slots: []int{3, -1}, SlotsDevice: ten(9)}, O: ten(10), TokenStates: ten(11),
 		CuSeqlens: []int{0, 1, 3}, CuSeqlensDevice: ten(12), Scale: 0.25, Layout: StateVK,
@@ -24,7 +26,7 @@ func TestDecodeHandsCallDown(t *testing.T) {
 	p := func(x Tensor) problem.Tensor { return problem.Tensor(x) }
 	want := problem.Decode{Q: p(a.Q), K: p(a.K), V: p(a.V), G: p(a.G), Beta: p(a.Beta), ALog: p(a.ALog), DtBias: p(a.DtBias),
 		Pool: problem.Pool{States: p(a.Pool.States), Slots: a.Pool.Slots, SlotsDevice: p(a.Pool.SlotsDevice)},
-		O: p(a.O), TokenStates: p(a.TokenStates), CuSeqlens: a.CuSeqlens, CuSeqlensDevice: p(a.CuSeqlensDevice),
+		O:    p(a.O), TokenStates: p(a.TokenStates), CuSeqlens: a.CuSeqlens, CuSeqlensDevice: p(a.CuSeqlensDevice),
 		Scale: 0.25, Layout: problem.LayoutVK, L2Norm: true, GateInKernel: true, BetaLogits: true, NegEigval: true}
 	if !reflect.DeepEqual(rec.decode, want) {
 		t.Errorf("handed down\n%+v\nwant\n%+v", rec.decode, want)
