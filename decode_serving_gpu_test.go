@@ -104,6 +104,10 @@ func TestDecodeNewSlotsSameCall(t *testing.T) {
 	if got := gdn.DecodeCalls(r); got != calls {
 		t.Errorf("%d prepared decode calls after a new slot table, %d before: the table's contents must not be part of the key", got, calls)
 	}
+	// A repeated call allocates nothing.
+	if n := testing.AllocsPerRun(20, func() { _ = r.Decode(c.a, 0) }); n != 0 {
+		t.Errorf("a repeated Decode allocates %v times", n)
+	}
 }
 
 // A decode call captured into the caller's own graph is one kernel node,
