@@ -129,8 +129,10 @@ __device__ __forceinline__ Place place(int tid, int v0) {
   Place pl;
   if (!kVK) {
     // [K,V]: lanes along v (a row's 32 columns in 8 fp32 or 4 bf16 lanes),
-    // then rows. fp32: unit index j*16 + (w*4 + rsub), rows j*64 + m*4 + e;
-    // bf16: unit index w*8 + rsub, rows (w*8 + rsub)*4 + e.
+    // then rows. fp32: unit index u*16 + m (m = w*4 + rsub), rows u*64 +
+    // m*4 + e; bf16: unit index w*8 + rsub, rows (w*8 + rsub)*4 + e. Each
+    // load instruction of a warp reads whole 128-byte (fp32) or 64-byte
+    // (bf16) row segments.
     const int lanesPerRow = kCols / kVE;
     const int rsub = lane / lanesPerRow, vq = lane % lanesPerRow;
 #pragma unroll
@@ -142,8 +144,8 @@ __device__ __forceinline__ Place place(int tid, int v0) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) pl.vec[u * 4 + e] = (pl.kbase[u] + e) * 128 + v0 + vq * kVE;
   } else {
-    // [V,K]: lanes along k (a half-warp covers a column's 128 k), the two
-    // half-warps two columns. fp32: unit index u*16 + kl, k = u*64 + kl*4 +
+    // [V,K]: lanes along k (a half-warp covers a column's 128 k, 256
+    // contiguous bytes a load), the two half-warps two columns. fp32: unit index u*16 + kl, k = u*64 + kl*4 +
     // e; bf16: unit index kl*2 + u, k = kl*8 + u*4 + e.
     const int kl = lane & 15, half = lane >> 4;
 #pragma unroll
