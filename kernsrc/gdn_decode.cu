@@ -388,10 +388,13 @@ extern "C" __global__ void __launch_bounds__(kThreads) gdn_decode(const GdnDecod
         uint32_t pk[kNCol / 2];
 #pragma unroll
         for (int c = 0; c < kNCol / 2; ++c) pk[c] = E::pack2(o[2 * c], o[2 * c + 1]);
+        // One vector store (the compiler left alone splits it into words).
         if constexpr (kNCol == 8) {
-          *reinterpret_cast<uint4*>(orow + pl.col[0]) = make_uint4(pk[0], pk[1], pk[2], pk[3]);
+          asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(orow + pl.col[0]), "r"(pk[0]), "r"(pk[1]),
+                       "r"(pk[2]), "r"(pk[3])
+                       : "memory");
         } else {
-          *reinterpret_cast<uint2*>(orow + pl.col[0]) = make_uint2(pk[0], pk[1]);
+          asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(orow + pl.col[0]), "r"(pk[0]), "r"(pk[1]) : "memory");
         }
       }
     } else if ((lane & 15) == 0) {
