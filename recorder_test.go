@@ -13,6 +13,7 @@ import (
 type recorder struct {
 	core    problem.Core
 	full    problem.Full
+	decode  problem.Decode
 	stream  uintptr
 	calls   int
 	closed  int
@@ -28,6 +29,11 @@ func (r *recorder) Forward(a problem.Core, s uintptr) error {
 
 func (r *recorder) ForwardFull(a problem.Full, s uintptr) error {
 	r.full, r.stream, r.calls = a, s, r.calls+1
+	return r.err
+}
+
+func (r *recorder) Decode(a problem.Decode, s uintptr) error {
+	r.decode, r.stream, r.calls = a, s, r.calls+1
 	return r.err
 }
 

@@ -223,6 +223,7 @@ type device interface {
 	hostpath.Forwarder
 	PlanOf(a problem.Core) (plan.Plan, error)
 	PlanOfFull(a problem.Full) (plan.Plan, error)
+	Decode(a problem.Decode, s uintptr) error
 	Target() string
 	Close()
 }

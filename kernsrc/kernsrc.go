@@ -102,6 +102,7 @@ func Catalogue() []Variant {
 	out := append([]Variant(nil), TestVariants()...)
 	out = append(out, HopperVariants()...)
 	out = append(out, PrepVariants()...)
+	out = append(out, DecodeVariants()...)
 	return append(out, ScanVariants()...)
 }
 

@@ -36,6 +36,7 @@ type Launcher struct {
 	kernels *kernels
 	calls   *callCache  // the core forward's prepared calls (plans, parameter blocks, graphs)
 	full    *fullCache  // the full forward's prepared calls (scratch, prep launches)
+	decode  decodeCache // the prepared decode calls (decodecall.go)
 	graphs  *graphCache // nil with Config.NoGraphs
 	pool    *scratch.Pool
 }
@@ -81,6 +82,7 @@ func New(ctx *driver.Context, cfg Config) (*Launcher, error) {
 		pool:    scratch.NewPool(scratch.ContextDevice{Context: ctx}),
 	}
 	l.calls = newCallCache(info.SMs, cfg.Knobs, ctx.EncodeTiled, packParams, l.pool)
+	l.decode.init()
 	if !cfg.NoGraphs {
 		g, err := newGraphCache(ctx)
 		if err != nil {
@@ -107,6 +109,7 @@ func (l *Launcher) Target() string { return l.kernels.target.String() }
 // kernels. The context stays open.
 func (l *Launcher) Close() {
 	l.full.held.close() // releases its scratch to the pool
+	l.decode.held.close()
 	l.calls.close()
 	l.pool.Close()
 	if l.graphs != nil {
