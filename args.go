@@ -81,13 +81,25 @@ type Stream uintptr
 // state): values of v, and of the state they build, beyond fp16's range
 // (|x| > 65504) overflow to Inf, which shows in o and ht. Normalised q and k
 // and unit-scale v, what the models feed it, are far inside.
+//
+// A serving engine keeps its states in a pool instead (docs/SPEC.md, "The
+// serving layer"): Pool replaces H0 and Ht (give neither with it).
+// Sequence n starts from Pool.States[Pool.Slots[n]] and its final state is
+// written back there, in place; a negative slot starts from zero and
+// writes nothing; slots the table does not name keep their bits. The
+// pool's memory must not overlap any other tensor of the call. Layout
+// chooses how H0, Ht or the pool's states lie: StateKV (the default) or
+// StateVK, read and written directly, with the same o to the bit and
+// states that are the exact transposes.
 type CoreArgs struct {
 	Q, K, V, G, Beta, A Tensor
 	H0                  Tensor
 	O, Ht               Tensor
 	CuSeqlens           []int
 	CuSeqlensDevice     Tensor
-	Scale               float32 // 0 means 1/sqrt(128)
+	Scale               float32     // 0 means 1/sqrt(128)
+	Pool                StatePool   // optional: the states in a pool, in place of H0 and Ht
+	Layout              StateLayout // of H0, Ht or the pool; StateKV by default
 }
 
 // FullArgs are the operands of the full forward (docs/SPEC.md, "Operations";
@@ -103,7 +115,8 @@ type CoreArgs struct {
 // and there is no A. L2Norm normalises every 128-vector of q and k to
 // x / sqrt(sum(x^2) + 1e-6) first (FLA's use_qk_l2norm_in_kernel), rounded
 // to fp16 (FLA rounds back to the input dtype: on bf16 inputs, fp16's three
-// more bits for entries of at most 1 take about 40% off o's error).
+// more bits for entries of at most 1 take about 40% off o's error). Pool
+// and Layout are CoreArgs'.
 type FullArgs struct {
 	Q, K, V, G, Beta Tensor
 	ALog, DtBias     Tensor
@@ -114,13 +127,16 @@ type FullArgs struct {
 	Scale            float32 // 0 means 1/sqrt(128)
 	L2Norm           bool
 	GateInKernel     bool
+	Pool             StatePool   // optional: the states in a pool, in place of H0 and Ht
+	Layout           StateLayout // of H0, Ht or the pool; StateKV by default
 }
 
 // core is a as the layers below see it.
 func (a *CoreArgs) core() problem.Core {
 	t := func(x Tensor) problem.Tensor { return problem.Tensor(x) }
 	return problem.Core{Q: t(a.Q), K: t(a.K), V: t(a.V), G: t(a.G), Beta: t(a.Beta), A: t(a.A), H0: t(a.H0),
-		O: t(a.O), Ht: t(a.Ht), CuSeqlens: a.CuSeqlens, CuSeqlensDevice: t(a.CuSeqlensDevice), Scale: a.Scale}
+		O: t(a.O), Ht: t(a.Ht), CuSeqlens: a.CuSeqlens, CuSeqlensDevice: t(a.CuSeqlensDevice), Scale: a.Scale,
+		Pool: a.Pool.pool(), Layout: a.Layout}
 }
 
 // full is a as the layers below see it.
@@ -128,19 +144,26 @@ func (a *FullArgs) full() problem.Full {
 	t := func(x Tensor) problem.Tensor { return problem.Tensor(x) }
 	return problem.Full{Q: t(a.Q), K: t(a.K), V: t(a.V), G: t(a.G), Beta: t(a.Beta), ALog: t(a.ALog), DtBias: t(a.DtBias),
 		H0: t(a.H0), O: t(a.O), Ht: t(a.Ht), CuSeqlens: a.CuSeqlens, CuSeqlensDevice: t(a.CuSeqlensDevice), Scale: a.Scale,
-		L2Norm: a.L2Norm, GateInKernel: a.GateInKernel}
+		L2Norm: a.L2Norm, GateInKernel: a.GateInKernel, Pool: a.Pool.pool(), Layout: a.Layout}
 }
 
 // coreArgsOf is the inverse of CoreArgs.core (a caller's arguments carry
 // none of the full forward's flags).
 func coreArgsOf(c problem.Core) *CoreArgs {
 	return &CoreArgs{Q: Tensor(c.Q), K: Tensor(c.K), V: Tensor(c.V), G: Tensor(c.G), Beta: Tensor(c.Beta), A: Tensor(c.A),
-		H0: Tensor(c.H0), O: Tensor(c.O), Ht: Tensor(c.Ht), CuSeqlens: c.CuSeqlens, CuSeqlensDevice: Tensor(c.CuSeqlensDevice), Scale: c.Scale}
+		H0: Tensor(c.H0), O: Tensor(c.O), Ht: Tensor(c.Ht), CuSeqlens: c.CuSeqlens, CuSeqlensDevice: Tensor(c.CuSeqlensDevice), Scale: c.Scale,
+		Pool: statePoolOf(c.Pool), Layout: c.Layout}
 }
 
 // fullArgsOf is the inverse of FullArgs.full.
 func fullArgsOf(f problem.Full) *FullArgs {
 	return &FullArgs{Q: Tensor(f.Q), K: Tensor(f.K), V: Tensor(f.V), G: Tensor(f.G), Beta: Tensor(f.Beta), ALog: Tensor(f.ALog),
 		DtBias: Tensor(f.DtBias), H0: Tensor(f.H0), O: Tensor(f.O), Ht: Tensor(f.Ht), CuSeqlens: f.CuSeqlens,
-		CuSeqlensDevice: Tensor(f.CuSeqlensDevice), Scale: f.Scale, L2Norm: f.L2Norm, GateInKernel: f.GateInKernel}
+		CuSeqlensDevice: Tensor(f.CuSeqlensDevice), Scale: f.Scale, L2Norm: f.L2Norm, GateInKernel: f.GateInKernel,
+		Pool: statePoolOf(f.Pool), Layout: f.Layout}
+}
+
+// statePoolOf is the inverse of StatePool.pool.
+func statePoolOf(p problem.Pool) StatePool {
+	return StatePool{States: Tensor(p.States), Slots: p.Slots, SlotsDevice: Tensor(p.SlotsDevice)}
 }

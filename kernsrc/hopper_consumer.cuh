@@ -11,6 +11,7 @@
 // (hopper_fused_gates.cuh).
 #pragma once
 #include "hopper_fused_gates.cuh"
+#include "hopper_state.cuh"
 
 // The A operand of Vn's product for k-step s: (V - diag(e^g) U)^T, from
 // V^T's fragment v (ldmatrix .trans of the value tile, the input dtype:
@@ -94,13 +95,24 @@ GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, cons
   // S^T: rows v = vb + 16 warp + gq (+8), columns k = 8 j + 2 tq (+1).
   float S[64];
   float decay = 1.f;  // the product of the chunks' gammas so far (early exit)
+  if (Cfg::kStates && h0_format(p) != 0) {
+    // The caller's h0 or pool in another format (hopper_state.cuh).
+    const int64_t at = p.ptr.h0 != nullptr ? caller_state(p, h0_format(p), w.n, w.h) : -1;
+    if (at >= 0) {
+      load_state(S, p.ptr.h0, at, h0_format(p), vb + 16 * warp + gq, tq);
+    } else {
 #pragma unroll
-  for (int j = 0; j < 16; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int v = vb + 16 * warp + gq + 8 * (e >> 1), k = 8 * j + 2 * tq + (e & 1);
-      S[4 * j + e] = w.zero_v ? (k == v ? 1.f : 0.f) : p.ptr.h0 != nullptr ? p.ptr.h0[state + (int64_t)k * 128 + v] : 0.f;
+      for (int i = 0; i < 64; ++i) S[i] = 0.f;
     }
+  } else {
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int v = vb + 16 * warp + gq + 8 * (e >> 1), k = 8 * j + 2 * tq + (e & 1);
+        S[4 * j + e] = w.zero_v ? (k == v ? 1.f : 0.f) : p.ptr.h0 != nullptr ? p.ptr.h0[state + (int64_t)k * 128 + v] : 0.f;
+      }
+  }
 
   // Releases chunk c's stage once every wgmma that read it is done.
   auto release = [&](int c) { ring.arrive(kEmpty, ring.slot(c)); };
@@ -380,7 +392,11 @@ GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, cons
   turns.end(w);
   if (t == 0) tma_store_wait_all();
 
-  if (p.ptr.ht != nullptr && w.n < p.sc.n_ht) {
+  if (Cfg::kStates && p.ptr.ht != nullptr && w.n < p.sc.n_ht && ht_format(p) != 0) {
+    // The caller's ht or pool in another format (hopper_state.cuh).
+    const int64_t at = caller_state(p, ht_format(p), w.n, w.h);
+    if (at >= 0) store_state(S, p.ptr.ht, at, ht_format(p), vb + 16 * warp + gq, tq);
+  } else if (p.ptr.ht != nullptr && w.n < p.sc.n_ht) {
     // A transfer matrix (zero_v: its "value" index is M's column k') is
     // stored in the scan's fragment order (scan_m_index, gdn_common.cuh):
     // each scan thread then loads its part of M as 16-byte rows.

@@ -101,6 +101,7 @@ func (v Variant) Source() (string, error) {
 func Catalogue() []Variant {
 	out := append([]Variant(nil), TestVariants()...)
 	out = append(out, HopperVariants()...)
+	out = append(out, HopperStatesVariants()...)
 	out = append(out, PrepVariants()...)
 	return append(out, ScanVariants()...)
 }

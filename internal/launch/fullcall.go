@@ -24,6 +24,13 @@ type fullKey struct {
 	scale                                                uint32
 	l2norm, gate                                         bool
 	seqsHash                                             uint64
+	// The serving layer: the pool (its base in h0 and ht), its slot
+	// table's device address (its values are data: never in the key) and
+	// the states' layout.
+	slots     uintptr
+	poolS     int
+	poolDtype dtype.Dtype
+	layout    problem.Layout
 }
 
 // fullCall is a prepared full call: its scratch (its own chunk table; the
@@ -121,6 +128,11 @@ func (l *Launcher) preparedFull(a *problem.Full) (*fullCall, error) {
 	if p.Seqs != nil {
 		key.cuSeqlens = args.CuSeqlensDevice.Ptr
 	}
+	if p.Pool.S > 0 {
+		key.h0, key.ht = args.Pool.States.Ptr, args.Pool.States.Ptr
+		key.slots, key.poolS, key.poolDtype = args.Pool.SlotsDevice.Ptr, p.Pool.S, p.Pool.Dtype
+	}
+	key.layout = p.Layout
 	e, found, collided, err := l.full.held.get(key, p.Seqs)
 	if err != nil {
 		return nil, err
@@ -172,7 +184,12 @@ func (l *Launcher) ForwardFull(a problem.Full, s uintptr) error {
 			return fmt.Errorf("gdn: launch %s: %w", e.variant.Name, err)
 		}
 	}
-	return l.Forward(e.core, s)
+	// The entry's core holds the slot table it was prepared with; this
+	// call's (the same device table, other values maybe) is what the
+	// core's validation must see.
+	core := e.core
+	core.Pool.Slots = a.Pool.Slots
+	return l.Forward(core, s)
 }
 
 // newFullCall allocates a full call's scratch and packs its prep launch.

@@ -124,7 +124,9 @@ func newSplitCall(pool *scratch.Pool, encode tiledEncoder,
 	if sp.Early {
 		hp.Flags |= kernsrc.HopperFlagAfterEarly
 	}
-	hp.H0, hp.Ht, hp.NHt = 0, bm, int32(P)
+	// The transfer pass reads no start state and writes only its own.
+	hp.Flags &^= kernsrc.HopperStateFlags
+	hp.H0, hp.Ht, hp.NHt, hp.Slots, hp.PoolSlots = 0, bm, int32(P), 0, 0
 	hp.Pack(&sc.transfer.block)
 	sc.transfer.grid = [3]uint32{2 * uint32(p.Hv) * xferTiles, uint32(P), 1}
 
@@ -133,7 +135,9 @@ func newSplitCall(pool *scratch.Pool, encode tiledEncoder,
 		sc.free()
 		return nil, err
 	}
-	hp.Flags |= kernsrc.HopperFlagSegPairs
+	// The output pass starts from the scan's states (its own) and writes
+	// the caller's ht, or the pool.
+	hp.Flags |= kernsrc.HopperFlagSegPairs | kernsrc.HopperFlagH0Own
 	hp.H0, hp.Ht, hp.NHt = starts, key.ht, int32(p.N)
 	hp.Pack(&sc.output.block)
 	sc.output.grid = [3]uint32{uint32(p.Hv) * tiles, uint32(nSeg), 1}
@@ -144,7 +148,9 @@ func newSplitCall(pool *scratch.Pool, encode tiledEncoder,
 			sc.free()
 			return nil, err
 		}
-		hp.Flags |= kernsrc.HopperFlagSegPairs | kernsrc.HopperFlagEarlyPass
+		// The early pass starts from the caller's h0, or the pool, and
+		// writes its end states to its own.
+		hp.Flags |= kernsrc.HopperFlagSegPairs | kernsrc.HopperFlagEarlyPass | kernsrc.HopperFlagHtOwn
 		hp.H0, hp.Ht, hp.NHt = key.h0, earlyEnds, int32(p.N)
 		hp.Pack(&sc.early.block)
 		sc.early.grid = [3]uint32{uint32(p.Hv) * tiles, uint32(p.N), 1}
@@ -160,6 +166,9 @@ func newSplitCall(pool *scratch.Pool, encode tiledEncoder,
 		}
 		if err == nil {
 			sp := kernsrc.ScanParams{BM: bm, H0: scanStart, Starts: starts, First: firstPtr, P: int32(P), Hv: int32(p.Hv), N: int32(p.N)}
+			if !sc.plan.Early { // the scan starts from the caller's h0, or the pool
+				sp.Flags, sp.Slots, sp.PoolSlots = key.scanFlags(), key.slots, int32(key.poolS)
+			}
 			var block [kernsrc.ScanParamsBytes]byte
 			sp.Pack(&block)
 			sc.scan.params, err = driver.NewKernelParams(packedArgs(block[:], kernsrc.ScanParamFields()))

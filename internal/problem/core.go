@@ -39,6 +39,11 @@ type Core struct {
 	// each chunk by the kernel, and A is a stand-in it never reads.
 	Fused, GateInKernel bool
 	ALog, DtBias        Tensor
+
+	// The serving layer (docs/SPEC.md): a pool in place of h0 and ht, and
+	// the layout of the call's states.
+	Pool   Pool
+	Layout Layout
 }
 
 // ValidateCore checks every argument of a core forward against
@@ -166,6 +171,9 @@ func ValidateCore(a *Core) (Problem, error) {
 	if err := checkNoOverlap(a, p); err != nil {
 		return p, err
 	}
+	if err := checkServing(a, &p); err != nil {
+		return p, err
+	}
 
 	p.Scale = a.Scale
 	if p.Scale == 0 {
@@ -181,7 +189,9 @@ func ValidateCore(a *Core) (Problem, error) {
 // copies, for a Core that is kept beyond the call that passed it.
 func (a *Core) OwnSlices() {
 	a.CuSeqlens = slices.Clone(a.CuSeqlens)
-	for _, t := range [...]*Tensor{&a.Q, &a.K, &a.V, &a.G, &a.Beta, &a.A, &a.H0, &a.O, &a.Ht, &a.CuSeqlensDevice, &a.ALog, &a.DtBias} {
+	a.Pool.Slots = slices.Clone(a.Pool.Slots)
+	for _, t := range [...]*Tensor{&a.Q, &a.K, &a.V, &a.G, &a.Beta, &a.A, &a.H0, &a.O, &a.Ht, &a.CuSeqlensDevice, &a.ALog, &a.DtBias,
+		&a.Pool.States, &a.Pool.SlotsDevice} {
 		t.Shape = slices.Clone(t.Shape)
 	}
 }

@@ -17,6 +17,8 @@ type Full struct {
 	Scale            float32 // 0 means 1/sqrt(128)
 	L2Norm           bool
 	GateInKernel     bool
+	Pool             Pool   // in place of H0 and Ht (Core.Pool)
+	Layout           Layout // of H0, Ht or the pool
 }
 
 // ValidateFull checks the arguments of a full forward as ValidateCore does
@@ -55,6 +57,9 @@ func ValidateFull(a *Full) (Problem, error) {
 	} else if a.ALog.Present() || a.DtBias.Present() {
 		return p, gdnerr.Argf("a_log", "A_log and dt_bias are given but GateInKernel is off")
 	}
+	if err := checkFullServing(a); err != nil {
+		return p, err
+	}
 	return p, nil
 }
 
@@ -76,5 +81,6 @@ func (a *Full) CoreTemplate(q, k Tensor, gcum, aPtr uintptr) Core {
 		A.Ptr = 1 << 12 // a stand-in: validation checks A's shape, not its memory
 	}
 	return Core{Q: q, K: k, V: a.V, G: g, Beta: a.Beta, A: A, H0: a.H0, O: a.O, Ht: a.Ht,
-		CuSeqlens: a.CuSeqlens, CuSeqlensDevice: a.CuSeqlensDevice, Scale: a.Scale, APrepared: true}
+		CuSeqlens: a.CuSeqlens, CuSeqlensDevice: a.CuSeqlensDevice, Scale: a.Scale, APrepared: true,
+		Pool: a.Pool, Layout: a.Layout}
 }

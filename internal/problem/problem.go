@@ -40,6 +40,8 @@ type Problem struct {
 	SeqlensDtype dtype.Dtype // of CuSeqlensDevice; Invalid without varlen
 	HasH0, HasHt bool
 	Scale        float32
+	Layout       Layout   // of h0, ht or the pool
+	Pool         PoolInfo // the pool's slots and dtype; S = 0 without a pool
 }
 
 // Tokens is B*T.
