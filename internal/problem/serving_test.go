@@ -91,7 +91,7 @@ func TestValidateFullPool(t *testing.T) {
 	c := pooled(8, []int{3, -1, 7})
 	f := &problem.Full{Q: c.Q, K: c.K, V: c.V, G: c.G, Beta: c.Beta, O: c.O, CuSeqlens: c.CuSeqlens,
 		CuSeqlensDevice: c.CuSeqlensDevice, Pool: c.Pool, Layout: problem.LayoutVK, GateInKernel: true,
-		ALog: problem.Tensor{Ptr: 1 << 44, Bytes: 16, Dtype: dtype.FP32, Shape: []int{4}},
+		ALog:   problem.Tensor{Ptr: 1 << 44, Bytes: 16, Dtype: dtype.FP32, Shape: []int{4}},
 		DtBias: problem.Tensor{Ptr: 1<<44 + 256, Bytes: 16, Dtype: dtype.FP32, Shape: []int{4}}}
 	if p, err := problem.ValidateFull(f); err != nil || p.Pool.S != 8 || p.Layout != problem.LayoutVK {
 		t.Fatalf("valid pooled full call: %+v, %v", p, err)
