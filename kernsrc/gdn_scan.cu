@@ -61,6 +61,11 @@
 #ifndef GDN_SCAN_COLUMNS
 #define GDN_SCAN_COLUMNS 8
 #endif
+// The states variants (kernsrc.ScanStatesVariant) read h0 in the format its
+// flags give; the others have none of that code and ignore the flags.
+#ifndef GDN_SCAN_STATES
+#define GDN_SCAN_STATES 0
+#endif
 
 namespace {
 constexpr int kCols = GDN_SCAN_COLUMNS;  // value columns per CTA
@@ -137,7 +142,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) gdn_scan_states(const float
   // S[nt][i]: the state's elements (r0 + 8 i, v0 + 8 nt) and (r0 + 8 i,
   // v0 + 8 nt + 1), the accumulator layout of n-tile nt (c[2 i], c[2 i + 1]).
   float2 S[kNT][2];
-  if (flags != 0) {
+  if (GDN_SCAN_STATES && flags != 0) {
     // The caller's states in another format: entry (k, v) = (r0 + 8 i,
     // v0 + 8 nt (+ 1)) of row n, or of slot slots[n] (negative: zero).
     int64_t row = n;

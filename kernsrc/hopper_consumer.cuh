@@ -96,14 +96,20 @@ GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, cons
   float S[64];
   float decay = 1.f;  // the product of the chunks' gammas so far (early exit)
   if (Cfg::kStates && h0_format(p) != 0) {
-    // The caller's h0 or pool in another format (hopper_state.cuh).
-    const int64_t at = p.ptr.h0 != nullptr ? caller_state(p, h0_format(p), w.n, w.h) : -1;
-    if (at >= 0) {
-      load_state(S, p.ptr.h0, at, h0_format(p), vb + 16 * warp + gq, tq);
-    } else {
+    // The caller's h0 or pool in another format (hopper_state.cuh): entry
+    // (k, v) at k sk + v sv, fp32 or bf16; a negative slot reads zero.
+    const int f = h0_format(p), sk = (f & kStateVK) ? 1 : 128, sv = 129 - sk;
+    const int64_t at = p.ptr.h0 != nullptr ? caller_state(p, f, w.n, w.h) : -1;
+    const float* hf = p.ptr.h0 + (at < 0 ? 0 : at);
+    const uint16_t* hb = reinterpret_cast<const uint16_t*>(p.ptr.h0) + (at < 0 ? 0 : at);
+    const bool bf = f & kPoolBF16;
 #pragma unroll
-      for (int i = 0; i < 64; ++i) S[i] = 0.f;
-    }
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int v = vb + 16 * warp + gq + 8 * (e >> 1), k = 8 * j + 2 * tq + (e & 1);
+        S[4 * j + e] = at < 0 ? 0.f : bf ? bf16_to_float(hb[k * sk + v * sv]) : hf[k * sk + v * sv];
+      }
   } else {
 #pragma unroll
     for (int j = 0; j < 16; ++j)
@@ -392,21 +398,25 @@ GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, cons
   turns.end(w);
   if (t == 0) tma_store_wait_all();
 
-  if (Cfg::kStates && p.ptr.ht != nullptr && w.n < p.sc.n_ht && ht_format(p) != 0) {
-    // The caller's ht or pool in another format (hopper_state.cuh).
-    const int64_t at = caller_state(p, ht_format(p), w.n, w.h);
-    if (at >= 0) store_state(S, p.ptr.ht, at, ht_format(p), vb + 16 * warp + gq, tq);
-  } else if (p.ptr.ht != nullptr && w.n < p.sc.n_ht) {
+  if (p.ptr.ht != nullptr && w.n < p.sc.n_ht) {
     // A transfer matrix (zero_v: its "value" index is M's column k') is
     // stored in the scan's fragment order (scan_m_index, gdn_common.cuh):
     // each scan thread then loads its part of M as 16-byte rows.
+    // (States variants: the caller's ht or pool in its format,
+    // hopper_state.cuh; -1: a negative slot, nothing written.)
+    const int htf = Cfg::kStates ? ht_format(p) : 0;
+    const int64_t htat = htf != 0 ? caller_state(p, htf, w.n, w.h) : state;
 #pragma unroll
     for (int j = 0; j < 16; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int v = vb + 16 * warp + gq + 8 * (e >> 1), k = 8 * j + 2 * tq + (e & 1);
-        const int at = kXfer && w.zero_v ? scan_m_index(k, v) : k * 128 + v;
-        p.ptr.ht[state + at] = S[4 * j + e];
+        if (htf != 0) {
+          if (htat >= 0) set_state_entry(p.ptr.ht, htat, htf, k, v, S[4 * j + e]);
+        } else {
+          const int at = kXfer && w.zero_v ? scan_m_index(k, v) : k * 128 + v;
+          p.ptr.ht[state + at] = S[4 * j + e];
+        }
       }
   }
 }

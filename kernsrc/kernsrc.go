@@ -103,7 +103,8 @@ func Catalogue() []Variant {
 	out = append(out, HopperVariants()...)
 	out = append(out, HopperStatesVariants()...)
 	out = append(out, PrepVariants()...)
-	return append(out, ScanVariants()...)
+	out = append(out, ScanVariants()...)
+	return append(out, ScanStatesVariants()...)
 }
 
 // Lookup returns the catalogue entry with the given name.

@@ -68,12 +68,21 @@ func (p *ScanParams) Pack(b *[ScanParamsBytes]byte) {
 }
 
 // ScanVariant is the scan kernel for CTAs of columns value columns (one of
-// ScanColumnChoices); it reads only fp32 states, whatever the input dtype.
-func ScanVariant(columns int) (Variant, error) {
+// ScanColumnChoices); it reads only fp32 states, whatever the input dtype,
+// and h0 in fp32 [K,V] (its flags must be 0).
+func ScanVariant(columns int) (Variant, error) { return scanVariant(columns, false) }
+
+// ScanStatesVariant is ScanVariant that also reads h0 in the format its
+// flags give (ScanFlag*: a pool through its slot table, [V,K], bf16): the
+// scan of a split call whose start states are the caller's in one of the
+// serving layer's formats.
+func ScanStatesVariant(columns int) (Variant, error) { return scanVariant(columns, true) }
+
+func scanVariant(columns int, states bool) (Variant, error) {
 	if !slices.Contains(ScanColumnChoices(), columns) {
 		return Variant{}, fmt.Errorf("kernsrc: scan CTAs of %d value columns; want one of %v", columns, ScanColumnChoices())
 	}
-	return Variant{Name: fmt.Sprintf("%s_c%d", ScanKernel, columns), File: "gdn_scan.cu", Kernel: ScanKernel,
+	v := Variant{Name: fmt.Sprintf("%s_c%d", ScanKernel, columns), File: "gdn_scan.cu", Kernel: ScanKernel,
 		Defines: []string{
 			fmt.Sprintf("GDN_SCAN_COLUMNS=%d", columns),
 			fmt.Sprintf("GDN_SCAN_SMEM_BYTES=%d", ScanSharedBytes(columns)),
@@ -82,7 +91,12 @@ func ScanVariant(columns int) (Variant, error) {
 			fmt.Sprintf("GDN_SCAN_OFF_P=%d", scanFields[4].Offset),
 			fmt.Sprintf("GDN_SCAN_FLAG_VK=%d", ScanFlagVK),
 			fmt.Sprintf("GDN_SCAN_FLAG_BF16=%d", ScanFlagBF16),
-			fmt.Sprintf("GDN_SCAN_FLAG_SLOTS=%d", ScanFlagSlots)}}, nil
+			fmt.Sprintf("GDN_SCAN_FLAG_SLOTS=%d", ScanFlagSlots)}}
+	if states {
+		v.Name += "_states"
+		v.Defines = append(v.Defines, "GDN_SCAN_STATES=1")
+	}
+	return v, nil
 }
 
 // ScanVariants lists every scan variant, narrowest first.
@@ -90,6 +104,16 @@ func ScanVariants() []Variant {
 	var out []Variant
 	for _, c := range ScanColumnChoices() {
 		v, _ := ScanVariant(c)
+		out = append(out, v)
+	}
+	return out
+}
+
+// ScanStatesVariants lists every scan states variant, narrowest first.
+func ScanStatesVariants() []Variant {
+	var out []Variant
+	for _, c := range ScanColumnChoices() {
+		v, _ := ScanStatesVariant(c)
 		out = append(out, v)
 	}
 	return out

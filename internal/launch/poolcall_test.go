@@ -134,6 +134,11 @@ func TestPooledSplitCall(t *testing.T) {
 		if s, p := servingFields(&sc.output.block); s != 5 || p != a.Pool.SlotsDevice.Ptr {
 			t.Errorf("early %d: output pass's pool slots %d, table %#x", early, s, p)
 		}
+		// The scan starts from the pool (a states variant) unless the early
+		// pass's end states are its start.
+		if strings.HasSuffix(sc.scanVariant.Name, "_states") != (early == 0) {
+			t.Errorf("early %d: scan %s", early, sc.scanVariant.Name)
+		}
 		if early == 1 {
 			ea := readBlock(&sc.early.block)
 			if ea.h0 != a.Pool.States.Ptr || ea.flags&kernsrc.HopperStateFlags != caller || ea.flags&kernsrc.HopperFlagHtOwn == 0 ||

@@ -80,7 +80,11 @@ func newSplitCall(pool *scratch.Pool, encode tiledEncoder,
 		return nil, err
 	}
 	sc.xferBlock, sc.xferSmem = uint32(kernsrc.HopperThreads(plan.CoreDtype(p), sp.XferConsumers, true)), kernsrc.HopperSharedBytes(plan.CoreDtype(p), sp.XferConsumers)
-	if sc.scanVariant, err = kernsrc.ScanVariant(sp.ScanColumns); err != nil {
+	scanVariant := kernsrc.ScanVariant
+	if key.scanFlags() != 0 && !sp.Early { // the scan starts from the caller's h0, or the pool
+		scanVariant = kernsrc.ScanStatesVariant
+	}
+	if sc.scanVariant, err = scanVariant(sp.ScanColumns); err != nil {
 		return nil, err
 	}
 	sc.scanSmem = kernsrc.ScanSharedBytes(sp.ScanColumns)
