@@ -91,6 +91,13 @@ type Stream uintptr
 // chooses how H0, Ht or the pool's states lie: StateKV (the default) or
 // StateVK, read and written directly, with the same o to the bit and
 // states that are the exact transposes.
+//
+// CheckpointEvery = E (a positive multiple of 64; 0: none) keeps the state
+// after every E tokens of each sequence in Checkpoints, [R, Hv, 128, 128]
+// of the call's state dtype (FP32, or the pool's) and layout, 16-byte
+// aligned: checkpoint j of sequence n (the state after its first (j+1) E
+// tokens of this call) is row start[n] + j, start[0] = 0 and start[n+1] =
+// start[n] + floor(L_n / E), R = start[N] (docs/SPEC.md, "Checkpoints").
 type CoreArgs struct {
 	Q, K, V, G, Beta, A Tensor
 	H0                  Tensor
@@ -100,6 +107,8 @@ type CoreArgs struct {
 	Scale               float32     // 0 means 1/sqrt(128)
 	Pool                StatePool   // optional: the states in a pool, in place of H0 and Ht
 	Layout              StateLayout // of H0, Ht or the pool; StateKV by default
+	CheckpointEvery     int         // optional: keep the state after every this many tokens (a multiple of 64)
+	Checkpoints         Tensor      // the checkpoints, written; with CheckpointEvery only
 }
 
 // FullArgs are the operands of the full forward (docs/SPEC.md, "Operations";
@@ -115,8 +124,8 @@ type CoreArgs struct {
 // and there is no A. L2Norm normalises every 128-vector of q and k to
 // x / sqrt(sum(x^2) + 1e-6) first (FLA's use_qk_l2norm_in_kernel), rounded
 // to fp16 (FLA rounds back to the input dtype: on bf16 inputs, fp16's three
-// more bits for entries of at most 1 take about 40% off o's error). Pool
-// and Layout are CoreArgs'.
+// more bits for entries of at most 1 take about 40% off o's error). Pool,
+// Layout, CheckpointEvery and Checkpoints are CoreArgs'.
 type FullArgs struct {
 	Q, K, V, G, Beta Tensor
 	ALog, DtBias     Tensor
@@ -129,6 +138,8 @@ type FullArgs struct {
 	GateInKernel     bool
 	Pool             StatePool   // optional: the states in a pool, in place of H0 and Ht
 	Layout           StateLayout // of H0, Ht or the pool; StateKV by default
+	CheckpointEvery  int         // optional: keep the state after every this many tokens (a multiple of 64)
+	Checkpoints      Tensor      // the checkpoints, written; with CheckpointEvery only
 }
 
 // core is a as the layers below see it.
@@ -136,7 +147,7 @@ func (a *CoreArgs) core() problem.Core {
 	t := func(x Tensor) problem.Tensor { return problem.Tensor(x) }
 	return problem.Core{Q: t(a.Q), K: t(a.K), V: t(a.V), G: t(a.G), Beta: t(a.Beta), A: t(a.A), H0: t(a.H0),
 		O: t(a.O), Ht: t(a.Ht), CuSeqlens: a.CuSeqlens, CuSeqlensDevice: t(a.CuSeqlensDevice), Scale: a.Scale,
-		Pool: a.Pool.pool(), Layout: a.Layout}
+		Pool: a.Pool.pool(), Layout: a.Layout, CheckpointEvery: a.CheckpointEvery, Checkpoints: t(a.Checkpoints)}
 }
 
 // full is a as the layers below see it.
@@ -144,7 +155,8 @@ func (a *FullArgs) full() problem.Full {
 	t := func(x Tensor) problem.Tensor { return problem.Tensor(x) }
 	return problem.Full{Q: t(a.Q), K: t(a.K), V: t(a.V), G: t(a.G), Beta: t(a.Beta), ALog: t(a.ALog), DtBias: t(a.DtBias),
 		H0: t(a.H0), O: t(a.O), Ht: t(a.Ht), CuSeqlens: a.CuSeqlens, CuSeqlensDevice: t(a.CuSeqlensDevice), Scale: a.Scale,
-		L2Norm: a.L2Norm, GateInKernel: a.GateInKernel, Pool: a.Pool.pool(), Layout: a.Layout}
+		L2Norm: a.L2Norm, GateInKernel: a.GateInKernel, Pool: a.Pool.pool(), Layout: a.Layout,
+		CheckpointEvery: a.CheckpointEvery, Checkpoints: t(a.Checkpoints)}
 }
 
 // coreArgsOf is the inverse of CoreArgs.core (a caller's arguments carry
@@ -152,7 +164,7 @@ func (a *FullArgs) full() problem.Full {
 func coreArgsOf(c problem.Core) *CoreArgs {
 	return &CoreArgs{Q: Tensor(c.Q), K: Tensor(c.K), V: Tensor(c.V), G: Tensor(c.G), Beta: Tensor(c.Beta), A: Tensor(c.A),
 		H0: Tensor(c.H0), O: Tensor(c.O), Ht: Tensor(c.Ht), CuSeqlens: c.CuSeqlens, CuSeqlensDevice: Tensor(c.CuSeqlensDevice), Scale: c.Scale,
-		Pool: statePoolOf(c.Pool), Layout: c.Layout}
+		Pool: statePoolOf(c.Pool), Layout: c.Layout, CheckpointEvery: c.CheckpointEvery, Checkpoints: Tensor(c.Checkpoints)}
 }
 
 // fullArgsOf is the inverse of FullArgs.full.
@@ -160,7 +172,7 @@ func fullArgsOf(f problem.Full) *FullArgs {
 	return &FullArgs{Q: Tensor(f.Q), K: Tensor(f.K), V: Tensor(f.V), G: Tensor(f.G), Beta: Tensor(f.Beta), ALog: Tensor(f.ALog),
 		DtBias: Tensor(f.DtBias), H0: Tensor(f.H0), O: Tensor(f.O), Ht: Tensor(f.Ht), CuSeqlens: f.CuSeqlens,
 		CuSeqlensDevice: Tensor(f.CuSeqlensDevice), Scale: f.Scale, L2Norm: f.L2Norm, GateInKernel: f.GateInKernel,
-		Pool: statePoolOf(f.Pool), Layout: f.Layout}
+		Pool: statePoolOf(f.Pool), Layout: f.Layout, CheckpointEvery: f.CheckpointEvery, Checkpoints: Tensor(f.Checkpoints)}
 }
 
 // statePoolOf is the inverse of StatePool.pool.

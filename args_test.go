@@ -30,6 +30,8 @@ func setEvery(t *testing.T, x any) {
 				Slots: []int{i, -1}, SlotsDevice: Tensor{Ptr: uintptr(i+2) << 20, Bytes: 8, Dtype: Int32, Shape: []int{2}}}))
 		case StateLayout:
 			f.Set(reflect.ValueOf(StateVK))
+		case int:
+			f.SetInt(int64(64 * (i + 1)))
 		default:
 			t.Fatalf("field %s of %T: no value for its type", v.Type().Field(i).Name, x)
 		}

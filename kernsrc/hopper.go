@@ -117,15 +117,16 @@ const HopperFusedScratchBytes = (4*16*20*4 + 2*64*4 + 1023) / 1024 * 1024
 
 // The contract between Go and hopper_params.cuh's GdnHopperParams, its only
 // kernel parameter: five 128-byte tensor maps (q, k, v, A, o), then eight
-// pointers (g, beta, h0, ht, cu_seqlens, o, a_log, dt_bias), then eight
-// 32-bit fields (scale, T, Hq, Hv, N, flags, NHt, PoolSlots), then the
-// serving layer's pointer (slots), padded to the maps' 64-byte alignment. Every constant here reaches the kernel as a define and
+// pointers (g, beta, h0, ht, cu_seqlens, o, a_log, dt_bias), then ten
+// 32-bit fields (scale, T, Hq, Hv, N, flags, NHt, PoolSlots, CkChunks,
+// CkRows), then the serving layer's three pointers (slots, ckpt,
+// ckpt_rows): 768 bytes, the maps' 64-byte alignment, with no padding. Every constant here reaches the kernel as a define and
 // is static_asserted there.
 const (
 	HopperParamsBytes = 768
 	HopperOffPtrs     = 5 * 128
 	HopperOffScalars  = HopperOffPtrs + 8*8
-	HopperOffState    = HopperOffScalars + 8*4
+	HopperOffState    = HopperOffScalars + 10*4
 )
 
 // Flags of GdnHopperParams.flags.
@@ -165,11 +166,11 @@ const (
 	// sequence's first segment. Production kernels ignore it; a test build
 	// delays the early pass's CTAs by it (HopperHooks.DelayEarlyPass).
 	HopperFlagEarlyPass = 512
-	// The caller's states (h0, ht or the pool) are [V,K]: entry
+	// The caller's states (h0, ht or the pool, checkpoints) are [V,K]: entry
 	// (k, v) at v*128 + k (else [K,V], k*128 + v).
 	HopperFlagStateVK = 4096
-	// The caller's states are a bf16 pool's: widened as read, rounded to
-	// nearest even once as written.
+	// The caller's states are a bf16 pool's, and so are its checkpoints:
+	// widened as read, rounded to nearest even once as written.
 	HopperFlagPoolBF16 = 8192
 	// H0 and Ht are one pool, [S, Hv, 128, 128]: grid row n reads and
 	// writes slot Slots[n], a negative slot a zero start and no store.
@@ -222,7 +223,14 @@ type HopperParams struct {
 	T, Hq, Hv, N, Flags           int32
 	NHt                           int32   // ht is written for grid rows n < NHt only
 	PoolSlots                     int32   // S under HopperFlagPoolSlots
+	CkChunks                      int32   // chunks between checkpoints (checkpoint_every / 64); 0: none
+	CkRows                        int32   // checkpoint rows R
 	Slots                         uintptr // HopperFlagPoolSlots: int32 [N], each sequence's slot
+	Ckpt                          uintptr // checkpoints [R, Hv, 128, 128] in the caller's format (0: none)
+	// CkptRows: int32 per grid row, start*CkChunks + c0 (the first
+	// checkpoint row of the row's sequence, the row's first chunk in it):
+	// a split plan's passes. 0: grid row n is sequence n.
+	CkptRows uintptr
 }
 
 // Pack writes the parameter block the kernel takes by value, little endian.
@@ -234,11 +242,12 @@ func (p *HopperParams) Pack(b *[HopperParamsBytes]byte) {
 		binary.LittleEndian.PutUint64(b[HopperOffPtrs+8*i:], uint64(v))
 	}
 	binary.LittleEndian.PutUint32(b[HopperOffScalars:], math.Float32bits(p.Scale))
-	for i, v := range [...]int32{p.T, p.Hq, p.Hv, p.N, p.Flags, p.NHt, p.PoolSlots} {
+	for i, v := range [...]int32{p.T, p.Hq, p.Hv, p.N, p.Flags, p.NHt, p.PoolSlots, p.CkChunks, p.CkRows} {
 		binary.LittleEndian.PutUint32(b[HopperOffScalars+4+4*i:], uint32(v))
 	}
-	binary.LittleEndian.PutUint64(b[HopperOffState:], uint64(p.Slots))
-	clear(b[HopperOffState+8:])
+	for i, v := range [...]uintptr{p.Slots, p.Ckpt, p.CkptRows} {
+		binary.LittleEndian.PutUint64(b[HopperOffState+8*i:], uint64(v))
+	}
 }
 
 // HopperCfg is the Go side of hopper_cfg.cuh's HopperCfg: the choices

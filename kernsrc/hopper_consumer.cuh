@@ -120,6 +120,12 @@ GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, cons
       }
   }
 
+  // Checkpoints (states variants but the fused ones, whose consumers have
+  // no registers to spare in the chunk loop; hopper_state.cuh).
+  constexpr bool kCkpt = Cfg::kStates && !kFused;
+  CkptWalk ck;
+  if (kCkpt) ck.start(p, w);
+
   // Releases chunk c's stage once every wgmma that read it is done.
   auto release = [&](int c) { ring.arrive(kEmpty, ring.slot(c)); };
   // Refills chunk c's stage with the chunk kStages ahead once every
@@ -366,6 +372,21 @@ GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, cons
         reg_fence(O, 32);
         if (w.store_o) store_o(c, O);
       }
+    }
+    if (kCkpt && c == ck.next) {
+      // The state after chunk c is a checkpoint (if the chunk is whole).
+      if (64 * (c + 1) <= w.len && ck.row < p.sc.ck_rows) {
+        const int f = p.sc.flags & (kStateVK | kPoolBF16);
+        const int64_t at = ((int64_t)ck.row * p.sc.Hv + w.h) * (128 * 128);
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            set_state_entry(static_cast<float*>(p.st.ckpt), at, f, 8 * j + 2 * tq + (e & 1),
+                            vb + 16 * warp + gq + 8 * (e >> 1), S[4 * j + e]);
+      }
+      ck.next += p.sc.ck_chunks;
+      ++ck.row;
     }
     // A transfer matrix whose state is exactly zero stays zero (v is zero:
     // every later product is of zeros), so its CTA may stop: the values of

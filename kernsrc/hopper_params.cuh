@@ -26,11 +26,19 @@ struct HopperScalars {
   int32_t flags;
   int32_t n_ht;  // ht is written for sequences n < n_ht only
   int32_t pool_slots;  // S, under kPoolSlots: a slot at or past it is treated as negative
+  int32_t ck_chunks;   // chunks between checkpoints (checkpoint_every / 64); 0: no checkpoints
+  int32_t ck_rows;     // checkpoint rows R: a row past them is never written
 };
 // The serving layer's pointers (after the scalars, so that the members
 // before them keep their offsets).
 struct HopperStatePtrs {
   const int32_t* slots;  // [N] each sequence's pool slot (kPoolSlots), or null
+  void* ckpt;            // [R, Hv, 128, 128] checkpoints in the caller's state format, or null
+  // Per grid row, start * ck_chunks + c0: the first checkpoint row of the
+  // row's sequence (start) and the row's first chunk within it (c0), for
+  // the passes of a split plan. Null: grid row n is sequence n, and the
+  // kernel sums its start from cu_seqlens (hopper_state.cuh).
+  const int32_t* ckpt_rows;
 };
 struct GdnHopperParams {
   TmaDesc tm_q;  // q [B, T, Hq, 128] as 4-D (128, Hq, T, B), box (64, 1, 64, 1)
@@ -77,10 +85,10 @@ enum : int32_t {
   // segment): the kernel does nothing of its own with it; the host sets it
   // so that a test build can tell the early pass's CTAs apart.
   kEarlyPass = 512,
-  // The caller's states (h0, ht or the pool) are [V,K]: entry
+  // The caller's states (h0, ht or the pool, checkpoints) are [V,K]: entry
   // (k, v) at v * 128 + k (else [K,V]: k * 128 + v).
   kStateVK = 4096,
-  // The caller's states are a bf16 pool's:
+  // The caller's states are a bf16 pool's (and its checkpoints):
   // widened as read, rounded to nearest even once as written.
   kPoolBF16 = 8192,
   // h0 and ht are one pool: grid row n's state is slot st.slots[n]
@@ -94,7 +102,7 @@ enum : int32_t {
 };
 
 static_assert(sizeof(TmaDesc) == 128 && alignof(TmaDesc) == 64, "tensor map");
-static_assert(sizeof(HopperPtrs) == 64 && sizeof(HopperScalars) == 32 && sizeof(HopperStatePtrs) == 8, "pointer and scalar blocks");
+static_assert(sizeof(HopperPtrs) == 64 && sizeof(HopperScalars) == 40 && sizeof(HopperStatePtrs) == 24, "pointer and scalar blocks");
 static_assert(sizeof(GdnHopperParams) == GDN_PARAMS_BYTES, "kernsrc.HopperParamsBytes");
 static_assert(GDN_OFF_PTRS == 5 * sizeof(TmaDesc) && GDN_OFF_SCALARS == GDN_OFF_PTRS + sizeof(HopperPtrs) &&
                   GDN_OFF_STATE == GDN_OFF_SCALARS + sizeof(HopperScalars),

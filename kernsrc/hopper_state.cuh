@@ -47,3 +47,42 @@ GDN_DEVICE void set_state_entry(float* base, int64_t at, int fmt, int k, int v, 
   else
     base[i] = x;
 }
+
+// The checkpoint base of the CTA's grid row, start * ck_chunks + c0
+// (HopperStatePtrs::ckpt_rows): the split passes' table, or for grid row
+// n = sequence n (c0 = 0) the sum of floor(len_m / E) over the sequences
+// m < n, each warp's lanes taking every 32nd. Called by whole warps.
+GDN_DEVICE int ckpt_base(const GdnHopperParams& p, const Work& w) {
+  const int ck = p.sc.ck_chunks, every = 64 * ck;
+  if (p.st.ckpt_rows != nullptr) return p.st.ckpt_rows[w.n];
+  if (p.ptr.cu_seqlens == nullptr) return w.n * (p.sc.T / every) * ck;
+  int rows = 0;
+  for (int m = (int)(threadIdx.x & 31); m < w.n; m += 32) {
+    int64_t b, e;
+    if (p.sc.flags & kSeqlensInt64) {
+      b = static_cast<const int64_t*>(p.ptr.cu_seqlens)[m];
+      e = static_cast<const int64_t*>(p.ptr.cu_seqlens)[m + 1];
+    } else {
+      b = static_cast<const int32_t*>(p.ptr.cu_seqlens)[m];
+      e = static_cast<const int32_t*>(p.ptr.cu_seqlens)[m + 1];
+    }
+    rows += (int)(max(e - b, (int64_t)0) / every);
+  }
+  return __reduce_add_sync(0xffffffffu, rows) * ck;
+}
+
+// The checkpoints of a CTA's walk (docs/SPEC.md, "Checkpoints"): chunk c
+// ends one where (base + c + 1) is a multiple of ck_chunks and the chunk
+// is whole, in row (base + c + 1) / ck_chunks - 1. next is the next such
+// chunk (past the walk: none), row its row.
+struct CkptWalk {
+  int next, row;
+  GDN_DEVICE void start(const GdnHopperParams& p, const Work& w) {
+    next = w.nch;
+    row = 0;
+    if (p.sc.ck_chunks <= 0 || p.st.ckpt == nullptr) return;
+    const int ck = p.sc.ck_chunks, base = ckpt_base(p, w);
+    next = (ck - 1) - base % ck;  // (base + next + 1) % ck == 0
+    row = (base + next + 1) / ck - 1;
+  }
+};

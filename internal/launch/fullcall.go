@@ -31,6 +31,8 @@ type fullKey struct {
 	poolS     int
 	poolDtype dtype.Dtype
 	layout    problem.Layout
+	ckpt      uintptr
+	ckEvery   int
 }
 
 // fullCall is a prepared full call: its scratch (its own chunk table; the
@@ -133,6 +135,7 @@ func (l *Launcher) preparedFull(a *problem.Full) (*fullCall, error) {
 		key.slots, key.poolS, key.poolDtype = args.Pool.SlotsDevice.Ptr, p.Pool.S, p.Pool.Dtype
 	}
 	key.layout = p.Layout
+	key.ckpt, key.ckEvery = args.Checkpoints.Ptr, p.CkptEvery
 	e, found, collided, err := l.full.held.get(key, p.Seqs)
 	if err != nil {
 		return nil, err
@@ -194,7 +197,9 @@ func (l *Launcher) ForwardFull(a problem.Full, s uintptr) error {
 
 // newFullCall allocates a full call's scratch and packs its prep launch.
 func (l *Launcher) newFullCall(a *problem.Full, key fullKey, p problem.Problem) (*fullCall, error) {
-	if plan.FusedPrep(p, l.sms, l.knobs, a.L2Norm) {
+	// (The fused core writes no checkpoints: a call that keeps them runs
+	// the preparation kernel.)
+	if p.CkptEvery == 0 && plan.FusedPrep(p, l.sms, l.knobs, a.L2Norm) {
 		return newFusedCall(a, key, p), nil
 	}
 	chunks := chunkPairs(p)

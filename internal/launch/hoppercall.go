@@ -38,6 +38,9 @@ type hopperCall struct {
 	poolS     int
 	poolDtype dtype.Dtype
 	layout    problem.Layout
+	// Checkpoints: the buffer, the interval in chunks and the rows.
+	ckpt             uintptr
+	ckChunks, ckRows int
 
 	// Not in the block, but in the plan that callCache keeps with it: the
 	// chains the planner's cost model weighs (plan.ChainChunks; plan.Cache holds
@@ -86,6 +89,9 @@ func newHopperCall(a *problem.Core, p problem.Problem) hopperCall {
 		k.slots, k.poolS, k.poolDtype = a.Pool.SlotsDevice.Ptr, p.Pool.S, p.Pool.Dtype
 	}
 	k.layout = p.Layout
+	if p.CkptEvery > 0 {
+		k.ckpt, k.ckChunks, k.ckRows = a.Checkpoints.Ptr, p.CkptEvery/problem.ChunkLen, p.CkptRows
+	}
 	k.longest, k.total = plan.ChainChunks(p)
 	k.seqsHash = hashSeqs(p.Seqs)
 	return k
@@ -173,6 +179,7 @@ func (k hopperCall) hopperParams(encode tiledEncoder) (kernsrc.HopperParams, err
 	if k.poolS > 0 {
 		hp.Slots, hp.PoolSlots = k.slots, int32(k.poolS)
 	}
+	hp.Ckpt, hp.CkChunks, hp.CkRows = k.ckpt, int32(k.ckChunks), int32(k.ckRows)
 	return hp, nil
 }
 

@@ -40,10 +40,12 @@ type Core struct {
 	Fused, GateInKernel bool
 	ALog, DtBias        Tensor
 
-	// The serving layer (docs/SPEC.md): a pool in place of h0 and ht, and
-	// the layout of the call's states.
-	Pool   Pool
-	Layout Layout
+	// The serving layer (docs/SPEC.md): a pool in place of h0 and ht, the
+	// layout of the call's states and the checkpoints.
+	Pool            Pool
+	Layout          Layout
+	CheckpointEvery int
+	Checkpoints     Tensor
 }
 
 // ValidateCore checks every argument of a core forward against
@@ -191,7 +193,7 @@ func (a *Core) OwnSlices() {
 	a.CuSeqlens = slices.Clone(a.CuSeqlens)
 	a.Pool.Slots = slices.Clone(a.Pool.Slots)
 	for _, t := range [...]*Tensor{&a.Q, &a.K, &a.V, &a.G, &a.Beta, &a.A, &a.H0, &a.O, &a.Ht, &a.CuSeqlensDevice, &a.ALog, &a.DtBias,
-		&a.Pool.States, &a.Pool.SlotsDevice} {
+		&a.Pool.States, &a.Pool.SlotsDevice, &a.Checkpoints} {
 		t.Shape = slices.Clone(t.Shape)
 	}
 }

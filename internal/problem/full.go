@@ -19,6 +19,8 @@ type Full struct {
 	GateInKernel     bool
 	Pool             Pool   // in place of H0 and Ht (Core.Pool)
 	Layout           Layout // of H0, Ht or the pool
+	CheckpointEvery  int    // Core.CheckpointEvery
+	Checkpoints      Tensor
 }
 
 // ValidateFull checks the arguments of a full forward as ValidateCore does
@@ -82,5 +84,5 @@ func (a *Full) CoreTemplate(q, k Tensor, gcum, aPtr uintptr) Core {
 	}
 	return Core{Q: q, K: k, V: a.V, G: g, Beta: a.Beta, A: A, H0: a.H0, O: a.O, Ht: a.Ht,
 		CuSeqlens: a.CuSeqlens, CuSeqlensDevice: a.CuSeqlensDevice, Scale: a.Scale, APrepared: true,
-		Pool: a.Pool, Layout: a.Layout}
+		Pool: a.Pool, Layout: a.Layout, CheckpointEvery: a.CheckpointEvery, Checkpoints: a.Checkpoints}
 }

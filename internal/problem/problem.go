@@ -42,6 +42,8 @@ type Problem struct {
 	Scale        float32
 	Layout       Layout   // of h0, ht or the pool
 	Pool         PoolInfo // the pool's slots and dtype; S = 0 without a pool
+	CkptEvery    int      // checkpoint_every; 0 without checkpoints
+	CkptRows     int      // the checkpoint rows R
 }
 
 // Tokens is B*T.

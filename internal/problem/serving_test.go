@@ -126,3 +126,82 @@ func TestValidateCorePoolAllocs(t *testing.T) {
 		t.Errorf("%v allocs per pooled validation, want 0", n)
 	}
 }
+
+// withCheckpoints gives a a checkpoint buffer of rows rows at interval
+// every, in dtype dt.
+func withCheckpoints(a *problem.Core, every, rows int, dt dtype.Dtype) {
+	a.CheckpointEvery = every
+	a.Checkpoints = problem.Tensor{Ptr: 1 << 43, Dtype: dt, Shape: []int{rows, a.V.Shape[2], 128, 128}}
+	a.Checkpoints.Bytes = a.Checkpoints.Elems() * dt.Size()
+}
+
+func TestValidateCoreCheckpoints(t *testing.T) {
+	// Sequences of 64, 128 and 192 tokens: at E = 128, 0 + 1 + 1 rows (at
+	// E = 64, 1 + 2 + 3).
+	a := pooledOf(nil)
+	withCheckpoints(a, 128, 2, dtype.FP32)
+	p, err := problem.ValidateCore(a)
+	if err != nil || p.CkptEvery != 128 || p.CkptRows != 2 {
+		t.Fatalf("valid checkpoints: %+v, %v", p, err)
+	}
+	// The buffer's dtype is the pool's; with h0 and ht, fp32.
+	a.Pool.States.Dtype = dtype.BF16
+	if _, err := problem.ValidateCore(a); err == nil || !strings.Contains(err.Error(), "want bf16") {
+		t.Errorf("fp32 checkpoints of a bf16 pool: %v", err)
+	}
+	a.Checkpoints.Dtype = dtype.BF16
+	if _, err := problem.ValidateCore(a); err != nil {
+		t.Errorf("bf16 checkpoints of a bf16 pool: %v", err)
+	}
+	b := problemtest.Core(3, 200, 2, 4)
+	withCheckpoints(b, 64, 9, dtype.FP32)
+	if p, err := problem.ValidateCore(b); err != nil || p.CkptRows != 9 {
+		t.Errorf("checkpoints with h0 and ht (3 x 3 rows): %+v, %v", p, err)
+	}
+
+	cases := []struct {
+		name string
+		edit func(a *problem.Core)
+		arg  string
+		want string
+	}{
+		{"not a multiple of 64", func(a *problem.Core) { a.CheckpointEvery = 96 }, "checkpoint_every", "positive multiple of 64"},
+		{"negative", func(a *problem.Core) { a.CheckpointEvery = -64 }, "checkpoint_every", "positive multiple of 64"},
+		{"missing", func(a *problem.Core) { a.Checkpoints = problem.Tensor{} }, "checkpoints", "missing"},
+		{"without interval", func(a *problem.Core) { a.CheckpointEvery = 0 }, "checkpoints", "without checkpoint_every"},
+		{"rows", func(a *problem.Core) { a.CheckpointEvery = 64 }, "checkpoints", "want [6 4 128 128]"},
+		{"dtype", func(a *problem.Core) { a.Checkpoints.Dtype = dtype.BF16 }, "checkpoints", "want fp32"},
+		{"over v", func(a *problem.Core) { a.Checkpoints.Ptr = a.V.Ptr }, "checkpoints", "shares memory with v"},
+		{"over o", func(a *problem.Core) { a.Checkpoints.Ptr = a.O.Ptr }, "checkpoints", "shares memory with o"},
+		{"over the pool", func(a *problem.Core) { a.Checkpoints.Ptr = a.Pool.States.Ptr }, "checkpoints", "shares memory with pool"},
+	}
+	for _, c := range cases {
+		a := pooledOf(nil)
+		withCheckpoints(a, 128, 2, dtype.FP32)
+		c.edit(a)
+		_, err := problem.ValidateCore(a)
+		var ae *gdnerr.ArgError
+		if !errors.As(err, &ae) || ae.Arg != c.arg || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want an error naming %q with %q", c.name, err, c.arg, c.want)
+		}
+	}
+	// Validation with checkpoints allocates nothing either.
+	a = pooledOf(nil)
+	withCheckpoints(a, 128, 2, dtype.FP32)
+	if n := testing.AllocsPerRun(100, func() { problem.ValidateCore(a) }); n != 0 {
+		t.Errorf("%v allocs per validation with checkpoints", n)
+	}
+}
+
+// pooledOf returns a (or, for nil, three pooled sequences of 64, 128 and
+// 192 tokens) with fresh slices.
+func pooledOf(a *problem.Core) *problem.Core {
+	if a != nil {
+		return a
+	}
+	b := pooled(8, []int{3, -1, 7})
+	c := problemtest.Core(1, 384, 2, 4)
+	b.Q, b.K, b.V, b.G, b.Beta, b.A, b.O = c.Q, c.K, c.V, c.G, c.Beta, c.A, c.O
+	b.CuSeqlens = []int{0, 64, 192, 384}
+	return b
+}
