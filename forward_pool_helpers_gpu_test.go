@@ -26,6 +26,7 @@ type poolSpec struct {
 	bf16   bool // a bf16 pool (else fp32)
 	S      int  // slots
 	slots  []int
+	every  int // checkpoint_every (0: none)
 }
 
 // pooledCall is a poolSpec on the device.
@@ -41,6 +42,9 @@ type pooledCall struct {
 	bits     []uint32            // the pool's bits as uploaded (bf16: one element per word)
 	states   driver.DevicePtr
 	slotsDev driver.DevicePtr
+	ckpt     driver.DevicePtr // checkpoints (spec.every), rows of them
+	rows     int
+	gotCkpt  []uint32 // the checkpoints the last run wrote (bf16: one element per word)
 }
 
 // newPooledCall draws the inputs (seed) and a pool whose named slots hold
@@ -79,7 +83,35 @@ func newPooledCall(t *testing.T, r *gdn.Runtime, spec poolSpec, seed uint64) *po
 	c.states0 = h0.H0
 	c.fill()
 	c.upload(t)
+	if spec.every > 0 {
+		starts, err := ref.CheckpointStarts(s, spec.every)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.rows = starts[len(starts)-1]
+		if c.ckpt, err = tuning.Context(r).Alloc(max(1, c.rows*s.Hv*gdn.HeadDim*gdn.HeadDim*c.stateSize())); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return c
+}
+
+// stateSize is the bytes of one element of the call's states.
+func (c *pooledCall) stateSize() int {
+	if c.spec.bf16 {
+		return 2
+	}
+	return 4
+}
+
+// checkpoints is the call's checkpoint buffer.
+func (c *pooledCall) checkpoints() gdn.Tensor {
+	dt := gdn.FP32
+	if c.spec.bf16 {
+		dt = gdn.BF16
+	}
+	n := c.rows * c.spec.shape.Hv * gdn.HeadDim * gdn.HeadDim
+	return gdn.Tensor{Ptr: uintptr(c.ckpt), Bytes: max(1, n*c.stateSize()), Dtype: dt, Shape: []int{c.rows, c.spec.shape.Hv, gdn.HeadDim, gdn.HeadDim}}
 }
 
 // fill sets the pool's values for the slots of c.spec.slots: the drawn
@@ -175,15 +207,32 @@ func (c *pooledCall) run(t *testing.T, s *driver.Stream) (o []float32, pool []ui
 	t.Helper()
 	ctx := tuning.Context(c.r)
 	var err error
+	ckN := c.rows * c.spec.shape.Hv * gdn.HeadDim * gdn.HeadDim
+	if c.spec.every > 0 && ckN > 0 { // poisoned: NaN
+		if c.spec.bf16 {
+			err = ctx.MemsetD16(c.ckpt, 0x7fc0, ckN, nil)
+		} else {
+			err = ctx.MemsetD32(c.ckpt, 0x7fc00000, ckN, nil)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	if c.full != nil {
 		a := *c.full.Args
 		a.Pool, a.Layout = c.statePool(), c.spec.layout
+		if c.spec.every > 0 {
+			a.CheckpointEvery, a.Checkpoints = c.spec.every, c.checkpoints()
+		}
 		if err = ctx.MemsetD16(driverPtr(a.O.Ptr), 0x7fff, a.O.Elems(), nil); err == nil {
 			err = c.r.ForwardFull(&a, gdn.Stream(s.Handle()))
 		}
 	} else {
 		a := *c.core.Args
 		a.Pool, a.Layout = c.statePool(), c.spec.layout
+		if c.spec.every > 0 {
+			a.CheckpointEvery, a.Checkpoints = c.spec.every, c.checkpoints()
+		}
 		if err = ctx.MemsetD16(driverPtr(a.O.Ptr), 0x7fff, a.O.Elems(), nil); err == nil {
 			err = c.r.Forward(&a, gdn.Stream(s.Handle()))
 		}
@@ -203,20 +252,33 @@ func (c *pooledCall) run(t *testing.T, s *driver.Stream) (o []float32, pool []ui
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool = make([]uint32, len(c.bits))
+	pool = c.readStates(t, c.states, len(c.bits))
+	if ckN > 0 {
+		c.gotCkpt = c.readStates(t, c.ckpt, ckN)
+	}
+	return res.O, pool
+}
+
+// readStates reads n elements of the call's state dtype at p, one a word
+// (bf16 in the high half).
+func (c *pooledCall) readStates(t *testing.T, p driver.DevicePtr, n int) []uint32 {
+	t.Helper()
+	ctx := tuning.Context(c.r)
+	out := make([]uint32, n)
+	var err error
 	if c.spec.bf16 {
-		b := make([]uint16, len(c.bits))
-		err = ctx.CopyToHost(unsafe.Pointer(&b[0]), c.states, 2*len(b))
+		b := make([]uint16, n)
+		err = ctx.CopyToHost(unsafe.Pointer(&b[0]), p, 2*n)
 		for i, x := range b {
-			pool[i] = uint32(x) << 16
+			out[i] = uint32(x) << 16
 		}
 	} else {
-		err = ctx.CopyToHost(unsafe.Pointer(&pool[0]), c.states, 4*len(pool))
+		err = ctx.CopyToHost(unsafe.Pointer(&out[0]), p, 4*n)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	return res.O, pool
+	return out
 }
 
 // check holds o and the named slots to ref.PoolRecurrent (o and ht lines;
@@ -224,9 +286,13 @@ func (c *pooledCall) run(t *testing.T, s *driver.Stream) (o []float32, pool []ui
 // s before rounding) and every other slot to its bits as uploaded.
 func (c *pooledCall) check(t *testing.T, o []float32, pool []uint32) (eo, es ref.Errors) {
 	t.Helper()
-	want, err := ref.PoolRecurrent(c.in, c.pool, c.spec.slots, ref.PoolOptions{Layout: ref.StateLayout(c.spec.layout), Full: c.fo})
+	want, err := ref.PoolRecurrent(c.in, c.pool, c.spec.slots, ref.PoolOptions{Layout: ref.StateLayout(c.spec.layout), Full: c.fo,
+		CheckpointEvery: c.spec.every})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c.spec.every > 0 {
+		c.checkCheckpoints(t, want.Checkpoints, pool)
 	}
 	eo = ref.Compare32(o, want.O)
 	if err := eo.Within(ref.PassO); err != nil {
@@ -261,11 +327,46 @@ func (c *pooledCall) check(t *testing.T, o []float32, pool []uint32) (eo, es ref
 	return eo, es
 }
 
+// checkCheckpoints holds the checkpoints to ref's (the checkpoint line; a
+// bf16 pool's per element as its slots) and the last checkpoint of each
+// sequence whose length is a multiple of E to its slot, bit for bit.
+func (c *pooledCall) checkCheckpoints(t *testing.T, want []float64, pool []uint32) {
+	t.Helper()
+	got := make([]float32, len(c.gotCkpt))
+	for i, b := range c.gotCkpt {
+		got[i] = math.Float32frombits(b)
+		if c.spec.bf16 && !(math.Abs(float64(got[i])-want[i]) <= math.Abs(want[i])/256+ref.PassHt.MaxAbs) {
+			t.Fatalf("checkpoint element %d: %v, want %v within half a bf16 ulp + %v", i, got[i], want[i], ref.PassHt.MaxAbs)
+		}
+	}
+	if e := ref.Compare32(got, want); !c.spec.bf16 {
+		if err := e.Within(ref.PassHt); err != nil {
+			t.Errorf("checkpoints: %v", err)
+		}
+		t.Logf("checkpoints %v (%d rows)", e, c.rows)
+	}
+	starts, _ := ref.CheckpointStarts(c.spec.shape, c.spec.every)
+	per := c.spec.shape.Hv * gdn.HeadDim * gdn.HeadDim
+	for n, se := range c.spec.shape.Seqs() {
+		l := se[1] - se[0]
+		if l == 0 || l%c.spec.every != 0 || c.spec.slots[n] < 0 {
+			continue
+		}
+		row, slot := starts[n+1]-1, c.spec.slots[n]
+		if !equalBits(c.gotCkpt[row*per:(row+1)*per], pool[slot*per:(slot+1)*per]) {
+			t.Errorf("sequence %d of %d tokens: its last checkpoint (row %d) is not its final state (slot %d) bit for bit", n, l, row, slot)
+		}
+	}
+}
+
 // free releases the call's device memory.
 func (c *pooledCall) free() {
 	ctx := tuning.Context(c.r)
 	ctx.Free(c.states)
 	ctx.Free(c.slotsDev)
+	if c.ckpt != 0 {
+		ctx.Free(c.ckpt)
+	}
 	if c.core != nil {
 		c.core.Free()
 	}

@@ -2,10 +2,12 @@ package launch
 
 import (
 	"encoding/binary"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/gdnjit/gdn/dtype"
+	"github.com/gdnjit/gdn/internal/plan"
 	"github.com/gdnjit/gdn/internal/problem"
 	"github.com/gdnjit/gdn/internal/problem/problemtest"
 	"github.com/gdnjit/gdn/kernsrc"
@@ -148,5 +150,73 @@ func TestPooledSplitCall(t *testing.T) {
 		}
 		c.release(e)
 		closeAll(c)
+	}
+}
+
+// Checkpoints: an unsplit call's block carries the buffer, the interval in
+// chunks and the rows (no per-row table: the kernel sums its rows from
+// cu_seqlens); a split call's output and early passes get a base per row,
+// start*ck + c0, uploaded after the segment tables.
+func TestCheckpointCalls(t *testing.T) {
+	a := problemtest.Core(1, 757, 1, 2)
+	a.H0, a.Ht = problem.Tensor{}, problem.Tensor{}
+	a.CuSeqlens = []int{0, 300, 557, 757}
+	a.CuSeqlensDevice = problem.Tensor{Ptr: 1 << 40, Bytes: 16, Dtype: dtype.Int32, Shape: []int{4}}
+	a.CheckpointEvery = 128
+	a.Checkpoints = problem.Tensor{Ptr: 1 << 43, Bytes: 5 * 2 * 128 * 128 * 4, Dtype: dtype.FP32, Shape: []int{5, 2, 128, 128}}
+	c, _ := hostPath()
+	e, err := c.prepare(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.release(e)
+	ck := func(b *[kernsrc.HopperParamsBytes]byte) (chunks, rows int32, buf, table uintptr) {
+		i32 := func(i int) int32 { return int32(binary.LittleEndian.Uint32(b[kernsrc.HopperOffScalars+4+4*i:])) }
+		ptr := func(i int) uintptr { return uintptr(binary.LittleEndian.Uint64(b[kernsrc.HopperOffState+8*i:])) }
+		return i32(7), i32(8), ptr(1), ptr(2)
+	}
+	if ch, rows, buf, table := ck(&e.block); ch != 2 || rows != 5 || buf != a.Checkpoints.Ptr || table != 0 ||
+		!strings.HasSuffix(e.plan.Variant.Name, "_states") {
+		t.Errorf("unsplit: %d chunks, %d rows, buffer %#x, table %#x, %s", ch, rows, buf, table, e.plan.Variant.Name)
+	}
+
+	// Sequences of 300, 257 and 200 tokens, 128-token segments: starts 0,
+	// 2, 4 (of 5 rows); ck = 2.
+	p, err := problem.ValidateCore(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	output, _, _, firsts, _ := plan.SegmentTables(p, 2, true)
+	if got, want := ckptBases(p, output), []int32{4, 8, 10, 2, 6}; !slices.Equal(got, want) {
+		t.Errorf("early plan's output bases %v, want %v (pairs %v)", got, want, output)
+	}
+	if got, want := ckptBases(p, firsts), []int32{0, 4, 8}; !slices.Equal(got, want) {
+		t.Errorf("early bases %v, want %v", got, want)
+	}
+	output, _, _, _, _ = plan.SegmentTables(p, 2, false)
+	if got, want := ckptBases(p, output), []int32{4, 8, 10, 0, 2, 4, 6, 8}; !slices.Equal(got, want) {
+		t.Errorf("output bases %v, want %v (pairs %v)", got, want, output)
+	}
+	for _, early := range []int{0, 1} {
+		sc, _ := splitHostPath(2)
+		sc.knobs.EarlyFirstSegment = early
+		e, err := sc.prepare(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks := []*[kernsrc.HopperParamsBytes]byte{&e.split.output.block}
+		if early == 1 {
+			blocks = append(blocks, &e.split.early.block)
+		}
+		for _, b := range blocks {
+			if ch, rows, buf, table := ck(b); ch != 2 || rows != 5 || buf != a.Checkpoints.Ptr || table <= uintptr(e.split.lease.Table()) {
+				t.Errorf("early %d: pass with %d chunks, %d rows, buffer %#x, table %#x", early, ch, rows, buf, table)
+			}
+		}
+		if ch, _, buf, _ := ck(&e.split.transfer.block); ch != 0 || buf != 0 {
+			t.Errorf("early %d: the transfer pass keeps checkpoints", early)
+		}
+		sc.release(e)
+		closeAll(sc)
 	}
 }
