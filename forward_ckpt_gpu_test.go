@@ -5,6 +5,7 @@ package gdn_test
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/gdnjit/gdn"
@@ -29,6 +30,8 @@ func TestCheckpointsFromPool(t *testing.T) {
 		{"unsplit", testRuntime(t)},
 		{"split", splitRuntime(t, withKnobs(gdn.Options{}, tuning.Knobs{SegmentChunks: 2}))},
 		{"split3", splitRuntime(t, withKnobs(gdn.Options{}, tuning.Knobs{SegmentChunks: 3}))},
+		{"bv64", variantRuntime(t, "gdn_hopper_bf16_bv64")},
+		{"bv128", variantRuntime(t, "gdn_hopper_bf16_bv128")},
 	}
 	for _, rt := range runtimes {
 		for _, every := range []int{128, 64, 192} {
@@ -67,10 +70,14 @@ func TestCheckpointsFull(t *testing.T) {
 	for _, c := range fullCases() {
 		byName[c.name] = c
 	}
-	for _, name := range []string{"plain", "l2norm_gate_G2_varlen"} {
-		fc := byName[name]
+	for _, name := range []string{"plain", "l2norm_gate_G2_varlen", "l2norm_gate_G2_varlen/bv128"} {
+		fc := byName[strings.TrimSuffix(name, "/bv128")]
 		t.Run(name, func(t *testing.T) {
 			r := testRuntime(t)
+			if strings.HasSuffix(name, "/bv128") {
+				// BV 128: where the core would prepare (or normalise) inside.
+				r = variantRuntime(t, "gdn_hopper_bf16_bv128")
+			}
 			spec := poolSpec{shape: ckptShape, full: &fc, S: 5, slots: []int{0, 1, 2, 3, 4}, every: 128}
 			c := newPooledCall(t, r, spec, 79)
 			defer c.free()

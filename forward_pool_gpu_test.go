@@ -26,6 +26,9 @@ func TestPoolCoreMatchesReference(t *testing.T) {
 	runtimes := map[string]*gdn.Runtime{
 		"unsplit": testRuntime(t),
 		"split":   splitRuntime(t, withKnobs(gdn.Options{}, tuning.Knobs{SegmentChunks: 2})),
+		// Both tiles' states variants, whatever the planner picks here.
+		"bv64":  variantRuntime(t, "gdn_hopper_bf16_bv64"),
+		"bv128": variantRuntime(t, "gdn_hopper_bf16_bv128"),
 	}
 	for rname, r := range runtimes {
 		for _, layout := range []gdn.StateLayout{gdn.StateKV, gdn.StateVK} {
@@ -70,9 +73,14 @@ func TestPoolFullMatchesReference(t *testing.T) {
 	for _, c := range cases {
 		byName[c.name] = c
 	}
-	split := splitRuntime(t, withKnobs(gdn.Options{}, tuning.Knobs{SegmentChunks: 2}))
+	runtimes := map[string]*gdn.Runtime{
+		"unsplit": testRuntime(t),
+		"split":   splitRuntime(t, withKnobs(gdn.Options{}, tuning.Knobs{SegmentChunks: 2})),
+		// BV 128 unsplit: the fused core's states variant.
+		"bv128": variantRuntime(t, "gdn_hopper_bf16_bv128"),
+	}
 	for _, name := range []string{"plain", "l2norm_gate_G2_varlen"} {
-		for rname, r := range map[string]*gdn.Runtime{"unsplit": testRuntime(t), "split": split} {
+		for rname, r := range runtimes {
 			fc := byName[name]
 			t.Run(name+"_"+rname, func(t *testing.T) {
 				spec := poolSpec{shape: poolShape, full: &fc, layout: gdn.StateVK, S: 7, slots: []int{2, 5, -1, 0, 6}}
