@@ -262,8 +262,9 @@ type HopperCfg struct {
 	Prep      HopperPrep
 	// States: the states variant, which reads and writes the caller's
 	// states in the serving layer's formats too (a pool through its slot
-	// table, [V,K], a bf16 pool: HopperStateFlags). The core forward only;
-	// the variants without it have none of that code, so today's calls
+	// table, [V,K], a bf16 pool: HopperStateFlags) and, but for the fused
+	// preparations, keeps checkpoints. The core forward only; the variants
+	// without it have none of that code, so calls without those arguments
 	// run exactly the kernels they always did.
 	States bool
 }
@@ -458,34 +459,6 @@ func HopperCfgOfVariant(v Variant) (HopperCfg, bool) {
 		}
 	}
 	return HopperCfg{}, false
-}
-
-// HopperStatesVariant returns the states variant (HopperCfg.States) of a
-// core-forward Hopper variant: the same kernel, launched the same way,
-// that also reads and writes the caller's states in the serving layer's
-// formats. A states variant is its own.
-func HopperStatesVariant(v Variant) (Variant, error) {
-	c, ok := HopperCfgOfVariant(v)
-	if !ok || c.Transfer {
-		return Variant{}, fmt.Errorf("kernsrc: %s is not a core-forward Hopper variant", v.Name)
-	}
-	if c.States {
-		return v, nil
-	}
-	c.States = true
-	return c.Variant(v.Name + "_states"), nil
-}
-
-// HopperStatesVariants lists the states variant of every core-forward
-// Hopper variant.
-func HopperStatesVariants() []Variant {
-	var out []Variant
-	for _, v := range HopperVariants() {
-		if sv, err := HopperStatesVariant(v); err == nil {
-			out = append(out, sv)
-		}
-	}
-	return out
 }
 
 // HopperVariants lists every Hopper variant (each dtype pair and consumer count,

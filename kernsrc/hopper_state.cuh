@@ -2,7 +2,8 @@
 // and writes the caller's states (docs/SPEC.md, "The serving layer"): h0
 // and ht, or a pool through its slot table; [K,V] (entry (k, v) at
 // k * 128 + v) or [V,K] (at v * 128 + k); fp32, or a bf16 pool's (widened
-// as read, rounded to nearest even once as written). The consumer's loads
+// as read, rounded to nearest even once as written); and the checkpoints,
+// the state after every E tokens of each sequence. The consumer's loads
 // and stores (hopper_consumer.cuh) go element by element, as its fp32
 // [K,V] loops do: written with paired accesses instead, the BV 64 states
 // variants had their wgmma serialised by one NVRTC or the other.
@@ -10,7 +11,9 @@
 // Only the kernel's states variants (HopperCfg's St, kernsrc.HopperCfg.States)
 // have this code; the others keep the consumer's own fp32 [K,V] loops. In
 // a states variant the format is the launch's flags, the same in every
-// thread, and fp32 [K,V] h0 and ht still take those loops.
+// thread, and fp32 [K,V] h0 and ht still take those loops. The fused
+// states variants keep no checkpoints: with their store in the chunk loop
+// the consumers spilled.
 #pragma once
 #include "hopper_chunk.cuh"
 
