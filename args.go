@@ -81,13 +81,34 @@ type Stream uintptr
 // state): values of v, and of the state they build, beyond fp16's range
 // (|x| > 65504) overflow to Inf, which shows in o and ht. Normalised q and k
 // and unit-scale v, what the models feed it, are far inside.
+//
+// A serving engine keeps its states in a pool instead (docs/SPEC.md, "The
+// serving layer"): Pool replaces H0 and Ht (give neither with it).
+// Sequence n starts from Pool.States[Pool.Slots[n]] and its final state is
+// written back there, in place; a negative slot starts from zero and
+// writes nothing; slots the table does not name keep their bits. The
+// pool's memory must not overlap any other tensor of the call. Layout
+// chooses how H0, Ht or the pool's states lie: StateKV (the default) or
+// StateVK, read and written directly, with the same o to the bit and
+// states that are the exact transposes.
+//
+// CheckpointEvery = E (a positive multiple of 64; 0: none) keeps the state
+// after every E tokens of each sequence in Checkpoints, [R, Hv, 128, 128]
+// of the call's state dtype (FP32, or the pool's) and layout, 16-byte
+// aligned: checkpoint j of sequence n (the state after its first (j+1) E
+// tokens of this call) is row start[n] + j, start[0] = 0 and start[n+1] =
+// start[n] + floor(L_n / E), R = start[N] (docs/SPEC.md, "Checkpoints").
 type CoreArgs struct {
 	Q, K, V, G, Beta, A Tensor
 	H0                  Tensor
 	O, Ht               Tensor
 	CuSeqlens           []int
 	CuSeqlensDevice     Tensor
-	Scale               float32 // 0 means 1/sqrt(128)
+	Scale               float32     // 0 means 1/sqrt(128)
+	Pool                StatePool   // optional: the states in a pool, in place of H0 and Ht
+	Layout              StateLayout // of H0, Ht or the pool; StateKV by default
+	CheckpointEvery     int         // optional: keep the state after every this many tokens (a multiple of 64)
+	Checkpoints         Tensor      // the checkpoints, written; with CheckpointEvery only
 }
 
 // FullArgs are the operands of the full forward (docs/SPEC.md, "Operations";
@@ -111,6 +132,8 @@ type CoreArgs struct {
 // 2), so that I - beta k k^T may have a negative eigenvalue (FLA's
 // allow_neg_eigval); without BetaLogits it is an error naming "neg_eigval"
 // (beta given as it is may lie in (0, 2) already).
+//
+// Pool, Layout, CheckpointEvery and Checkpoints are CoreArgs'.
 type FullArgs struct {
 	Q, K, V, G, Beta Tensor
 	ALog, DtBias     Tensor
@@ -121,15 +144,20 @@ type FullArgs struct {
 	Scale            float32 // 0 means 1/sqrt(128)
 	L2Norm           bool
 	GateInKernel     bool
-	BetaLogits       bool // Beta holds logits b: beta = sigmoid(b)
-	NegEigval        bool // with BetaLogits: beta = 2 sigmoid(b)
+	BetaLogits       bool        // Beta holds logits b: beta = sigmoid(b)
+	NegEigval        bool        // with BetaLogits: beta = 2 sigmoid(b)
+	Pool             StatePool   // optional: the states in a pool, in place of H0 and Ht
+	Layout           StateLayout // of H0, Ht or the pool; StateKV by default
+	CheckpointEvery  int         // optional: keep the state after every this many tokens (a multiple of 64)
+	Checkpoints      Tensor      // the checkpoints, written; with CheckpointEvery only
 }
 
 // core is a as the layers below see it.
 func (a *CoreArgs) core() problem.Core {
 	t := func(x Tensor) problem.Tensor { return problem.Tensor(x) }
 	return problem.Core{Q: t(a.Q), K: t(a.K), V: t(a.V), G: t(a.G), Beta: t(a.Beta), A: t(a.A), H0: t(a.H0),
-		O: t(a.O), Ht: t(a.Ht), CuSeqlens: a.CuSeqlens, CuSeqlensDevice: t(a.CuSeqlensDevice), Scale: a.Scale}
+		O: t(a.O), Ht: t(a.Ht), CuSeqlens: a.CuSeqlens, CuSeqlensDevice: t(a.CuSeqlensDevice), Scale: a.Scale,
+		Pool: a.Pool.pool(), Layout: a.Layout, CheckpointEvery: a.CheckpointEvery, Checkpoints: t(a.Checkpoints)}
 }
 
 // full is a as the layers below see it.
@@ -137,14 +165,16 @@ func (a *FullArgs) full() problem.Full {
 	t := func(x Tensor) problem.Tensor { return problem.Tensor(x) }
 	return problem.Full{Q: t(a.Q), K: t(a.K), V: t(a.V), G: t(a.G), Beta: t(a.Beta), ALog: t(a.ALog), DtBias: t(a.DtBias),
 		H0: t(a.H0), O: t(a.O), Ht: t(a.Ht), CuSeqlens: a.CuSeqlens, CuSeqlensDevice: t(a.CuSeqlensDevice), Scale: a.Scale,
-		L2Norm: a.L2Norm, GateInKernel: a.GateInKernel, BetaLogits: a.BetaLogits, NegEigval: a.NegEigval}
+		L2Norm: a.L2Norm, GateInKernel: a.GateInKernel, BetaLogits: a.BetaLogits, NegEigval: a.NegEigval,
+		Pool: a.Pool.pool(), Layout: a.Layout, CheckpointEvery: a.CheckpointEvery, Checkpoints: t(a.Checkpoints)}
 }
 
 // coreArgsOf is the inverse of CoreArgs.core (a caller's arguments carry
 // none of the full forward's flags).
 func coreArgsOf(c problem.Core) *CoreArgs {
 	return &CoreArgs{Q: Tensor(c.Q), K: Tensor(c.K), V: Tensor(c.V), G: Tensor(c.G), Beta: Tensor(c.Beta), A: Tensor(c.A),
-		H0: Tensor(c.H0), O: Tensor(c.O), Ht: Tensor(c.Ht), CuSeqlens: c.CuSeqlens, CuSeqlensDevice: Tensor(c.CuSeqlensDevice), Scale: c.Scale}
+		H0: Tensor(c.H0), O: Tensor(c.O), Ht: Tensor(c.Ht), CuSeqlens: c.CuSeqlens, CuSeqlensDevice: Tensor(c.CuSeqlensDevice), Scale: c.Scale,
+		Pool: statePoolOf(c.Pool), Layout: c.Layout, CheckpointEvery: c.CheckpointEvery, Checkpoints: Tensor(c.Checkpoints)}
 }
 
 // fullArgsOf is the inverse of FullArgs.full.
@@ -152,5 +182,11 @@ func fullArgsOf(f problem.Full) *FullArgs {
 	return &FullArgs{Q: Tensor(f.Q), K: Tensor(f.K), V: Tensor(f.V), G: Tensor(f.G), Beta: Tensor(f.Beta), ALog: Tensor(f.ALog),
 		DtBias: Tensor(f.DtBias), H0: Tensor(f.H0), O: Tensor(f.O), Ht: Tensor(f.Ht), CuSeqlens: f.CuSeqlens,
 		CuSeqlensDevice: Tensor(f.CuSeqlensDevice), Scale: f.Scale, L2Norm: f.L2Norm, GateInKernel: f.GateInKernel,
-		BetaLogits: f.BetaLogits, NegEigval: f.NegEigval}
+		BetaLogits: f.BetaLogits, NegEigval: f.NegEigval,
+		Pool: statePoolOf(f.Pool), Layout: f.Layout, CheckpointEvery: f.CheckpointEvery, Checkpoints: Tensor(f.Checkpoints)}
+}
+
+// statePoolOf is the inverse of StatePool.pool.
+func statePoolOf(p problem.Pool) StatePool {
+	return StatePool{States: Tensor(p.States), Slots: p.Slots, SlotsDevice: Tensor(p.SlotsDevice)}
 }

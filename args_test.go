@@ -25,6 +25,13 @@ func setEvery(t *testing.T, x any) {
 			f.SetFloat(0.25)
 		case bool:
 			f.SetBool(true)
+		case StatePool:
+			f.Set(reflect.ValueOf(StatePool{States: Tensor{Ptr: uintptr(i+1) << 20, Bytes: 64, Dtype: BF16, Shape: []int{3, 2, 128, 128}},
+				Slots: []int{i, -1}, SlotsDevice: Tensor{Ptr: uintptr(i+2) << 20, Bytes: 8, Dtype: Int32, Shape: []int{2}}}))
+		case StateLayout:
+			f.Set(reflect.ValueOf(StateVK))
+		case int:
+			f.SetInt(int64(64 * (i + 1)))
 		default:
 			t.Fatalf("field %s of %T: no value for its type", v.Type().Field(i).Name, x)
 		}

@@ -15,7 +15,10 @@
 //   bm      [2][P][Hv][128 * 128] B of the P transfer segments ([k][v]), then
 //           their M in this kernel's fragment order (element (k, k') at
 //           scan_m_index(k, k'), gdn_common.cuh)
-//   h0      [N][Hv][128][128]     or null (zero)
+//   h0      [N][Hv][128][128]     or null (zero); or the caller's states
+//           in another format (flags: [V,K], a bf16 pool, a pool read
+//           through slots, as the Hopper kernel's kStateVK, kPoolBF16,
+//           kPoolSlots: hopper_state.cuh)
 //   starts  [N + P][Hv][128][128] row n < N: the start of sequence n's last
 //           segment; row N + p: the start of transfer segment p
 //   first   [N + 1]               sequence n's transfer segments are
@@ -58,6 +61,11 @@
 #ifndef GDN_SCAN_COLUMNS
 #define GDN_SCAN_COLUMNS 8
 #endif
+// The states variants (kernsrc.ScanStatesVariant) read h0 in the format its
+// flags give; the others have none of that code and ignore the flags.
+#ifndef GDN_SCAN_STATES
+#define GDN_SCAN_STATES 0
+#endif
 
 namespace {
 constexpr int kCols = GDN_SCAN_COLUMNS;  // value columns per CTA
@@ -68,6 +76,9 @@ constexpr int kWarps = 8;
 constexpr int kWarpM = 16 * 32;  // float4s of M one warp reads (its 16 rows, all 128 columns)
 constexpr int kMBytes = 2 * kWarps * kWarpM * 16;  // two buffers of M
 constexpr int kStBytes = 2 * kCols * kLd * 8;      // two buffers of the state's split copy
+// The flags of h0's format (kernsrc.ScanFlag*; 0: fp32 [K,V], one state a
+// sequence).
+enum : int { kScanVK = 1, kScanBF16 = 2, kScanSlots = 4 };
 }  // namespace
 
 #ifdef GDN_SCAN_SMEM_BYTES
@@ -81,7 +92,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) gdn_scan_states(const float
                                                                       const float* __restrict__ h0,
                                                                       float* __restrict__ starts,
                                                                       const int* __restrict__ first, int P, int Hv,
-                                                                      int N) {
+                                                                      int N, int flags,
+                                                                      const int* __restrict__ slots,
+                                                                      int pool_slots) {
   // Mb[buf][w]: warp w's part of an M, its A fragments in the order the
   // transfer pass stored them (scan_m_index): float4 (ks * 32 + lane) holds
   // M's elements (16 w + g + 8 (j & 1), 8 ks + t + 4 (j >> 1)), j = 0..3.
@@ -129,10 +142,33 @@ extern "C" __global__ void __launch_bounds__(256, 1) gdn_scan_states(const float
   // S[nt][i]: the state's elements (r0 + 8 i, v0 + 8 nt) and (r0 + 8 i,
   // v0 + 8 nt + 1), the accumulator layout of n-tile nt (c[2 i], c[2 i + 1]).
   float2 S[kNT][2];
+  if (GDN_SCAN_STATES && flags != 0) {
+    // The caller's states in another format: entry (k, v) = (r0 + 8 i,
+    // v0 + 8 nt (+ 1)) of row n, or of slot slots[n] (negative: zero).
+    int64_t row = n;
+    if (flags & kScanSlots) row = slots[n] < pool_slots ? slots[n] : -1;
+    const bool vk = flags & kScanVK, bf = flags & kScanBF16;
+    const size_t at = ((size_t)(row < 0 ? 0 : row) * Hv + h) * plane;
 #pragma unroll
-  for (int nt = 0; nt < kNT; ++nt)
+    for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
-    for (int i = 0; i < 2; ++i) S[nt][i] = h0 != nullptr ? CPAIR(h0, n, nt, i) : make_float2(0.f, 0.f);
+      for (int i = 0; i < 2; ++i) {
+        const int k = r0 + 8 * i, v = v0 + 8 * nt;
+        const size_t a0 = at + (vk ? (size_t)v * 128 + k : (size_t)k * 128 + v);
+        const size_t a1 = a0 + (vk ? 128 : 1);
+        float2 x = make_float2(0.f, 0.f);
+        if (h0 != nullptr && row >= 0) {
+          const uint16_t* b = reinterpret_cast<const uint16_t*>(h0);
+          x = bf ? make_float2(bf16_to_float(b[a0]), bf16_to_float(b[a1])) : make_float2(h0[a0], h0[a1]);
+        }
+        S[nt][i] = x;
+      }
+  } else {
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+      for (int i = 0; i < 2; ++i) S[nt][i] = h0 != nullptr ? CPAIR(h0, n, nt, i) : make_float2(0.f, 0.f);
+  }
 
   const int p0 = first[n], p1 = first[n + 1];
   // M and B of a segment are requested a step ahead: their round trips
@@ -215,22 +251,27 @@ extern "C" __global__ void __launch_bounds__(256, 1) gdn_scan_states(const float
 }
 
 // The kernel's parameters as Go packs them (kernsrc.ScanParams): the
-// kernel takes these members, in order (pointers, then scalars: every one
-// naturally aligned, so the sizes fix the offsets Go writes).
-struct ScanPtrs {
+// kernel takes these members, in order (every one naturally aligned, with
+// no gap, so the sizes fix the offsets Go writes).
+struct ScanParams {
   const float* bm;
   const float* h0;
   float* starts;
   const int* first;
+  int P, Hv, N, flags;
+  const int* slots;
+  int pool_slots;
 };
-struct ScanScalars {
-  int P, Hv, N;
-};
-using ScanKernel = void(decltype(ScanPtrs::bm), decltype(ScanPtrs::h0), decltype(ScanPtrs::starts),
-                        decltype(ScanPtrs::first), decltype(ScanScalars::P), decltype(ScanScalars::Hv),
-                        decltype(ScanScalars::N));
-static_assert(SameType<decltype(gdn_scan_states), ScanKernel>::value, "gdn_scan_states takes ScanPtrs, then ScanScalars");
+using ScanKernel = void(decltype(ScanParams::bm), decltype(ScanParams::h0), decltype(ScanParams::starts),
+                        decltype(ScanParams::first), decltype(ScanParams::P), decltype(ScanParams::Hv),
+                        decltype(ScanParams::N), decltype(ScanParams::flags), decltype(ScanParams::slots),
+                        decltype(ScanParams::pool_slots));
+static_assert(SameType<decltype(gdn_scan_states), ScanKernel>::value, "gdn_scan_states takes ScanParams' members");
 #ifdef GDN_SCAN_PARAMS_BYTES
-static_assert(sizeof(ScanPtrs) == GDN_SCAN_OFF_P && sizeof(ScanPtrs) + sizeof(ScanScalars) == GDN_SCAN_PARAMS_BYTES,
+// (Four pointers, four ints, a pointer and an int: no member needs padding.)
+static_assert(4 * sizeof(const float*) == GDN_SCAN_OFF_P &&
+                  4 * sizeof(const float*) + 4 * sizeof(int) + sizeof(const int*) + sizeof(int) == GDN_SCAN_PARAMS_BYTES,
               "kernsrc.ScanParams");
+static_assert(GDN_SCAN_FLAG_VK == kScanVK && GDN_SCAN_FLAG_BF16 == kScanBF16 && GDN_SCAN_FLAG_SLOTS == kScanSlots,
+              "kernsrc.ScanFlag*");
 #endif

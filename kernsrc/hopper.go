@@ -117,14 +117,16 @@ const HopperFusedScratchBytes = (4*16*20*4 + 2*64*4 + 1023) / 1024 * 1024
 
 // The contract between Go and hopper_params.cuh's GdnHopperParams, its only
 // kernel parameter: five 128-byte tensor maps (q, k, v, A, o), then eight
-// pointers (g, beta, h0, ht, cu_seqlens, o, a_log, dt_bias), then seven
-// 32-bit fields (scale, T, Hq, Hv, N, flags, NHt), padded to the maps'
-// 64-byte alignment. Every constant here reaches the kernel as a define and
+// pointers (g, beta, h0, ht, cu_seqlens, o, a_log, dt_bias), then ten
+// 32-bit fields (scale, T, Hq, Hv, N, flags, NHt, PoolSlots, CkChunks,
+// CkRows), then the serving layer's three pointers (slots, ckpt,
+// ckpt_rows): 768 bytes, the maps' 64-byte alignment, with no padding. Every constant here reaches the kernel as a define and
 // is static_asserted there.
 const (
 	HopperParamsBytes = 768
 	HopperOffPtrs     = 5 * 128
 	HopperOffScalars  = HopperOffPtrs + 8*8
+	HopperOffState    = HopperOffScalars + 10*4
 )
 
 // Flags of GdnHopperParams.flags.
@@ -170,7 +172,24 @@ const (
 	// 2 sigmoid(b).
 	HopperFlagBetaLogits = 1024
 	HopperFlagNegEigval  = 2048
+	// The caller's states (h0, ht or the pool, checkpoints) are [V,K]: entry
+	// (k, v) at v*128 + k (else [K,V], k*128 + v).
+	HopperFlagStateVK = 4096
+	// The caller's states are a bf16 pool's, and so are its checkpoints:
+	// widened as read, rounded to nearest even once as written.
+	HopperFlagPoolBF16 = 8192
+	// H0 and Ht are one pool, [S, Hv, 128, 128]: grid row n reads and
+	// writes slot Slots[n], a negative slot a zero start and no store.
+	HopperFlagPoolSlots = 16384
+	// H0 is the plan's own fp32 [K,V] states, one per grid row (a split
+	// plan's output pass): the three flags above do not apply to it.
+	HopperFlagH0Own = 32768
+	// Ht is the plan's own states (a split plan's early pass), likewise.
+	HopperFlagHtOwn = 65536
 )
+
+// HopperStateFlags are the flags of the caller's states' format.
+const HopperStateFlags = HopperFlagStateVK | HopperFlagPoolBF16 | HopperFlagPoolSlots
 
 // HopperTensorMap describes one of the kernel's tensor maps as plain data,
 // for the host to encode (cuTensorMapEncodeTiled, 128-byte swizzle): a
@@ -208,7 +227,16 @@ type HopperParams struct {
 	ALog, DtBias                  uintptr   // HopperFlagGateInKernel only
 	Scale                         float32
 	T, Hq, Hv, N, Flags           int32
-	NHt                           int32 // ht is written for grid rows n < NHt only
+	NHt                           int32   // ht is written for grid rows n < NHt only
+	PoolSlots                     int32   // S under HopperFlagPoolSlots
+	CkChunks                      int32   // chunks between checkpoints (checkpoint_every / 64); 0: none
+	CkRows                        int32   // checkpoint rows R
+	Slots                         uintptr // HopperFlagPoolSlots: int32 [N], each sequence's slot
+	Ckpt                          uintptr // checkpoints [R, Hv, 128, 128] in the caller's format (0: none)
+	// CkptRows: int32 per grid row, start*CkChunks + c0 (the first
+	// checkpoint row of the row's sequence, the row's first chunk in it):
+	// a split plan's passes. 0: grid row n is sequence n.
+	CkptRows uintptr
 }
 
 // Pack writes the parameter block the kernel takes by value, little endian.
@@ -220,10 +248,12 @@ func (p *HopperParams) Pack(b *[HopperParamsBytes]byte) {
 		binary.LittleEndian.PutUint64(b[HopperOffPtrs+8*i:], uint64(v))
 	}
 	binary.LittleEndian.PutUint32(b[HopperOffScalars:], math.Float32bits(p.Scale))
-	for i, v := range [...]int32{p.T, p.Hq, p.Hv, p.N, p.Flags, p.NHt} {
+	for i, v := range [...]int32{p.T, p.Hq, p.Hv, p.N, p.Flags, p.NHt, p.PoolSlots, p.CkChunks, p.CkRows} {
 		binary.LittleEndian.PutUint32(b[HopperOffScalars+4+4*i:], uint32(v))
 	}
-	clear(b[HopperOffScalars+28:])
+	for i, v := range [...]uintptr{p.Slots, p.Ckpt, p.CkptRows} {
+		binary.LittleEndian.PutUint64(b[HopperOffState+8*i:], uint64(v))
+	}
 }
 
 // HopperCfg is the Go side of hopper_cfg.cuh's HopperCfg: the choices
@@ -236,6 +266,13 @@ type HopperCfg struct {
 	Consumers int  // consumer warpgroups: 1 or 2 (BV 64 or 128)
 	Transfer  bool // the transfer pass of a sequence-parallel plan
 	Prep      HopperPrep
+	// States: the states variant, which reads and writes the caller's
+	// states in the serving layer's formats too (a pool through its slot
+	// table, [V,K], a bf16 pool: HopperStateFlags) and, but for the fused
+	// preparations, keeps checkpoints. The core forward only; the variants
+	// without it have none of that code, so calls without those arguments
+	// run exactly the kernels they always did.
+	States bool
 }
 
 // HopperPrep is how much of the full forward's preparation a Hopper
@@ -289,7 +326,11 @@ func (c HopperCfg) Entry() string {
 	if c.Transfer {
 		pass = "Pass::transfer"
 	}
-	return fmt.Sprintf("%s<HopperCfg<%s, %s, %d, %s, Prep::%s>>", HopperKernel, elt(c.VFP16), elt(c.QKFP16), c.Consumers, pass, c.Prep)
+	states := ""
+	if c.States {
+		states = ", true"
+	}
+	return fmt.Sprintf("%s<HopperCfg<%s, %s, %d, %s, Prep::%s%s>>", HopperKernel, elt(c.VFP16), elt(c.QKFP16), c.Consumers, pass, c.Prep, states)
 }
 
 // Fused says whether the configuration does the full forward's whole
@@ -347,6 +388,7 @@ func hopperContract() []string {
 		fmt.Sprintf("GDN_PARAMS_BYTES=%d", HopperParamsBytes),
 		fmt.Sprintf("GDN_OFF_PTRS=%d", HopperOffPtrs),
 		fmt.Sprintf("GDN_OFF_SCALARS=%d", HopperOffScalars),
+		fmt.Sprintf("GDN_OFF_STATE=%d", HopperOffState),
 		fmt.Sprintf("GDN_TMA_BOX_BYTES=%d", HopperBoxBytes),
 		fmt.Sprintf("GDN_FLAG_BETA_FP32=%d", HopperFlagBetaFP32),
 		fmt.Sprintf("GDN_FLAG_A_FP32=%d", HopperFlagAFP32),
@@ -360,6 +402,11 @@ func hopperContract() []string {
 		fmt.Sprintf("GDN_FLAG_EARLY_PASS=%d", HopperFlagEarlyPass),
 		fmt.Sprintf("GDN_FLAG_BETA_LOGITS=%d", HopperFlagBetaLogits),
 		fmt.Sprintf("GDN_FLAG_NEG_EIGVAL=%d", HopperFlagNegEigval),
+		fmt.Sprintf("GDN_FLAG_STATE_VK=%d", HopperFlagStateVK),
+		fmt.Sprintf("GDN_FLAG_POOL_BF16=%d", HopperFlagPoolBF16),
+		fmt.Sprintf("GDN_FLAG_POOL_SLOTS=%d", HopperFlagPoolSlots),
+		fmt.Sprintf("GDN_FLAG_H0_OWN=%d", HopperFlagH0Own),
+		fmt.Sprintf("GDN_FLAG_HT_OWN=%d", HopperFlagHtOwn),
 	}
 }
 
@@ -400,13 +447,20 @@ func hopperVariant(dt CoreDtype, consumers int, transfer bool) (Variant, error) 
 }
 
 // HopperCfgOfVariant returns the configuration of a catalogue Hopper
-// variant, found by its name; false for any other variant.
+// variant (a states variant's too), found by its name; false for any
+// other variant.
 func HopperCfgOfVariant(v Variant) (HopperCfg, bool) {
 	for _, transfer := range []bool{false, true} {
 		for _, dt := range coreDtypes {
 			for _, nc := range HopperConsumers {
 				c, err := HopperCfgOf(dt, nc, transfer)
-				if err == nil && c.Entry() == v.Kernel {
+				if err != nil {
+					continue
+				}
+				if c.Entry() == v.Kernel {
+					return c, true
+				}
+				if c.States = !transfer; c.States && c.Entry() == v.Kernel {
 					return c, true
 				}
 			}

@@ -2,7 +2,7 @@
 // forward. Go (kernsrc/hopper.go) names each variant's Cfg in the kernel's
 // name expression, gdn_hopper_fwd<HopperCfg<...>>; everything else about
 // the variant (warpgroups, register budgets, the shared-memory layout,
-// named barriers) follows from its five choices here, and the numbers Go
+// named barriers) follows from its six choices here, and the numbers Go
 // launches with (GDN_THREADS, GDN_SMEM_BYTES) are checked against them.
 #pragma once
 #include "gdn_solve.cuh"
@@ -26,8 +26,13 @@ enum class Prep : int { none = 0, norm = 1, fused = 2, fused_nonorm = 3 };
 // normalised K and Q: the aux group's go).
 enum Signal : int { kFull = 0, kReady, kEmpty, kQKRead, kNormed, kSignals };
 
-template <Elt V, Elt QK, int NC, Pass P, Prep R>
+// St: the states variant, which also reads and writes the caller's
+// states in the serving layer's formats (a pool, [V,K], bf16:
+// hopper_state.cuh); without it the kernel has none of that code.
+template <Elt V, Elt QK, int NC, Pass P, Prep R, bool St = false>
 struct HopperCfg {
+  static constexpr bool kStates = St;
+  static_assert(!St || P == Pass::forward, "the transfer pass reads and writes only its own states");
   static constexpr bool kVF16 = V == Elt::fp16;    // v and o are fp16 (else bf16)
   static constexpr bool kQKFP16 = QK == Elt::fp16;  // q and k are fp16 (else bf16, converted in place)
   static constexpr bool kConvert = !kVF16;          // bf16 v

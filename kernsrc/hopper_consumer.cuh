@@ -11,6 +11,7 @@
 // (hopper_fused_gates.cuh).
 #pragma once
 #include "hopper_fused_gates.cuh"
+#include "hopper_state.cuh"
 
 // The A operand of Vn's product for k-step s: (V - diag(e^g) U)^T, from
 // V^T's fragment v (ldmatrix .trans of the value tile, the input dtype:
@@ -94,13 +95,36 @@ GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, cons
   // S^T: rows v = vb + 16 warp + gq (+8), columns k = 8 j + 2 tq (+1).
   float S[64];
   float decay = 1.f;  // the product of the chunks' gammas so far (early exit)
+  if (Cfg::kStates && h0_format(p) != 0) {
+    // The caller's h0 or pool in another format (hopper_state.cuh): entry
+    // (k, v) at k sk + v sv, fp32 or bf16; a negative slot reads zero.
+    const int f = h0_format(p), sk = (f & kStateVK) ? 1 : 128, sv = 129 - sk;
+    const int64_t at = p.ptr.h0 != nullptr ? caller_state(p, f, w.n, w.h) : -1;
+    const float* hf = p.ptr.h0 + (at < 0 ? 0 : at);
+    const uint16_t* hb = reinterpret_cast<const uint16_t*>(p.ptr.h0) + (at < 0 ? 0 : at);
+    const bool bf = f & kPoolBF16;
 #pragma unroll
-  for (int j = 0; j < 16; ++j)
+    for (int j = 0; j < 16; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int v = vb + 16 * warp + gq + 8 * (e >> 1), k = 8 * j + 2 * tq + (e & 1);
-      S[4 * j + e] = w.zero_v ? (k == v ? 1.f : 0.f) : p.ptr.h0 != nullptr ? p.ptr.h0[state + (int64_t)k * 128 + v] : 0.f;
-    }
+      for (int e = 0; e < 4; ++e) {
+        const int v = vb + 16 * warp + gq + 8 * (e >> 1), k = 8 * j + 2 * tq + (e & 1);
+        S[4 * j + e] = at < 0 ? 0.f : bf ? bf16_to_float(hb[k * sk + v * sv]) : hf[k * sk + v * sv];
+      }
+  } else {
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int v = vb + 16 * warp + gq + 8 * (e >> 1), k = 8 * j + 2 * tq + (e & 1);
+        S[4 * j + e] = w.zero_v ? (k == v ? 1.f : 0.f) : p.ptr.h0 != nullptr ? p.ptr.h0[state + (int64_t)k * 128 + v] : 0.f;
+      }
+  }
+
+  // Checkpoints (states variants but the fused ones, whose consumers have
+  // no registers to spare in the chunk loop; hopper_state.cuh).
+  constexpr bool kCkpt = Cfg::kStates && !kFused;
+  CkptWalk ck;
+  if (kCkpt) ck.start(p, w);
 
   // Releases chunk c's stage once every wgmma that read it is done.
   auto release = [&](int c) { ring.arrive(kEmpty, ring.slot(c)); };
@@ -349,6 +373,21 @@ GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, cons
         if (w.store_o) store_o(c, O);
       }
     }
+    if (kCkpt && c == ck.next) {
+      // The state after chunk c is a checkpoint (if the chunk is whole).
+      if (64 * (c + 1) <= w.len && ck.row < p.sc.ck_rows) {
+        const int f = p.sc.flags & (kStateVK | kPoolBF16);
+        const int64_t at = ((int64_t)ck.row * p.sc.Hv + w.h) * (128 * 128);
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            set_state_entry(static_cast<float*>(p.st.ckpt), at, f, 8 * j + 2 * tq + (e & 1),
+                            vb + 16 * warp + gq + 8 * (e >> 1), S[4 * j + e]);
+      }
+      ck.next += p.sc.ck_chunks;
+      ++ck.row;
+    }
     // A transfer matrix whose state is exactly zero stays zero (v is zero:
     // every later product is of zeros), so its CTA may stop: the values of
     // walking on, for finite inputs (a zero's sign aside; an infinity met
@@ -384,13 +423,21 @@ GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, cons
     // A transfer matrix (zero_v: its "value" index is M's column k') is
     // stored in the scan's fragment order (scan_m_index, gdn_common.cuh):
     // each scan thread then loads its part of M as 16-byte rows.
+    // (States variants: the caller's ht or pool in its format,
+    // hopper_state.cuh; -1: a negative slot, nothing written.)
+    const int htf = Cfg::kStates ? ht_format(p) : 0;
+    const int64_t htat = htf != 0 ? caller_state(p, htf, w.n, w.h) : state;
 #pragma unroll
     for (int j = 0; j < 16; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int v = vb + 16 * warp + gq + 8 * (e >> 1), k = 8 * j + 2 * tq + (e & 1);
-        const int at = kXfer && w.zero_v ? scan_m_index(k, v) : k * 128 + v;
-        p.ptr.ht[state + at] = S[4 * j + e];
+        if (htf != 0) {
+          if (htat >= 0) set_state_entry(p.ptr.ht, htat, htf, k, v, S[4 * j + e]);
+        } else {
+          const int at = kXfer && w.zero_v ? scan_m_index(k, v) : k * 128 + v;
+          p.ptr.ht[state + at] = S[4 * j + e];
+        }
       }
   }
 }

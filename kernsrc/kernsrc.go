@@ -101,9 +101,11 @@ func (v Variant) Source() (string, error) {
 func Catalogue() []Variant {
 	out := append([]Variant(nil), TestVariants()...)
 	out = append(out, HopperVariants()...)
+	out = append(out, HopperStatesVariants()...)
 	out = append(out, PrepVariants()...)
 	out = append(out, DecodeVariants()...)
-	return append(out, ScanVariants()...)
+	out = append(out, ScanVariants()...)
+	return append(out, ScanStatesVariants()...)
 }
 
 // Lookup returns the catalogue entry with the given name.

@@ -17,10 +17,10 @@ func TestParamBlocks(t *testing.T) {
 	}
 	pp.Pack(&pb)
 	checkBlock(t, "prep", pb[:], PrepParamFields(), prepBytes, []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, uint64(uint32(0xfffffff3)), 14})
-	sp := ScanParams{BM: 1, H0: 2, Starts: 3, First: 4, P: 5, Hv: 6, N: 7}
+	sp := ScanParams{BM: 1, H0: 2, Starts: 3, First: 4, P: 5, Hv: 6, N: 7, Flags: 8, Slots: 9, PoolSlots: 10}
 	var sb [ScanParamsBytes]byte
 	sp.Pack(&sb)
-	checkBlock(t, "scan", sb[:], ScanParamFields(), scanBytes, []uint64{1, 2, 3, 4, 5, 6, 7})
+	checkBlock(t, "scan", sb[:], ScanParamFields(), scanBytes, []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10})
 }
 
 func checkBlock(t *testing.T, name string, b []byte, fields []ParamField, size int, want []uint64) {
@@ -68,8 +68,8 @@ func TestHopperTensorMaps(t *testing.T) {
 }
 
 // The Hopper block: the five tensor maps at 128-byte steps, then the eight
-// pointers, then scale and the six 32-bit fields, and zeros to its end
-// (a block reused for another call keeps nothing of the last).
+// pointers, then scale and the nine 32-bit fields, then the serving
+// layer's three pointers, which end the block.
 func TestHopperParamsPack(t *testing.T) {
 	var p HopperParams
 	for i, m := range []*[128]byte{&p.MapQ, &p.MapK, &p.MapV, &p.MapA, &p.MapO} {
@@ -79,6 +79,8 @@ func TestHopperParamsPack(t *testing.T) {
 	}
 	p.G, p.Beta, p.H0, p.Ht, p.CuSeqlens, p.O, p.ALog, p.DtBias = 1, 2, 3, 4, 5, 6, 7, 8
 	p.Scale, p.T, p.Hq, p.Hv, p.N, p.Flags, p.NHt = 0.25, 9, 10, 11, -12, 13, 14
+	p.PoolSlots, p.CkChunks, p.CkRows = 15, 16, 17
+	p.Slots, p.Ckpt, p.CkptRows = 18, 19, 20
 	var b [HopperParamsBytes]byte
 	for i := range b {
 		b[i] = 0xff
@@ -97,15 +99,18 @@ func TestHopperParamsPack(t *testing.T) {
 	if got := math.Float32frombits(binary.LittleEndian.Uint32(b[HopperOffScalars:])); got != 0.25 {
 		t.Errorf("scale = %v", got)
 	}
-	for i, want := range []int32{9, 10, 11, -12, 13, 14} {
+	for i, want := range []int32{9, 10, 11, -12, 13, 14, 15, 16, 17} {
 		if got := int32(binary.LittleEndian.Uint32(b[HopperOffScalars+4+4*i:])); got != want {
 			t.Errorf("scalar %d = %d, want %d", i, got, want)
 		}
 	}
-	for i := HopperOffScalars + 28; i < HopperParamsBytes; i++ {
-		if b[i] != 0 {
-			t.Fatalf("padding byte %d = %#x, want 0", i, b[i])
+	for i := range 3 {
+		if got := binary.LittleEndian.Uint64(b[HopperOffState+8*i:]); got != uint64(18+i) {
+			t.Errorf("serving pointer %d = %d, want %d", i, got, 18+i)
 		}
+	}
+	if HopperOffState+3*8 != HopperParamsBytes {
+		t.Errorf("the serving pointers end at %d of %d bytes", HopperOffState+3*8, HopperParamsBytes)
 	}
 }
 

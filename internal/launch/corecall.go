@@ -158,6 +158,10 @@ func (c *callCache) build(key hopperCall, p problem.Problem) (*callEntry, error)
 			}
 		}
 	}
+	if e.plan.Variant, err = statesVariant(key, e.plan.Variant); err != nil {
+		e.free()
+		return nil, err
+	}
 	if c.pack != nil {
 		if e.params, err = c.pack(e.block[:]); err != nil {
 			e.free()
@@ -165,6 +169,24 @@ func (c *callCache) build(key hopperCall, p problem.Problem) (*callEntry, error)
 		}
 	}
 	return e, nil
+}
+
+// statesVariant is the kernel of a call's plan: v itself, or where the
+// call's states are in one of the serving layer's formats (a pool, [V,K])
+// or it keeps checkpoints, its states variant (kernsrc.HopperStatesVariant), the same kernel with
+// the code for them. A split plan's output and early passes run it too;
+// its transfer pass touches only its own states.
+func statesVariant(key hopperCall, v kernsrc.Variant) (kernsrc.Variant, error) {
+	if key.stateFlags() == 0 && key.ckpt == 0 {
+		return v, nil
+	}
+	if key.ckpt != 0 && key.fused {
+		// The fused states variants write no checkpoints (their consumers
+		// have no registers to spare): the full forward runs its
+		// preparation kernel instead (fullcall.go).
+		return kernsrc.Variant{}, fmt.Errorf("gdn: checkpoints with the core's fused preparation (%s)", v.Name)
+	}
+	return kernsrc.HopperStatesVariant(v)
 }
 
 // release drops a call's hold on e (see heldCache.release).

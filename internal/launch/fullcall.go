@@ -24,6 +24,15 @@ type fullKey struct {
 	scale                                                uint32
 	l2norm, gate, betaLogits, negEigval                  bool
 	seqsHash                                             uint64
+	// The serving layer: the pool (its base in h0 and ht), its slot
+	// table's device address (its values are data: never in the key) and
+	// the states' layout.
+	slots     uintptr
+	poolS     int
+	poolDtype dtype.Dtype
+	layout    problem.Layout
+	ckpt      uintptr
+	ckEvery   int
 }
 
 // fullCall is a prepared full call: its scratch (its own chunk table; the
@@ -112,6 +121,12 @@ func fullKeyOf(a *problem.Full, p problem.Problem) fullKey {
 	if p.Seqs != nil {
 		key.cuSeqlens = a.CuSeqlensDevice.Ptr
 	}
+	if p.Pool.S > 0 {
+		key.h0, key.ht = a.Pool.States.Ptr, a.Pool.States.Ptr
+		key.slots, key.poolS, key.poolDtype = a.Pool.SlotsDevice.Ptr, p.Pool.S, p.Pool.Dtype
+	}
+	key.layout = p.Layout
+	key.ckpt, key.ckEvery = a.Checkpoints.Ptr, p.CkptEvery
 	return key
 }
 
@@ -179,12 +194,19 @@ func (l *Launcher) ForwardFull(a problem.Full, s uintptr) error {
 			return fmt.Errorf("gdn: launch %s: %w", e.variant.Name, err)
 		}
 	}
-	return l.Forward(e.core, s)
+	// The entry's core holds the slot table it was prepared with; this
+	// call's (the same device table, other values maybe) is what the
+	// core's validation must see.
+	core := e.core
+	core.Pool.Slots = a.Pool.Slots
+	return l.Forward(core, s)
 }
 
 // newFullCall allocates a full call's scratch and packs its prep launch.
 func (l *Launcher) newFullCall(a *problem.Full, key fullKey, p problem.Problem) (*fullCall, error) {
-	if plan.FusedPrep(p, l.sms, l.knobs, a.L2Norm) {
+	// (The fused core writes no checkpoints: a call that keeps them runs
+	// the preparation kernel.)
+	if p.CkptEvery == 0 && plan.FusedPrep(p, l.sms, l.knobs, a.L2Norm) {
 		return newFusedCall(a, key, p), nil
 	}
 	chunks := chunkPairs(p)

@@ -31,6 +31,18 @@ type hopperCall struct {
 	aLog, dtBias                                    uintptr
 	scale                                           uint32 // bits of the (validated, finite) scale: equal keys, equal bytes
 
+	// The serving layer: a pool (its base in h0 and ht), its slot table's
+	// device address, slots and dtype, and the states' layout. The table's
+	// values are data, read by the kernels: never part of the key, so a
+	// new table every call keeps the prepared call and its graph.
+	slots     uintptr
+	poolS     int
+	poolDtype dtype.Dtype
+	layout    problem.Layout
+	// Checkpoints: the buffer, the interval in chunks and the rows.
+	ckpt             uintptr
+	ckChunks, ckRows int
+
 	// Not in the block, but in the plan that callCache keeps with it: the
 	// chains the planner's cost model weighs (plan.ChainChunks; plan.Cache holds
 	// them too), and for a split plan, whose segment tables hold token
@@ -75,6 +87,14 @@ func newHopperCall(a *problem.Core, p problem.Problem) hopperCall {
 	}
 	if p.Seqs != nil {
 		k.cuSeqlens = a.CuSeqlensDevice.Ptr
+	}
+	if p.Pool.S > 0 {
+		k.h0, k.ht = a.Pool.States.Ptr, a.Pool.States.Ptr
+		k.slots, k.poolS, k.poolDtype = a.Pool.SlotsDevice.Ptr, p.Pool.S, p.Pool.Dtype
+	}
+	k.layout = p.Layout
+	if p.CkptEvery > 0 {
+		k.ckpt, k.ckChunks, k.ckRows = a.Checkpoints.Ptr, p.CkptEvery/problem.ChunkLen, p.CkptRows
 	}
 	k.longest, k.total = plan.ChainChunks(p)
 	k.seqsHash = hashSeqs(p.Seqs)
@@ -165,5 +185,41 @@ func (k hopperCall) hopperParams(encode tiledEncoder) (kernsrc.HopperParams, err
 	if k.negEigval {
 		hp.Flags |= kernsrc.HopperFlagNegEigval
 	}
+	hp.Flags |= k.stateFlags()
+	if k.poolS > 0 {
+		hp.Slots, hp.PoolSlots = k.slots, int32(k.poolS)
+	}
+	hp.Ckpt, hp.CkChunks, hp.CkRows = k.ckpt, int32(k.ckChunks), int32(k.ckRows)
 	return hp, nil
+}
+
+// stateFlags are the Hopper flags of the caller's states' format: [V,K],
+// a pool, a bf16 pool (kernsrc.HopperStateFlags).
+func (k hopperCall) stateFlags() int32 {
+	var f int32
+	if k.layout == problem.LayoutVK {
+		f |= kernsrc.HopperFlagStateVK
+	}
+	if k.poolS > 0 {
+		f |= kernsrc.HopperFlagPoolSlots
+		if k.poolDtype == dtype.BF16 {
+			f |= kernsrc.HopperFlagPoolBF16
+		}
+	}
+	return f
+}
+
+// scanFlags are the same for the scan's h0 (kernsrc.ScanFlag*).
+func (k hopperCall) scanFlags() int32 {
+	var f int32
+	if k.layout == problem.LayoutVK {
+		f |= kernsrc.ScanFlagVK
+	}
+	if k.poolS > 0 {
+		f |= kernsrc.ScanFlagSlots
+		if k.poolDtype == dtype.BF16 {
+			f |= kernsrc.ScanFlagBF16
+		}
+	}
+	return f
 }

@@ -22,10 +22,10 @@ func TestPackedArgsArePositional(t *testing.T) {
 	if got := packedArgs(pb[:], kernsrc.PrepParamFields()); got.Len() != want.Len() || !bytes.Equal(got.Buffer(), want.Buffer()) || got.Err() != nil {
 		t.Errorf("prep: %d arguments %x, want %d %x (%v)", got.Len(), got.Buffer(), want.Len(), want.Buffer(), got.Err())
 	}
-	sp := kernsrc.ScanParams{BM: 1, H0: 2, Starts: 3, First: 4, P: 5, Hv: 6, N: 7}
+	sp := kernsrc.ScanParams{BM: 1, H0: 2, Starts: 3, First: 4, P: 5, Hv: 6, N: 7, Flags: 8, Slots: 9, PoolSlots: 10}
 	var sb [kernsrc.ScanParamsBytes]byte
 	sp.Pack(&sb)
-	want = new(driver.Args).Ptr(1).Ptr(2).Ptr(3).Ptr(4).Int32(5).Int32(6).Int32(7)
+	want = new(driver.Args).Ptr(1).Ptr(2).Ptr(3).Ptr(4).Int32(5).Int32(6).Int32(7).Int32(8).Ptr(9).Int32(10)
 	if got := packedArgs(sb[:], kernsrc.ScanParamFields()); got.Len() != want.Len() || !bytes.Equal(got.Buffer(), want.Buffer()) {
 		t.Errorf("scan: %x, want %x", got.Buffer(), want.Buffer())
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 	"sync/atomic"
 
 	"github.com/gdnjit/gdn/driver"
@@ -72,6 +73,15 @@ func newSplitCall(pool *scratch.Pool, encode tiledEncoder,
 		return nil, fmt.Errorf("gdn: split plan counted %d transfer segments, its tables %d", sp.Transfer, P)
 	}
 	tables := append(append(append(append([]int32(nil), output...), transfer...), first...), firsts...)
+	// With checkpoints, each output and early row's checkpoint base
+	// (kernsrc.HopperParams.CkptRows) after the tables above.
+	var ckOut, ckEarly uintptr
+	if key.ckpt != 0 {
+		ckOut = uintptr(4 * len(tables))
+		tables = append(tables, ckptBases(p, output)...)
+		ckEarly = uintptr(4 * len(tables))
+		tables = append(tables, ckptBases(p, firsts)...)
+	}
 	bmBytes := 2 * P * p.Hv * stateFloats * 4
 	startBytes := nSeg * p.Hv * stateFloats * 4
 	earlyBytes := len(firsts) / 2 * p.Hv * stateFloats * 4 // the early pass's end states
@@ -80,7 +90,11 @@ func newSplitCall(pool *scratch.Pool, encode tiledEncoder,
 		return nil, err
 	}
 	sc.xferBlock, sc.xferSmem = uint32(kernsrc.HopperThreads(plan.CoreDtype(p), sp.XferConsumers, true)), kernsrc.HopperSharedBytes(plan.CoreDtype(p), sp.XferConsumers)
-	if sc.scanVariant, err = kernsrc.ScanVariant(sp.ScanColumns); err != nil {
+	scanVariant := kernsrc.ScanVariant
+	if key.scanFlags() != 0 && !sp.Early { // the scan starts from the caller's h0, or the pool
+		scanVariant = kernsrc.ScanStatesVariant
+	}
+	if sc.scanVariant, err = scanVariant(sp.ScanColumns); err != nil {
 		return nil, err
 	}
 	sc.scanSmem = kernsrc.ScanSharedBytes(sp.ScanColumns)
@@ -124,7 +138,10 @@ func newSplitCall(pool *scratch.Pool, encode tiledEncoder,
 	if sp.Early {
 		hp.Flags |= kernsrc.HopperFlagAfterEarly
 	}
-	hp.H0, hp.Ht, hp.NHt = 0, bm, int32(P)
+	// The transfer pass reads no start state and writes only its own.
+	hp.Flags &^= kernsrc.HopperStateFlags
+	hp.H0, hp.Ht, hp.NHt, hp.Slots, hp.PoolSlots = 0, bm, int32(P), 0, 0
+	hp.Ckpt, hp.CkChunks, hp.CkRows = 0, 0, 0
 	hp.Pack(&sc.transfer.block)
 	sc.transfer.grid = [3]uint32{2 * uint32(p.Hv) * xferTiles, uint32(P), 1}
 
@@ -133,8 +150,13 @@ func newSplitCall(pool *scratch.Pool, encode tiledEncoder,
 		sc.free()
 		return nil, err
 	}
-	hp.Flags |= kernsrc.HopperFlagSegPairs
+	// The output pass starts from the scan's states (its own) and writes
+	// the caller's ht, or the pool.
+	hp.Flags |= kernsrc.HopperFlagSegPairs | kernsrc.HopperFlagH0Own
 	hp.H0, hp.Ht, hp.NHt = starts, key.ht, int32(p.N)
+	if key.ckpt != 0 {
+		hp.CkptRows = outputPairs + ckOut
+	}
 	hp.Pack(&sc.output.block)
 	sc.output.grid = [3]uint32{uint32(p.Hv) * tiles, uint32(nSeg), 1}
 
@@ -144,8 +166,13 @@ func newSplitCall(pool *scratch.Pool, encode tiledEncoder,
 			sc.free()
 			return nil, err
 		}
-		hp.Flags |= kernsrc.HopperFlagSegPairs | kernsrc.HopperFlagEarlyPass
+		// The early pass starts from the caller's h0, or the pool, and
+		// writes its end states to its own.
+		hp.Flags |= kernsrc.HopperFlagSegPairs | kernsrc.HopperFlagEarlyPass | kernsrc.HopperFlagHtOwn
 		hp.H0, hp.Ht, hp.NHt = key.h0, earlyEnds, int32(p.N)
+		if key.ckpt != 0 {
+			hp.CkptRows = outputPairs + ckEarly
+		}
 		hp.Pack(&sc.early.block)
 		sc.early.grid = [3]uint32{uint32(p.Hv) * tiles, uint32(p.N), 1}
 	}
@@ -160,6 +187,9 @@ func newSplitCall(pool *scratch.Pool, encode tiledEncoder,
 		}
 		if err == nil {
 			sp := kernsrc.ScanParams{BM: bm, H0: scanStart, Starts: starts, First: firstPtr, P: int32(P), Hv: int32(p.Hv), N: int32(p.N)}
+			if !sc.plan.Early { // the scan starts from the caller's h0, or the pool
+				sp.Flags, sp.Slots, sp.PoolSlots = key.scanFlags(), key.slots, int32(key.poolS)
+			}
 			var block [kernsrc.ScanParamsBytes]byte
 			sp.Pack(&block)
 			sc.scan.params, err = driver.NewKernelParams(packedArgs(block[:], kernsrc.ScanParamFields()))
@@ -170,6 +200,34 @@ func newSplitCall(pool *scratch.Pool, encode tiledEncoder,
 		}
 	}
 	return sc, nil
+}
+
+// ckptBases returns, for each (begin, end) token pair of a pass's rows,
+// its checkpoint base start*ck + c0 (hopper_state.cuh): start the first
+// checkpoint row of the pair's sequence, c0 the pair's first chunk within
+// it, ck the interval in chunks.
+func ckptBases(p problem.Problem, pairs []int32) []int32 {
+	ck := p.CkptEvery / problem.ChunkLen
+	starts := make([]int, p.N+1)
+	for n := range p.N {
+		b, e := p.SeqBounds(n)
+		starts[n+1] = starts[n] + (e-b)/p.CkptEvery
+	}
+	out := make([]int32, 0, len(pairs)/2)
+	for i := 0; i < len(pairs); i += 2 {
+		b := int(pairs[i])
+		// The sequence whose tokens hold b: the first that ends past it (a
+		// pair at the very end, or an empty sequence's, has no checkpoint
+		// whatever its base).
+		n := sort.Search(p.N, func(n int) bool { _, e := p.SeqBounds(n); return e > b })
+		if n == p.N {
+			out = append(out, int32(starts[p.N]*ck))
+			continue
+		}
+		sb, _ := p.SeqBounds(n)
+		out = append(out, int32(starts[n]*ck+(b-sb)/problem.ChunkLen))
+	}
+	return out
 }
 
 // free releases the call's parameters and its scratch (freed once no

@@ -42,6 +42,13 @@ type Core struct {
 	// BetaLogits, NegEigval (Fused only): Beta holds the full forward's
 	// logits b, beta = sigmoid(b), or 2 sigmoid(b) (problem.Full's flags).
 	BetaLogits, NegEigval bool
+
+	// The serving layer (docs/SPEC.md): a pool in place of h0 and ht, the
+	// layout of the call's states and the checkpoints.
+	Pool            Pool
+	Layout          Layout
+	CheckpointEvery int
+	Checkpoints     Tensor
 }
 
 // ValidateCore checks every argument of a core forward against
@@ -169,6 +176,9 @@ func ValidateCore(a *Core) (Problem, error) {
 	if err := checkNoOverlap(a, p); err != nil {
 		return p, err
 	}
+	if err := checkServing(a, &p); err != nil {
+		return p, err
+	}
 
 	p.Scale = a.Scale
 	if p.Scale == 0 {
@@ -184,7 +194,9 @@ func ValidateCore(a *Core) (Problem, error) {
 // copies, for a Core that is kept beyond the call that passed it.
 func (a *Core) OwnSlices() {
 	a.CuSeqlens = slices.Clone(a.CuSeqlens)
-	for _, t := range [...]*Tensor{&a.Q, &a.K, &a.V, &a.G, &a.Beta, &a.A, &a.H0, &a.O, &a.Ht, &a.CuSeqlensDevice, &a.ALog, &a.DtBias} {
+	a.Pool.Slots = slices.Clone(a.Pool.Slots)
+	for _, t := range [...]*Tensor{&a.Q, &a.K, &a.V, &a.G, &a.Beta, &a.A, &a.H0, &a.O, &a.Ht, &a.CuSeqlensDevice, &a.ALog, &a.DtBias,
+		&a.Pool.States, &a.Pool.SlotsDevice, &a.Checkpoints} {
 		t.Shape = slices.Clone(t.Shape)
 	}
 }

@@ -20,6 +20,10 @@ type Full struct {
 	// BetaLogits: Beta holds logits b, beta = sigmoid(b); NegEigval (with
 	// BetaLogits only): beta = 2 sigmoid(b).
 	BetaLogits, NegEigval bool
+	Pool                  Pool   // in place of H0 and Ht (Core.Pool)
+	Layout                Layout // of H0, Ht or the pool
+	CheckpointEvery       int    // Core.CheckpointEvery
+	Checkpoints           Tensor
 }
 
 // ValidateFull checks the arguments of a full forward as ValidateCore does
@@ -63,6 +67,9 @@ func ValidateFull(a *Full) (Problem, error) {
 	} else if a.ALog.Present() || a.DtBias.Present() {
 		return p, gdnerr.Argf("a_log", "A_log and dt_bias are given but GateInKernel is off")
 	}
+	if err := checkFullServing(a); err != nil {
+		return p, err
+	}
 	return p, nil
 }
 
@@ -84,5 +91,6 @@ func (a *Full) CoreTemplate(q, k Tensor, gcum, aPtr uintptr) Core {
 		A.Ptr = 1 << 12 // a stand-in: validation checks A's shape, not its memory
 	}
 	return Core{Q: q, K: k, V: a.V, G: g, Beta: a.Beta, A: A, H0: a.H0, O: a.O, Ht: a.Ht,
-		CuSeqlens: a.CuSeqlens, CuSeqlensDevice: a.CuSeqlensDevice, Scale: a.Scale, APrepared: true}
+		CuSeqlens: a.CuSeqlens, CuSeqlensDevice: a.CuSeqlensDevice, Scale: a.Scale, APrepared: true,
+		Pool: a.Pool, Layout: a.Layout, CheckpointEvery: a.CheckpointEvery, Checkpoints: a.Checkpoints}
 }

@@ -40,6 +40,10 @@ type Problem struct {
 	SeqlensDtype dtype.Dtype // of CuSeqlensDevice; Invalid without varlen
 	HasH0, HasHt bool
 	Scale        float32
+	Layout       Layout   // of h0, ht or the pool
+	Pool         PoolInfo // the pool's slots and dtype; S = 0 without a pool
+	CkptEvery    int      // checkpoint_every; 0 without checkpoints
+	CkptRows     int      // the checkpoint rows R
 }
 
 // Tokens is B*T.
