@@ -5,6 +5,7 @@
 #   .bin/gdn          the command-line tool, -tags cuda
 #   .bin/prefill      the main example, -tags cuda
 #   .bin/qwen35_layer the full-forward example (one Qwen3.5 layer's prefill), -tags cuda
+#   .bin/serving      the serving example (a continuous-batching loop over a state pool), -tags cuda
 #   .bin/device-run.sh  the script that runs them all there (scripts/device-run.sh)
 # The binaries link libcuda dynamically and load NVRTC with dlopen, so the
 # same files run on the device machine (its driver, its CUDA 13 NVRTC).
@@ -70,7 +71,7 @@ for a in "${also[@]}"; do
 done
 eval "$(scripts/cuda-sdk.sh)"
 mkdir -p .bin
-rm -f .bin/*.test .bin/*.gchunt .bin/gdn .bin/gdn-dev .bin/gdn-old .bin/gdn+* .bin/prefill .bin/qwen35_layer
+rm -f .bin/*.test .bin/*.gchunt .bin/gdn .bin/gdn-dev .bin/gdn-old .bin/gdn+* .bin/prefill .bin/qwen35_layer .bin/serving
 pkgs=(. ./driver ./jit ./cmd/gdn ./internal/hostpath)
 [[ $lean == 1 ]] && pkgs=(.)
 for pkg in "${pkgs[@]}"; do
@@ -88,6 +89,7 @@ fi
 if [[ $lean == 0 ]]; then
 	go build -tags cuda -o .bin/prefill ./examples/prefill
 	go build -tags cuda -o .bin/qwen35_layer ./examples/qwen35_layer
+	go build -tags cuda -ldflags "-s -w" -o .bin/serving ./examples/serving
 fi
 # build_at REV OUT: the cuda-tagged gdn tool of git revision REV, without
 # symbols, into OUT (from a temporary worktree; the working tree untouched).

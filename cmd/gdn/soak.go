@@ -268,6 +268,9 @@ func (s *soakRuntimes) close() {
 func runSoakProblem(rts *soakRuntimes, o soakOptions, k int, p soakProblem, st *soakStats) soakResult {
 	var res soakResult
 	start := time.Now()
+	if p.Serve != nil {
+		return runSoakServe(rts, o, k, p, st, start)
+	}
 	variant := p.Variant
 	if variant == variantAuto {
 		variant = ""
@@ -319,6 +322,9 @@ func runSoakProblem(rts *soakRuntimes, o soakOptions, k int, p soakProblem, st *
 // soakSize sums a problem up for a failure line.
 func soakSize(p soakProblem) string {
 	s := p.shape()
+	if p.Serve != nil {
+		return fmt.Sprintf("N=%d tokens=%d Hq=%d Hv=%d %v", s.N(), s.Tokens(), p.Serve.Hq, p.Serve.Hv, p.Serve.Dtype)
+	}
 	return fmt.Sprintf("N=%d tokens=%d Hq=%d Hv=%d %v", s.N(), s.Tokens(), p.Hq, p.Hv, p.Dtype)
 }
 

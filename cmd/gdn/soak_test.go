@@ -39,6 +39,16 @@ func TestSoakProblems(t *testing.T) {
 		if !reflect.DeepEqual(p, back) {
 			t.Fatalf("case %d does not round-trip:\n%+v\n%+v", k, p, back)
 		}
+		if sp := p.Serve; sp != nil {
+			mark(true, "serve "+sp.Kind)
+			mark(sp.BF16, "serve bf16 pool")
+			mark(sp.VK, "serve [V,K]")
+			mark(sp.Ckpt > 0, "serve checkpoints")
+			mark(sp.States, "serve token states")
+			mark(sp.Fresh > 0, "serve negative slots")
+			mark(sp.NegEig, "serve neg eigval")
+			continue
+		}
 		s := p.shape()
 		if err := s.Validate(); err != nil {
 			t.Fatalf("case %d: %s: %v", k, p, err)
@@ -94,7 +104,8 @@ func TestSoakProblems(t *testing.T) {
 		"ht", "no ht", "beta in input dtype", "beta fp32", "A bf16", "A fp32", "decay normal", "decay strong",
 		"decay none", "beta recipe", "beta 0", "beta 1", "variant auto", "full", "core", "full l2norm",
 		"full without l2norm", "full gate", "full log-gate", "full prep heads 4", "full split", "full fused",
-		"full preparation kernel"}
+		"full preparation kernel", "serve decode", "serve prefill", "serve bf16 pool", "serve [V,K]", "serve checkpoints",
+		"serve token states", "serve negative slots", "serve neg eigval"}
 	options := len(want)
 	for _, dt := range []gdn.Dtype{gdn.BF16, gdn.FP16} {
 		for _, v := range soakVariants(problem.Problem{B: 1, T: 64, Hq: 1, Hv: 1, N: 1, Dtype: dt}) {

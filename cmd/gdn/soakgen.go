@@ -54,6 +54,9 @@ type soakProblem struct {
 	// the tuning knob PrepHeads (optional in a spec; absent means 0).
 	L2Norm, Gate bool
 	PrepHeads    int
+	// Serve, when set, makes this a serving problem (soakserve.go): every
+	// other field is unused.
+	Serve *serveProblem
 }
 
 // Decay modes (SPEC: the recipe, g = -5 per token, and g = 0).
@@ -83,6 +86,9 @@ const (
 
 // shape returns the problem's ref.Shape (cu_seqlens from Lens).
 func (p soakProblem) shape() ref.Shape {
+	if p.Serve != nil {
+		return p.Serve.shape()
+	}
 	if p.Lens == nil {
 		return ref.Shape{B: p.B, T: p.T, Hq: p.Hq, Hv: p.Hv}
 	}
@@ -113,6 +119,9 @@ func (p soakProblem) plan(sms int, variant string) (plan.Plan, error) {
 
 // String is the spec string: key=value pairs that parseSoakProblem reads back.
 func (p soakProblem) String() string {
+	if p.Serve != nil {
+		return p.Serve.String()
+	}
 	b := func(x bool) string {
 		if x {
 			return "1"
@@ -161,6 +170,10 @@ func (p soakProblem) String() string {
 // parseSoakProblem reads a spec string (soakProblem.String). Every key is
 // required except those of the other sequence layout; errors name the key.
 func parseSoakProblem(s string) (soakProblem, error) {
+	if strings.HasPrefix(strings.TrimSpace(s), "serve=") {
+		sp, err := parseServeProblem(strings.TrimSpace(s))
+		return soakProblem{Serve: &sp}, err
+	}
 	var p soakProblem
 	seen := map[string]bool{}
 	for _, kv := range strings.Split(s, ",") {
@@ -424,6 +437,11 @@ func drawSoakProblem(seed uint64, k int) soakProblem {
 		if r.IntN(2) == 0 {
 			p.PrepHeads = 4
 		}
+	}
+	// One in four is a serving problem instead (drawn last, as above).
+	if r.IntN(4) == 0 {
+		sp := drawServeProblem(r)
+		return soakProblem{Serve: &sp}
 	}
 	return p
 }
