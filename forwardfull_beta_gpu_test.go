@@ -23,20 +23,16 @@ type betaLogitsPath struct {
 	check func(pl gdn.Plan, l2norm bool) bool // the plan is the path's
 }
 
-// The paths that read beta: the core doing the whole preparation (the
-// fused variants: beta read by its aux group), the preparation kernel
-// before the core at the same tile, and a split plan (the preparation
-// kernel, then the core's passes on its A2); fp16 inputs never fuse.
+// The paths that read beta: where beta as given would take the core that
+// does the whole preparation (the fused variants), beta's logits take the
+// preparation kernel instead (the fused core reads beta as given); the
+// preparation kernel before the core at the same tile; and a split plan
+// (the preparation kernel, then the core's passes on its A2); fp16 inputs
+// never fuse.
 func betaLogitsPaths() []betaLogitsPath {
-	fused := func(pl gdn.Plan, l2norm bool) bool {
-		if l2norm {
-			return pl.Kernel == "gdn_hopper_bf16_fused_bv128"
-		}
-		return pl.Kernel == "gdn_hopper_bf16_fused_nonorm_bv128"
-	}
 	notFused := func(pl gdn.Plan, _ bool) bool { return !strings.Contains(pl.Kernel, "fused") }
 	return []betaLogitsPath{
-		{"fused", tuning.Knobs{Variant: "gdn_hopper_bf16_bv128", SegmentChunks: -1}, true, fused},
+		{"would_fuse", tuning.Knobs{Variant: "gdn_hopper_bf16_bv128", SegmentChunks: -1}, true, notFused},
 		{"prep_kernel", tuning.Knobs{Variant: "gdn_hopper_bf16_bv128", SegmentChunks: -1, PrepKernel: true}, true, notFused},
 		{"split", tuning.Knobs{SegmentChunks: 2}, false, func(pl gdn.Plan, l2 bool) bool {
 			return notFused(pl, l2) && pl.SegmentChunks > 0

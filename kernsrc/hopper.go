@@ -166,12 +166,6 @@ const (
 	// sequence's first segment. Production kernels ignore it; a test build
 	// delays the early pass's CTAs by it (HopperHooks.DelayEarlyPass).
 	HopperFlagEarlyPass = 512
-	// CoreBF16Fused and CoreBF16FusedNoNorm only (the other cores of the
-	// full forward take A2 prepared, beta in it): beta holds logits b, and
-	// the kernel takes beta = sigmoid(b); with HopperFlagNegEigval as well,
-	// 2 sigmoid(b).
-	HopperFlagBetaLogits = 1024
-	HopperFlagNegEigval  = 2048
 	// The caller's states (h0, ht or the pool, checkpoints) are [V,K]: entry
 	// (k, v) at v*128 + k (else [K,V], k*128 + v).
 	HopperFlagStateVK = 4096
@@ -400,8 +394,6 @@ func hopperContract() []string {
 		fmt.Sprintf("GDN_FLAG_GATE_IN_KERNEL=%d", HopperFlagGateInKernel),
 		fmt.Sprintf("GDN_FLAG_AFTER_EARLY=%d", HopperFlagAfterEarly),
 		fmt.Sprintf("GDN_FLAG_EARLY_PASS=%d", HopperFlagEarlyPass),
-		fmt.Sprintf("GDN_FLAG_BETA_LOGITS=%d", HopperFlagBetaLogits),
-		fmt.Sprintf("GDN_FLAG_NEG_EIGVAL=%d", HopperFlagNegEigval),
 		fmt.Sprintf("GDN_FLAG_STATE_VK=%d", HopperFlagStateVK),
 		fmt.Sprintf("GDN_FLAG_POOL_BF16=%d", HopperFlagPoolBF16),
 		fmt.Sprintf("GDN_FLAG_POOL_SLOTS=%d", HopperFlagPoolSlots),

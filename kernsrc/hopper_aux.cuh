@@ -75,7 +75,7 @@ GDN_DEVICE void run_aux(unsigned char* smem, typename Cfg::Ring& ring, const Gdn
   // by Hv: issued two of this group's chunks ahead (one ahead, the group
   // still stalled on them under the kernel's own HBM traffic). beta only
   // builds A2: a prepared A2 needs none (and has the full forward's beta
-  // in it, from its logits when asked: kBetaLogits never reaches here).
+  // in it, from its logits when the call gave them).
   const bool need_beta = !(p.sc.flags & kAPrepared);
   auto load_gates = [&](int c, float& gv, float& bv) {
     gv = bv = 0.f;

@@ -9,7 +9,6 @@
 // The converter builds P beside this chain; the consumers' gate warp
 // writes the gate vectors (hopper_fused_gates.cuh).
 #pragma once
-#include "gdn_beta.cuh"
 #include "hopper_chunk.cuh"
 
 template <class Cfg>
@@ -30,15 +29,11 @@ GDN_DEVICE void run_aux_fused(unsigned char* smem, typename Cfg::Ring& ring, con
   }
 
   // beta of token t < 64 (0 past the chunk), two chunks ahead as run_aux's
-  // gates (the gates are the gate warp's); from its logits under
-  // kBetaLogits (beta_of, as gdn_prep_chunk takes it).
+  // gates (the gates are the gate warp's).
   auto load_beta = [&](int c) {
     int t = tid;
     asm volatile("" : "+r"(t));
-    return c < w.nch && t < chunk_len(w, c)
-               ? beta_of(read_beta<Cfg>(p, (w.bos + 64 * c + t) * p.sc.Hv + w.h), p.sc.flags & kBetaLogits,
-                         p.sc.flags & kNegEigval)
-               : 0.f;
+    return c < w.nch && t < chunk_len(w, c) ? read_beta<Cfg>(p, (w.bos + 64 * c + t) * p.sc.Hv + w.h) : 0.f;
   };
   float b_next = load_beta(0), b_next2 = load_beta(1);
 

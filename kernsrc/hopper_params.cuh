@@ -85,11 +85,6 @@ enum : int32_t {
   // segment): the kernel does nothing of its own with it; the host sets it
   // so that a test build can tell the early pass's CTAs apart.
   kEarlyPass = 512,
-  // The fused preparation (the only core that reads the full forward's
-  // beta: elsewhere A2 comes prepared): beta holds logits b, beta =
-  // sigmoid(b); with kNegEigval as well, 2 sigmoid(b) (gdn_beta.cuh).
-  kBetaLogits = 1024,
-  kNegEigval = 2048,
   // The caller's states (h0, ht or the pool, checkpoints) are [V,K]: entry
   // (k, v) at v * 128 + k (else [K,V]: k * 128 + v).
   kStateVK = 4096,
@@ -116,7 +111,6 @@ static_assert(GDN_FLAG_BETA_FP32 == kBetaFP32 && GDN_FLAG_A_FP32 == kAFP32 && GD
                   GDN_FLAG_SEG_PAIRS == kSegPairs && GDN_FLAG_TRANSFER == kTransfer && GDN_FLAG_A_PREPARED == kAPrepared &&
                   GDN_FLAG_M_FIRST == kMFirst && GDN_FLAG_GATE_IN_KERNEL == kGateInKernel &&
                   GDN_FLAG_AFTER_EARLY == kAfterEarly && GDN_FLAG_EARLY_PASS == kEarlyPass &&
-                  GDN_FLAG_BETA_LOGITS == kBetaLogits && GDN_FLAG_NEG_EIGVAL == kNegEigval &&
                   GDN_FLAG_STATE_VK == kStateVK && GDN_FLAG_POOL_BF16 == kPoolBF16 &&
                   GDN_FLAG_POOL_SLOTS == kPoolSlots && GDN_FLAG_H0_OWN == kH0Own && GDN_FLAG_HT_OWN == kHtOwn,
               "kernsrc.HopperFlag*");

@@ -202,11 +202,18 @@ func (l *Launcher) ForwardFull(a problem.Full, s uintptr) error {
 	return l.Forward(core, s)
 }
 
+// takesFused says whether the full forward of a runs in the fused core
+// (plan.FusedPrep), which writes no checkpoints and takes beta as given: a
+// call that keeps checkpoints or gives beta's logits runs the preparation
+// kernel (a flag for either inside the fused kernel cost its hot loop 6%
+// on the many-head rows).
+func (l *Launcher) takesFused(a *problem.Full, p problem.Problem) bool {
+	return p.CkptEvery == 0 && !a.BetaLogits && plan.FusedPrep(p, l.sms, l.knobs, a.L2Norm)
+}
+
 // newFullCall allocates a full call's scratch and packs its prep launch.
 func (l *Launcher) newFullCall(a *problem.Full, key fullKey, p problem.Problem) (*fullCall, error) {
-	// (The fused core writes no checkpoints: a call that keeps them runs
-	// the preparation kernel.)
-	if p.CkptEvery == 0 && plan.FusedPrep(p, l.sms, l.knobs, a.L2Norm) {
+	if l.takesFused(a, p) {
 		return newFusedCall(a, key, p), nil
 	}
 	chunks := chunkPairs(p)
@@ -304,13 +311,11 @@ func prepFlags(a *problem.Full, p problem.Problem, normInCore bool) int32 {
 // newFusedCall is the full call of a whose preparation the core kernel
 // does (kernsrc.CoreBF16Fused with L2Norm, kernsrc.CoreBF16FusedNoNorm
 // without): no scratch, no kernel before the core's; the core reads the
-// raw gates (and, with GateInKernel, A_log and dt_bias) and beta as given
-// (or its logits).
+// raw gates (and, with GateInKernel, A_log and dt_bias) and beta as given.
 func newFusedCall(a *problem.Full, key fullKey, p problem.Problem) *fullCall {
 	e := &fullCall{key: key, seqs: slices.Clone(p.Seqs)}
 	e.core = a.CoreTemplate(a.Q, a.K, 0, 0)
 	e.core.QKNorm, e.core.Fused = a.L2Norm, true
-	e.core.BetaLogits, e.core.NegEigval = a.BetaLogits, a.NegEigval
 	if a.GateInKernel {
 		e.core.GateInKernel, e.core.ALog, e.core.DtBias = true, a.ALog, a.DtBias
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/gdnjit/gdn/driver"
+	"github.com/gdnjit/gdn/internal/plan"
 	"github.com/gdnjit/gdn/internal/problem"
 	"github.com/gdnjit/gdn/internal/problem/problemtest"
 	"github.com/gdnjit/gdn/internal/scratch"
@@ -176,14 +177,15 @@ func TestFullCallsChargedTheirShare(t *testing.T) {
 	}
 }
 
-// Beta as logits is part of a full call's key, reaches the prep kernel as
-// its flags, and the fused core's parameter block as the Hopper flags (the
-// core on a prepared A2 reads no beta: its block is the same either way);
+// Beta as logits is part of a full call's key and reaches the prep kernel
+// as its flags; the core on a prepared A2 reads no beta (its block is the
+// same either way), and a call that would take the fused core takes the
+// preparation kernel instead;
 // without the options none of the flags is set.
 func TestBetaLogitsFlags(t *testing.T) {
 	type opts struct{ logits, neg bool }
 	keys := map[fullKey]opts{}
-	blocks := map[hopperCall]opts{}
+	var plain hopperCall // the prepared A2's core call without the options
 	for _, o := range []opts{{false, false}, {true, false}, {true, true}} {
 		a := problemtest.Full(2, 100, 2, 4)
 		a.BetaLogits, a.NegEigval = o.logits, o.neg
@@ -205,40 +207,34 @@ func TestBetaLogitsFlags(t *testing.T) {
 			t.Errorf("%+v: prep flag neg eigval %v", o, got)
 		}
 
-		// The core on the preparation's A2: the same block whatever the flags.
+		// The core on the preparation's A2: the same block whatever the
+		// flags (beta's logits are turned into beta in A2).
 		prepared := a.CoreTemplate(a.Q, a.K, 1<<20, 1<<24)
 		pc, err := problem.ValidateCore(&prepared)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var f fakeEncoder
-		hp, err := newHopperCall(&prepared, pc).hopperParams(f.encode)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if hp.Flags&(kernsrc.HopperFlagBetaLogits|kernsrc.HopperFlagNegEigval) != 0 {
-			t.Errorf("%+v: the core on a prepared A2 flags beta logits: %#x", o, hp.Flags)
+		call := newHopperCall(&prepared, pc)
+		if o == (opts{}) {
+			plain = call
+		} else if call != plain {
+			t.Errorf("%+v: the core on a prepared A2 differs with the options", o)
 		}
 
-		// The fused core reads beta itself.
-		e := newFusedCall(a, key, p)
-		pf, err := problem.ValidateCore(&e.core)
+		// Where beta as given takes the fused core, its logits take the
+		// preparation kernel (the fused core reads beta as given).
+		bf := problemtest.Full(8, 1024, 16, 32)
+		bf.BetaLogits, bf.NegEigval = o.logits, o.neg
+		pb, err := problem.ValidateFull(bf)
 		if err != nil {
 			t.Fatal(err)
 		}
-		call := newHopperCall(&e.core, pf)
-		if prev, dup := blocks[call]; dup {
-			t.Errorf("%+v and %+v share a fused core call", o, prev)
+		l := &Launcher{sms: 132}
+		if !plan.FusedPrep(pb, 132, plan.Knobs{}, false) {
+			t.Fatalf("%v: the test's shape does not take the fused core", pb)
 		}
-		blocks[call] = o
-		if hp, err = call.hopperParams(f.encode); err != nil {
-			t.Fatal(err)
-		}
-		if got := hp.Flags&kernsrc.HopperFlagBetaLogits != 0; got != o.logits {
-			t.Errorf("%+v: fused core flag beta logits %v", o, got)
-		}
-		if got := hp.Flags&kernsrc.HopperFlagNegEigval != 0; got != o.neg {
-			t.Errorf("%+v: fused core flag neg eigval %v", o, got)
+		if got := l.takesFused(bf, pb); got == o.logits {
+			t.Errorf("%+v: fused core %v", o, got)
 		}
 	}
 }

@@ -27,7 +27,6 @@ type hopperCall struct {
 	dtype, qkDtype, betaDtype, aDtype, seqlensDtype dtype.Dtype
 	qkNorm, fused                                   bool // problem.Problem.QKNorm, .Fused: other kernel variants
 	gate                                            bool // problem.Core.GateInKernel (fused)
-	betaLogits, negEigval                           bool // problem.Core.BetaLogits, .NegEigval (fused)
 	aLog, dtBias                                    uintptr
 	scale                                           uint32 // bits of the (validated, finite) scale: equal keys, equal bytes
 
@@ -78,9 +77,6 @@ func newHopperCall(a *problem.Core, p problem.Problem) hopperCall {
 	}
 	if p.Fused && a.GateInKernel {
 		k.gate, k.aLog, k.dtBias = true, a.ALog.Ptr, a.DtBias.Ptr
-	}
-	if p.Fused {
-		k.betaLogits, k.negEigval = a.BetaLogits, a.NegEigval
 	}
 	if p.HasHt {
 		k.ht = a.Ht.Ptr
@@ -178,12 +174,6 @@ func (k hopperCall) hopperParams(encode tiledEncoder) (kernsrc.HopperParams, err
 	if k.gate {
 		hp.Flags |= kernsrc.HopperFlagGateInKernel
 		hp.ALog, hp.DtBias = k.aLog, k.dtBias
-	}
-	if k.betaLogits {
-		hp.Flags |= kernsrc.HopperFlagBetaLogits
-	}
-	if k.negEigval {
-		hp.Flags |= kernsrc.HopperFlagNegEigval
 	}
 	hp.Flags |= k.stateFlags()
 	if k.poolS > 0 {

@@ -39,9 +39,6 @@ type Core struct {
 	// each chunk by the kernel, and A is a stand-in it never reads.
 	Fused, GateInKernel bool
 	ALog, DtBias        Tensor
-	// BetaLogits, NegEigval (Fused only): Beta holds the full forward's
-	// logits b, beta = sigmoid(b), or 2 sigmoid(b) (problem.Full's flags).
-	BetaLogits, NegEigval bool
 
 	// The serving layer (docs/SPEC.md): a pool in place of h0 and ht, the
 	// layout of the call's states and the checkpoints.
