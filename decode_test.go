@@ -32,10 +32,10 @@ func TestDecodeHandsCallDown(t *testing.T) {
 		t.Errorf("handed down\n%+v\nwant\n%+v", rec.decode, want)
 	}
 	// Every field of the call reaches the layer below (a field added to one
-	// side only shows here as a zero).
+	// side only shows here as a zero); SeqRun is the mixed call's own.
 	v := reflect.ValueOf(rec.decode)
 	for i := range v.NumField() {
-		if v.Field(i).IsZero() {
+		if v.Field(i).IsZero() && v.Type().Field(i).Name != "SeqRun" {
 			t.Errorf("field %s not handed down", v.Type().Field(i).Name)
 		}
 	}
@@ -53,5 +53,25 @@ func TestDecodeHandsCallDown(t *testing.T) {
 	}
 	if MaxDecodeTokens != 8 {
 		t.Errorf("MaxDecodeTokens = %d", MaxDecodeTokens)
+	}
+}
+
+// ForwardMixed hands the whole call down as the full forward's arguments,
+// marked as a mixed call's.
+func TestForwardMixedHandsCallDown(t *testing.T) {
+	rt, rec := openRecorded()
+	a := FullArgs{CuSeqlens: []int{0, 1, 300}, Pool: StatePool{Slots: []int{0, 1}}, Layout: StateVK, BetaLogits: true}
+	if err := rt.ForwardMixed(&a, 0x77); err != nil || !rec.mixed || rec.stream != 0x77 {
+		t.Fatalf("ForwardMixed: %v, mixed %v, stream %#x", err, rec.mixed, rec.stream)
+	}
+	if !reflect.DeepEqual(rec.full, a.full()) {
+		t.Errorf("handed down %+v, want %+v", rec.full, a.full())
+	}
+	if err := rt.ForwardMixed(nil, 0); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("nil args: %v", err)
+	}
+	rt.Close()
+	if err := rt.ForwardMixed(&a, 0); !errors.Is(err, ErrClosed) {
+		t.Errorf("after Close: %v", err)
 	}
 }

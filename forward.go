@@ -74,3 +74,26 @@ func (rt *Runtime) PlanOfFull(a *FullArgs) (Plan, error) {
 	pl, err := rt.dev.PlanOfFull(a.full())
 	return planOf(pl), err
 }
+
+// ForwardMixed runs a mixed batch (docs/SPEC.md, "Mixed batches"): prompt
+// chunks and decode sequences packed on one token axis with one cu_seqlens
+// and one slot table, as serving schedulers pack them. The sequences of 1
+// to MaxDecodeTokens tokens run through the decode kernel (Decode), the
+// others through the full forward (ForwardFull), each continuing from its
+// slot of a.Pool, which is required; checkpoints, if asked for, are the
+// prompts' (a decode sequence has none). Arguments are those of
+// ForwardFull and validated whole first; nothing is launched or written
+// when they are wrong. The launches go one after the other on s, which
+// may be capturing: the whole call then lands in the caller's graph. Each
+// run of consecutive sequences of one kind is one call: a scheduler that
+// packs its decode sequences together (as vLLM's does) makes two.
+func (rt *Runtime) ForwardMixed(a *FullArgs, s Stream) error {
+	if err := rt.guard.Enter(); err != nil {
+		return err
+	}
+	defer rt.guard.Leave()
+	if a == nil {
+		return gdnerr.Argf("args", "nil *FullArgs")
+	}
+	return rt.dev.ForwardMixed(a.full(), uintptr(s))
+}

@@ -14,6 +14,7 @@ type recorder struct {
 	core    problem.Core
 	full    problem.Full
 	decode  problem.Decode
+	mixed   bool // the last full call was ForwardMixed's
 	stream  uintptr
 	calls   int
 	closed  int
@@ -34,6 +35,11 @@ func (r *recorder) ForwardFull(a problem.Full, s uintptr) error {
 
 func (r *recorder) Decode(a problem.Decode, s uintptr) error {
 	r.decode, r.stream, r.calls = a, s, r.calls+1
+	return r.err
+}
+
+func (r *recorder) ForwardMixed(a problem.Full, s uintptr) error {
+	r.full, r.stream, r.calls, r.mixed = a, s, r.calls+1, true
 	return r.err
 }
 

@@ -224,6 +224,7 @@ type device interface {
 	PlanOf(a problem.Core) (plan.Plan, error)
 	PlanOfFull(a problem.Full) (plan.Plan, error)
 	Decode(a problem.Decode, s uintptr) error
+	ForwardMixed(a problem.Full, s uintptr) error
 	Target() string
 	Close()
 }

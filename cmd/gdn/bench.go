@@ -51,7 +51,7 @@ func (o benchOptions) knobs() tuning.Knobs {
 		L2NormInPrep: o.l2normInPrep, PrepKernel: o.prepKernel}
 }
 
-const benchSynopsis = "[--cases a,b,...] [--reps N] [--warmup N] [--calls N] [--csv FILE] [--dtype bf16|fp16] [--a-dtype bf16|fp32] [--seed N] [--runtime-graphs] [--variant NAME] [--segments N] [--transfer-tile 64|128] [--scan-columns 8|16|32] [--early-first -1|0|1] [--prep-heads N] [--plot FILE.svg|.png] [--compare OLD.csv] [--sms N] [--full [--l2norm [--l2norm-in-prep]] [--prep-kernel]]\n       gdn bench --from RUN.csv [--plot FILE.svg|.png] [--compare OLD.csv]\n       gdn bench " + decodeBenchSynopsis
+const benchSynopsis = "[--cases a,b,...] [--reps N] [--warmup N] [--calls N] [--csv FILE] [--dtype bf16|fp16] [--a-dtype bf16|fp32] [--seed N] [--runtime-graphs] [--variant NAME] [--segments N] [--transfer-tile 64|128] [--scan-columns 8|16|32] [--early-first -1|0|1] [--prep-heads N] [--plot FILE.svg|.png] [--compare OLD.csv] [--sms N] [--full [--l2norm [--l2norm-in-prep]] [--prep-kernel]]\n       gdn bench --from RUN.csv [--plot FILE.svg|.png] [--compare OLD.csv]\n       gdn bench " + decodeBenchSynopsis + "\n       gdn bench " + mixedBenchSynopsis
 
 // parseBenchArgs reads the command line of `gdn bench`.
 func parseBenchArgs(args []string) (benchOptions, error) {
@@ -166,10 +166,10 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 }
 
 // hasFlag reports whether args set the boolean flag name (-name, --name,
-// or =true), before the first non-flag argument.
+// or =true) anywhere before a "--".
 func hasFlag(args []string, name string) bool {
 	for _, a := range args {
-		if a == "--" || !strings.HasPrefix(a, "-") {
+		if a == "--" {
 			return false
 		}
 		switch strings.TrimLeft(a, "-") {
@@ -213,6 +213,9 @@ func selectCases(list string) ([]ref.Case, error) {
 func runBench(args []string) error {
 	if hasFlag(args, "decode") {
 		return runDecodeBench(args)
+	}
+	if hasFlag(args, "mixed") {
+		return runMixedBench(args)
 	}
 	o, err := parseBenchArgs(args)
 	if err != nil {

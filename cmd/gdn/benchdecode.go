@@ -4,15 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
-	"math/rand/v2"
 	"slices"
 	"strings"
-	"unsafe"
 
 	"github.com/gdnjit/gdn"
 	"github.com/gdnjit/gdn/driver"
-	"github.com/gdnjit/gdn/dtype"
 	"github.com/gdnjit/gdn/internal/tuning"
 )
 
@@ -173,146 +169,58 @@ func printDecodeTable(w io.Writer, rs []decodeResult) {
 // checks o for NaN and Inf.
 func benchDecodeCase(rt *gdn.Runtime, ctx *driver.Context, s *driver.Stream, c decodeCase, o decodeBenchOptions) (decodeResult, error) {
 	res := decodeResult{Case: c, Bytes: c.stateBytes(o.poolDtype)}
-	tok := c.N * c.T
-	var bufs []driver.DevicePtr
-	defer func() {
-		for _, p := range bufs {
-			_ = ctx.Free(p)
-		}
-	}()
-	alloc := func(bytes int) (driver.DevicePtr, error) {
-		p, err := ctx.Alloc(bytes)
-		if err == nil {
-			bufs = append(bufs, p)
-		}
-		return p, err
-	}
-	r := rand.New(rand.NewPCG(o.seed, uint64(c.N)))
-	upload := func(host []byte) (gdn.Tensor, error) {
-		p, err := alloc(len(host))
-		if err != nil {
-			return gdn.Tensor{}, err
-		}
-		return gdn.Tensor{Ptr: uintptr(p), Bytes: len(host)}, ctx.CopyToDevice(p, unsafe.Pointer(&host[0]), len(host))
-	}
-	bf16s := func(n int, f func() float64) []byte {
-		b := make([]byte, 2*n)
-		for i := range n {
-			h := dtype.RoundBF16(float32(f()))
-			b[2*i], b[2*i+1] = byte(h), byte(h>>8)
-		}
-		return b
-	}
-	f32s := func(n int, f func() float64) []byte {
-		b := make([]byte, 4*n)
-		for i := range n {
-			u := math.Float32bits(float32(f()))
-			b[4*i], b[4*i+1], b[4*i+2], b[4*i+3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
-		}
-		return b
-	}
-	qk := []int{c.N, c.T, c.Hq, gdn.HeadDim}
-	vo := []int{c.N, c.T, c.Hv, gdn.HeadDim}
-	gb := []int{c.N, c.T, c.Hv}
-	var a gdn.DecodeArgs
-	var err error
-	for _, x := range []struct {
-		t     *gdn.Tensor
-		data  []byte
-		dt    gdn.Dtype
-		shape []int
-	}{
-		{&a.Q, bf16s(tok*c.Hq*gdn.HeadDim, r.NormFloat64), gdn.BF16, qk},
-		{&a.K, bf16s(tok*c.Hq*gdn.HeadDim, r.NormFloat64), gdn.BF16, qk},
-		{&a.V, bf16s(tok*c.Hv*gdn.HeadDim, r.NormFloat64), gdn.BF16, vo},
-		{&a.G, f32s(tok*c.Hv, func() float64 { return -math.Log1p(math.Exp(-r.NormFloat64())) / 16 }), gdn.FP32, gb},
-		{&a.Beta, f32s(tok*c.Hv, func() float64 { return 1 / (1 + math.Exp(-r.NormFloat64())) }), gdn.FP32, gb},
-	} {
-		if *x.t, err = upload(x.data); err != nil {
-			return res, err
-		}
-		x.t.Dtype, x.t.Shape = x.dt, x.shape
-	}
-	// The pool: N slots of states drawn N(0, 1), tiled from one drawn
-	// block (the values do not change the time; drawing 2 GB would).
-	pool, err := alloc(res.Bytes)
+	m := newBenchMem(ctx, o.seed, uint64(c.N))
+	defer m.free()
+	in, err := m.tokens(c.N*c.T, c.Hq, c.Hv)
 	if err != nil {
 		return res, err
 	}
-	block := f32s(1<<20, r.NormFloat64)
-	if o.poolDtype == gdn.BF16 {
-		block = bf16s(1<<21, r.NormFloat64)
-	}
-	for off := 0; off < res.Bytes; off += len(block) {
-		n := min(len(block), res.Bytes-off)
-		if err := ctx.CopyToDevice(pool.Offset(off), unsafe.Pointer(&block[0]), n); err != nil {
-			return res, err
-		}
-	}
-	a.Pool.States = gdn.Tensor{Ptr: uintptr(pool), Bytes: res.Bytes, Dtype: o.poolDtype, Shape: []int{c.N, c.Hv, gdn.HeadDim, gdn.HeadDim}}
-	// Each sequence a distinct slot, in a shuffled order, as a scheduler
-	// hands them out.
-	a.Pool.Slots = r.Perm(c.N)
-	slots := make([]byte, 4*c.N)
-	for i, x := range a.Pool.Slots {
-		slots[4*i], slots[4*i+1], slots[4*i+2], slots[4*i+3] = byte(x), byte(x>>8), byte(x>>16), byte(x>>24)
-	}
-	if a.Pool.SlotsDevice, err = upload(slots); err != nil {
+	a := in.decodeArgs(c.N, c.T)
+	if a.Pool, err = m.pool(c.N, c.Hv, o.poolDtype, m.r.Perm(c.N)); err != nil {
 		return res, err
 	}
-	a.Pool.SlotsDevice.Dtype, a.Pool.SlotsDevice.Shape = gdn.Int32, []int{c.N}
-	oPtr, err := alloc(tok * c.Hv * gdn.HeadDim * 2)
-	if err != nil {
-		return res, err
-	}
-	a.O = gdn.Tensor{Ptr: uintptr(oPtr), Bytes: tok * c.Hv * gdn.HeadDim * 2, Dtype: gdn.BF16, Shape: vo}
 	a.L2Norm, a.Layout = true, o.layout
-	copyDst, err := alloc(res.Bytes)
+	copyDst, err := m.alloc(res.Bytes)
 	if err != nil {
 		return res, err
 	}
-
 	hs := gdn.Stream(s.Handle())
-	if err := rt.Decode(&a, hs); err != nil {
+	if res.Ms, err = timeGraph(rt, s, o.calls, o.reps, func() error { return rt.Decode(&a, hs) }); err != nil {
 		return res, err
 	}
-	if err := s.Synchronize(); err != nil {
-		return res, err
-	}
-	timeGraph := func(call func() error) (float64, error) {
-		exec, err := captureCalls(s, o.calls, func(int) error { return call() })
-		if err != nil {
-			return 0, err
-		}
-		defer exec.Destroy()
-		times := make([]float64, o.reps)
-		for i := range times {
-			ms, err := rt.TimeMs(hs, func() error { return exec.Launch(s) })
-			if err != nil {
-				return 0, err
-			}
-			times[i] = ms / float64(o.calls)
-		}
-		return median(times), nil
-	}
-	if res.Ms, err = timeGraph(func() error { return rt.Decode(&a, hs) }); err != nil {
-		return res, err
-	}
-	if res.CopyMs, err = timeGraph(func() error { return ctx.CopyDeviceAsync(copyDst, pool, res.Bytes, s) }); err != nil {
+	pool := driver.DevicePtr(a.Pool.States.Ptr)
+	if res.CopyMs, err = timeGraph(rt, s, o.calls, o.reps, func() error { return ctx.CopyDeviceAsync(copyDst, pool, res.Bytes, s) }); err != nil {
 		return res, fmt.Errorf("the copy's timing: %w", err)
 	}
-	if err := s.Synchronize(); err != nil {
+	if res.NonFinite, err = m.nonFiniteBF16(in.O); err != nil {
 		return res, err
-	}
-	out := make([]uint16, tok*c.Hv*gdn.HeadDim)
-	if err := ctx.CopyToHost(unsafe.Pointer(&out[0]), oPtr, 2*len(out)); err != nil {
-		return res, err
-	}
-	for _, h := range out {
-		if x := dtype.BF16ToFloat32(h); math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-			res.NonFinite++
-		}
 	}
 	fmt.Fprintf(stderr, "  %.4f ms (copy of the state bytes %.4f ms)\n", res.Ms, res.CopyMs)
 	return res, nil
+}
+
+// timeGraph makes a first call (kernels compiled or loaded), captures
+// calls of call into a graph and returns the median over reps replays of
+// the time per call.
+func timeGraph(rt *gdn.Runtime, s *driver.Stream, calls, reps int, call func() error) (float64, error) {
+	if err := call(); err != nil {
+		return 0, err
+	}
+	if err := s.Synchronize(); err != nil {
+		return 0, err
+	}
+	exec, err := captureCalls(s, calls, func(int) error { return call() })
+	if err != nil {
+		return 0, err
+	}
+	defer exec.Destroy()
+	times := make([]float64, reps)
+	for i := range times {
+		ms, err := rt.TimeMs(gdn.Stream(s.Handle()), func() error { return exec.Launch(s) })
+		if err != nil {
+			return 0, err
+		}
+		times[i] = ms / float64(calls)
+	}
+	return median(times), nil
 }

@@ -47,6 +47,8 @@ func TestSoakProblems(t *testing.T) {
 			mark(sp.States, "serve token states")
 			mark(sp.Fresh > 0, "serve negative slots")
 			mark(sp.NegEig, "serve neg eigval")
+			mark(sp.Kind == serveMixed && slices.ContainsFunc(sp.Lens, func(l int) bool { return l > ref.MaxDecodeTokens }) &&
+				slices.ContainsFunc(sp.Lens, func(l int) bool { return l >= 1 && l <= ref.MaxDecodeTokens }), "serve mixed of both kinds")
 			continue
 		}
 		s := p.shape()
@@ -104,7 +106,7 @@ func TestSoakProblems(t *testing.T) {
 		"ht", "no ht", "beta in input dtype", "beta fp32", "A bf16", "A fp32", "decay normal", "decay strong",
 		"decay none", "beta recipe", "beta 0", "beta 1", "variant auto", "full", "core", "full l2norm",
 		"full without l2norm", "full gate", "full log-gate", "full prep heads 4", "full split", "full fused",
-		"full preparation kernel", "serve decode", "serve prefill", "serve bf16 pool", "serve [V,K]", "serve checkpoints",
+		"full preparation kernel", "serve decode", "serve prefill", "serve mixed", "serve mixed of both kinds", "serve bf16 pool", "serve [V,K]", "serve checkpoints",
 		"serve token states", "serve negative slots", "serve neg eigval"}
 	options := len(want)
 	for _, dt := range []gdn.Dtype{gdn.BF16, gdn.FP16} {

@@ -11,13 +11,13 @@ import (
 	"github.com/gdnjit/gdn/ref"
 )
 
-// The serving problems of `gdn soak`: decode steps and pooled prefills
-// (docs/SPEC.md, "The serving layer"), drawn beside the forward problems
+// The serving problems of `gdn soak`: decode steps, pooled prefills and
+// mixed batches of both (docs/SPEC.md, "The serving layer"), drawn beside the forward problems
 // and written as their own spec strings, which begin with "serve=".
 
 // serveProblem is one serving problem.
 type serveProblem struct {
-	Kind                         string // serveDecode or servePrefill
+	Kind                         string // serveDecode, servePrefill or serveMixed
 	Seed                         uint64 // of the inputs
 	Hq, Hv                       int
 	Lens                         []int // the sequences, packed with cu_seqlens
@@ -36,7 +36,12 @@ type serveProblem struct {
 const (
 	serveDecode  = "decode"
 	servePrefill = "prefill"
+	serveMixed   = "mixed"
 )
+
+// keepsCheckpoints says whether the problem's kind takes checkpoints (a
+// decode's sequences never reach one).
+func (p serveProblem) keepsCheckpoints() bool { return p.Kind != serveDecode }
 
 // shape is the problem's shape (packed sequences).
 func (p serveProblem) shape() ref.Shape {
@@ -62,10 +67,16 @@ func drawServeProblem(r *rand.Rand) serveProblem {
 	p.Hv = g * p.Hq
 	n := 1 + r.IntN(12)
 	p.Lens = make([]int, n)
-	if r.IntN(2) == 0 {
+	if x := r.IntN(3); x > 0 {
 		p.Kind = servePrefill
 		for i := range p.Lens {
 			p.Lens[i] = drawSeqLen(r) % 700
+			if x == 2 && r.IntN(2) == 0 {
+				p.Lens[i] = 1 + r.IntN(ref.MaxDecodeTokens)
+			}
+		}
+		if x == 2 {
+			p.Kind = serveMixed
 		}
 		if slices.Max(p.Lens) == 0 {
 			p.Lens[0] = 1
@@ -124,7 +135,7 @@ func (p serveProblem) String() string {
 	kv := []string{"serve=" + p.Kind, "seed=" + strconv.FormatUint(p.Seed, 10), fmt.Sprintf("Hq=%d", p.Hq), fmt.Sprintf("Hv=%d", p.Hv),
 		"lens=" + strings.Join(ls, "+"), "dtype=" + p.Dtype.String(), fmt.Sprintf("slots=%d", p.Slots), fmt.Sprintf("fresh=%d", p.Fresh),
 		"pool=" + pool, "layout=" + layout, "l2norm=" + b(p.L2Norm), "gate=" + b(p.Gate), "logits=" + b(p.Logits), "neg_eigval=" + b(p.NegEig)}
-	if p.Kind == servePrefill {
+	if p.keepsCheckpoints() {
 		kv = append(kv, fmt.Sprintf("checkpoint=%d", p.Ckpt))
 	} else {
 		kv = append(kv, "token_states="+b(p.States))
@@ -149,8 +160,8 @@ func parseServeProblem(s string) (serveProblem, error) {
 		var err error
 		switch key {
 		case "serve":
-			if val != serveDecode && val != servePrefill {
-				err = fmt.Errorf("want %s or %s", serveDecode, servePrefill)
+			if val != serveDecode && val != servePrefill && val != serveMixed {
+				err = fmt.Errorf("want %s, %s or %s", serveDecode, servePrefill, serveMixed)
 			}
 			p.Kind = val
 		case "seed":
@@ -197,7 +208,7 @@ func parseServeProblem(s string) (serveProblem, error) {
 		}
 	}
 	required := []string{"serve", "seed", "Hq", "Hv", "lens", "dtype", "slots", "fresh", "pool", "layout", "l2norm", "gate", "logits", "neg_eigval"}
-	if p.Kind == servePrefill {
+	if p.keepsCheckpoints() {
 		required = append(required, "checkpoint")
 	} else {
 		required = append(required, "token_states")
@@ -214,8 +225,8 @@ func parseServeProblem(s string) (serveProblem, error) {
 		return p, fmt.Errorf("problem %q: slots = %d: want from the %d sequences to %d", s, p.Slots, len(p.Lens), serveMaxSlots)
 	case p.NegEig && !p.Logits:
 		return p, fmt.Errorf("problem %q: neg_eigval=1 needs logits=1", s)
-	case p.Kind == serveDecode && seen["checkpoint"], p.Kind == servePrefill && seen["token_states"]:
-		return p, fmt.Errorf("problem %q: checkpoint is a prefill's, token_states a decode's", s)
+	case !p.keepsCheckpoints() && seen["checkpoint"], p.Kind != serveDecode && seen["token_states"]:
+		return p, fmt.Errorf("problem %q: checkpoint is a prefill's or a mixed batch's, token_states a decode's", s)
 	}
 	total := 0
 	for _, l := range p.Lens {

@@ -207,7 +207,7 @@ func runServeProblem(rt *gdn.Runtime, p serveProblem, lim soakLimits) (soakOutco
 	}
 	rows := 0
 	switch {
-	case p.Kind == servePrefill && p.Ckpt > 0:
+	case p.keepsCheckpoints() && p.Ckpt > 0:
 		starts, _ := ref.CheckpointStarts(s, p.Ckpt)
 		rows = starts[len(starts)-1]
 	case p.Kind == serveDecode && p.States:
@@ -225,13 +225,17 @@ func runServeProblem(rt *gdn.Runtime, p serveProblem, lim soakLimits) (soakOutco
 		layout = gdn.StateVK
 	}
 	var res ref.PoolResult
-	if p.Kind == servePrefill {
+	if p.Kind != serveDecode {
 		a := &gdn.FullArgs{Q: q, K: k, V: v, G: g, Beta: beta, ALog: aLog, DtBias: dtBias, O: o, CuSeqlens: s.CuSeqlens,
 			CuSeqlensDevice: cu, Pool: pool, Layout: layout, L2Norm: p.L2Norm, GateInKernel: p.Gate, BetaLogits: p.Logits, NegEigval: p.NegEig}
 		if rows > 0 {
 			a.CheckpointEvery, a.Checkpoints = p.Ckpt, extra
 		}
-		if err = rt.ForwardFull(a, 0); err == nil {
+		call := rt.ForwardFull
+		if p.Kind == serveMixed {
+			call = rt.ForwardMixed
+		}
+		if err = call(a, 0); err == nil {
 			res, err = ref.PoolRecurrent(r.in, r.pool, r.slots, r.opts)
 		}
 	} else {
@@ -304,7 +308,7 @@ func runServeProblem(rt *gdn.Runtime, p serveProblem, lim soakLimits) (soakOutco
 			want = res.TokenStates
 		}
 		name := "checkpoints"
-		if p.Kind == serveDecode {
+		if !p.keepsCheckpoints() {
 			name = "token_states"
 		}
 		check(name, got, want)

@@ -51,6 +51,31 @@ func CheckCuSeqlens(cu []int, b, t int) error {
 	return nil
 }
 
+// CheckSeqRun checks the boundaries of a run of a mixed call's sequences
+// (SeqRun): offsets into the call's B*T tokens that never decrease, from
+// the run's first token (not necessarily 0) to its last (not necessarily
+// B*T). The mixed call validated the whole table with CheckCuSeqlens.
+func CheckSeqRun(cu []int, b, t int) error {
+	if b != 1 {
+		return gdnerr.Argf("cu_seqlens", "packed sequences need B = 1, got B = %d", b)
+	}
+	if len(cu) < 2 {
+		return gdnerr.Argf("cu_seqlens", "%d offsets, want at least 2 (N+1 for N sequences)", len(cu))
+	}
+	if cu[0] < 0 {
+		return gdnerr.Argf("cu_seqlens", "starts at %d, want 0 or more", cu[0])
+	}
+	for i := 1; i < len(cu); i++ {
+		if cu[i] < cu[i-1] {
+			return gdnerr.Argf("cu_seqlens", "decreases at index %d (%d after %d)", i, cu[i], cu[i-1])
+		}
+	}
+	if last := cu[len(cu)-1]; last > b*t {
+		return gdnerr.Argf("cu_seqlens", "ends at %d, past B*T = %d", last, b*t)
+	}
+	return nil
+}
+
 // checkTensor verifies shape, dtype, pointer, alignment and size of one operand.
 func checkTensor(name string, t Tensor, dt dtype.Dtype, shape dims, align int) error {
 	if t.Dtype != dt {

@@ -46,6 +46,8 @@ type Core struct {
 	Layout          Layout
 	CheckpointEvery int
 	Checkpoints     Tensor
+	// SeqRun: the sequences are a run of a mixed call's (Decode.SeqRun).
+	SeqRun bool
 }
 
 // ValidateCore checks every argument of a core forward against
@@ -100,7 +102,11 @@ func ValidateCore(a *Core) (Problem, error) {
 		return p, gdnerr.Argf("q", "B = %d sequences, at most %d per call", p.B, MaxSeqs)
 	}
 	if a.CuSeqlens != nil {
-		if err := CheckCuSeqlens(a.CuSeqlens, p.B, p.T); err != nil {
+		check := CheckCuSeqlens
+		if a.SeqRun {
+			check = CheckSeqRun
+		}
+		if err := check(a.CuSeqlens, p.B, p.T); err != nil {
 			return p, err
 		}
 		p.N = len(a.CuSeqlens) - 1

@@ -26,6 +26,11 @@ type Decode struct {
 	GateInKernel     bool
 	BetaLogits       bool
 	NegEigval        bool
+
+	// SeqRun: the sequences are a run of a mixed call's (mixed.go):
+	// CuSeqlens and its device copy start at the run's first sequence, so
+	// the offsets start above 0 and end before B*T (CheckSeqRun).
+	SeqRun bool
 }
 
 // DecodeInfo is what a validated decode call tells the launch: its size
@@ -76,7 +81,11 @@ func ValidateDecode(a *Decode) (DecodeInfo, error) {
 		return d, gdnerr.Argf("q", "B = %d sequences, at most %d per call", p.B, MaxSeqs)
 	}
 	if a.CuSeqlens != nil {
-		if err := CheckCuSeqlens(a.CuSeqlens, p.B, p.T); err != nil {
+		check := CheckCuSeqlens
+		if a.SeqRun {
+			check = CheckSeqRun
+		}
+		if err := check(a.CuSeqlens, p.B, p.T); err != nil {
 			return d, err
 		}
 		p.N = len(a.CuSeqlens) - 1

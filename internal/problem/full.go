@@ -24,6 +24,7 @@ type Full struct {
 	Layout                Layout // of H0, Ht or the pool
 	CheckpointEvery       int    // Core.CheckpointEvery
 	Checkpoints           Tensor
+	SeqRun                bool // a run of a mixed call's sequences (Decode.SeqRun)
 }
 
 // ValidateFull checks the arguments of a full forward as ValidateCore does
@@ -92,5 +93,5 @@ func (a *Full) CoreTemplate(q, k Tensor, gcum, aPtr uintptr) Core {
 	}
 	return Core{Q: q, K: k, V: a.V, G: g, Beta: a.Beta, A: A, H0: a.H0, O: a.O, Ht: a.Ht,
 		CuSeqlens: a.CuSeqlens, CuSeqlensDevice: a.CuSeqlensDevice, Scale: a.Scale, APrepared: true,
-		Pool: a.Pool, Layout: a.Layout, CheckpointEvery: a.CheckpointEvery, Checkpoints: a.Checkpoints}
+		Pool: a.Pool, Layout: a.Layout, CheckpointEvery: a.CheckpointEvery, Checkpoints: a.Checkpoints, SeqRun: a.SeqRun}
 }
