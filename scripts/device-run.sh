@@ -68,14 +68,14 @@ for step in "${@:-tests}"; do
 		# groups of tests (a change to one kernel need not rerun the rest).
 		san="${SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}"
 		spec=${step#sanitize}
-		groups="variants prep norm fused"
+		groups="variants prep norm fused serving"
 		[[ $spec == *@* ]] && groups="${spec#*@}" && groups="${groups//,/ }" && spec=${spec%%@*}
 		tools="memcheck racecheck synccheck initcheck"
 		[[ $spec == :* ]] && tools="${spec#:}" && tools="${tools//,/ }"
 		for group in $groups; do
 			case $group in
-			variants | prep | norm | fused) ;;
-			*) fail "sanitize: no test group $group (want variants, prep, norm or fused)"; groups="" ;;
+			variants | prep | norm | fused | serving) ;;
+			*) fail "sanitize: no test group $group (want variants, prep, norm, fused or serving)"; groups="" ;;
 			esac
 		done
 		for tool in $tools; do
@@ -93,6 +93,10 @@ for step in "${@:-tests}"; do
 				# The whole preparation in the core kernel (gdn_hopper_bf16_fused_bv128,
 				# and gdn_hopper_bf16_fused_nonorm_bv128 without the L2 norm).
 				fused) run='^TestFullFused$' limit=200 what=" (fused)" ;;
+				# The serving layer: decode, pooled prefills (unsplit and
+				# split) with the states variants and their scan,
+				# checkpoints, and mixed batches.
+				serving) run='^(TestDecodeMatchesReference|TestPoolCoreMatchesReference|TestPoolSplitEarly|TestCheckpointsFull|TestCheckpointsSplitEarly|TestForwardMixedMatchesReference)$' limit=280 what=" (serving)" ;;
 				esac
 				timeout "$limit" "$san" --tool "$tool" --error-exitcode 9 .bin/gdn.test -test.run "$run" -test.count=1 -test.v >>"$out/san.log" 2>&1 || fail "sanitizer $tool$what"
 			done

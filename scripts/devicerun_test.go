@@ -389,7 +389,7 @@ func TestDeviceRunSanitizeGroups(t *testing.T) {
 		t.Errorf("sanitize@fused,norm: ok %v, calls %q\n%s", ok, got, stderr)
 	}
 	_, out, ok = runDeviceStepsEnv(t, "", false, env, "sanitize:synccheck")
-	if got := calls(out); !ok || len(got) != 4 || !strings.Contains(got[0], "^TestEveryVariant$") {
+	if got := calls(out); !ok || len(got) != 5 || !strings.Contains(got[0], "^TestEveryVariant$") || !strings.Contains(got[4], "TestDecodeMatchesReference") {
 		t.Errorf("sanitize:synccheck: ok %v, calls %q", ok, got)
 	}
 	stderr, out, ok = runDeviceStepsEnv(t, "", false, env, "sanitize@prep,nope")
