@@ -1,5 +1,7 @@
-// Package gdn runs the Gated DeltaNet prefill (the chunked forward of FLA's
-// chunk_gated_delta_rule) on Hopper GPUs: kernels written for sm_90a,
+// Package gdn runs Gated DeltaNet layers on Hopper GPUs: the prefill (the
+// chunked forward of FLA's chunk_gated_delta_rule) and the serving calls
+// around it (decode from a pool of cached states, mixed batches,
+// checkpoints); kernels written for sm_90a,
 // compiled at run time by NVRTC for the GPU found and kept in a disk
 // cache, launched through the CUDA driver. Without the cuda build tag, or
 // without a GPU, Open returns an error wrapping ErrNoCUDA; everything that
@@ -12,7 +14,11 @@
 // FullArgs). Each has a host-slice form that converts, copies and waits
 // (ForwardHost, ForwardFullHost, and their Into forms that reuse the
 // result), and an upload for callers that keep data on the GPU
-// (UploadCore, UploadFull). A minimal program:
+// (UploadCore, UploadFull). A serving engine's calls read and update a
+// StatePool in place: Forward and ForwardFull take one in place of h0 and
+// ht, Decode runs one to eight tokens a sequence (the memory-bound step),
+// ForwardMixed a batch of both as schedulers pack it; Alloc gives Go
+// programs device Buffers. A minimal program:
 //
 //	rt, err := gdn.Open(gdn.Options{})
 //	if err != nil {
