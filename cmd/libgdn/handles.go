@@ -57,9 +57,16 @@ func unregister(h uint64) *runtimeEntry {
 }
 
 // errUnknown is the error of a call on a handle that is not open.
-func errUnknown(h uint64) error {
-	return fmt.Errorf("runtime handle %d is closed or was never opened: %w", h, gdn.ErrClosed)
+func errUnknown(h uint64) error { return unknownHandle(h) }
+
+// unknownHandle is a handle not open; it wraps gdn.ErrClosed.
+type unknownHandle uint64
+
+func (h unknownHandle) Error() string {
+	return fmt.Sprintf("gdn: runtime handle %d is closed or was never opened", uint64(h))
 }
+
+func (unknownHandle) Unwrap() error { return gdn.ErrClosed }
 
 // fail records err with e (slot 0 when e is nil) and returns its status.
 func fail(e *runtimeEntry, err error) int32 {
