@@ -53,8 +53,9 @@ class NoGPUTest(unittest.TestCase):
         self.assertIn("unavailable: gdn: no", out.stdout)
         self.assertIn("still running", out.stdout)
 
-    @unittest.skipUnless(os.environ.get("GDN_TEST_LIBCUDA_DIR") and os.environ.get("GDN_LIBRARY"),
-                         "set GDN_TEST_LIBCUDA_DIR (a driver's libcuda.so.1) and GDN_LIBRARY (libgdn built with CUDA)")
+    @unittest.skipUnless(os.path.exists(os.path.join(os.environ.get("GDN_TEST_LIBCUDA_DIR", "/nonexistent"), "libcuda.so.1"))
+                         and os.environ.get("GDN_LIBRARY"),
+                         "set GDN_TEST_LIBCUDA_DIR (a folder with a driver's libcuda.so.1) and GDN_LIBRARY (libgdn built with CUDA)")
     def test_driver_without_gpu(self):
         # A real driver library but no GPU: cuInit fails and libgdn, which
         # would exit the process on load, is never loaded.
