@@ -101,7 +101,8 @@ typedef struct {
 	int64_t shape[GDN_MAX_DIMS]; /* shape[0..ndim-1] */
 } gdn_tensor;
 
-/* Options of gdn_open (gdn.Options). All zero is the default. */
+/* Options of gdn_open (gdn.Options). All zero, or a NULL pointer, is the
+ * default: device 0, whole, with graphs, the default kernel cache. */
 typedef struct {
 	int32_t device;        /* CUDA device ordinal */
 	int32_t sms;           /* > 0: run on a slice of that many SMs (green context) */
