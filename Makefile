@@ -5,11 +5,17 @@
 #   make test   bootstrap (CUDA 12.4 headers, NVRTC), gofmt, go vet (with and
 #               without -tags cuda), the CPU tests (and the development
 #               build's switch tests, -tags gdndev), a build of the GPU code
-#               (-tags cuda), then make fuzz; a line at least every 15 s
+#               (-tags cuda), make fuzz, then make python-test; a line at
+#               least every 15 s
 #   make fuzz   every fuzz target for FUZZTIME each (default 3s; make fuzz
 #               FUZZTIME=1m for a long run)
 #   make device build the -tags cuda test binaries and the tool into .bin/
 #               for the GPU machine (scripts/device-build.sh)
+#   make python build libgdn (the C ABI, cmd/libgdn) into python/gdn/, so
+#               that `pip install -e python` (or PYTHONPATH=python) works
+#   make python-test  the Python package's CPU tests (no torch, no GPU), on
+#               libgdn built with and without CUDA; on a GPU machine with
+#               torch they run python/tests/test_gpu.py too
 SHELL := /bin/bash
 .ONESHELL:
 .SHELLFLAGS := -eu -o pipefail -c
@@ -17,7 +23,7 @@ SDK := eval "$$(scripts/cuda-sdk.sh)"
 # Runs a step, and says every 15 s of silence that it still runs.
 BEAT := scripts/heartbeat.sh
 
-.PHONY: test run device fmt fuzz
+.PHONY: test run device fmt fuzz python python-test
 
 test:
 	@$(SDK)
@@ -38,6 +44,8 @@ test:
 	$(BEAT) "go build -tags cuda" go build -tags cuda ./...
 	echo "== fuzz ($(FUZZTIME) a target)"
 	$(MAKE) --no-print-directory fuzz
+	echo "== the Python package (libgdn built, its CPU tests)"
+	$(MAKE) --no-print-directory python-test
 
 # Each fuzz target for FUZZTIME (go runs one target per invocation); the
 # seed corpus and every crasher found live in testdata/fuzz/<FuzzName>/.
@@ -56,6 +64,25 @@ run:
 
 device:
 	scripts/device-build.sh
+
+# libgdn for the Python package. go build writes a header of its own beside
+# the library; cmd/libgdn/gdn.h is the contract, so that one goes.
+python:
+	@$(SDK)
+	$(BEAT) "go build libgdn" go build -tags cuda -buildmode=c-shared -o python/gdn/libgdn.so ./cmd/libgdn
+	rm -f python/gdn/libgdn.h
+	echo "built python/gdn/libgdn.so: pip install -e python (or PYTHONPATH=python)"
+
+# The package's tests. The CPU ones load a libgdn built without CUDA (for
+# the ABI: sizes, codes, messages) and check that the CUDA build is never
+# loaded where cuInit fails (GDN_TEST_LIBCUDA_DIR: the SDK's driver library).
+python-test: python
+	@$(SDK)
+	mkdir -p .cache
+	$(BEAT) "go build libgdn (no CUDA)" go build -buildmode=c-shared -o .cache/libgdn-nocuda.so ./cmd/libgdn
+	GDN_LIBRARY="$$PWD/python/gdn/libgdn.so" GDN_TEST_NOCUDA_LIBRARY="$$PWD/.cache/libgdn-nocuda.so" \
+		GDN_TEST_LIBCUDA_DIR="$${CGO_LDFLAGS#-L}" \
+		python3 -m unittest discover -s python/tests
 
 fmt:
 	gofmt -w .

@@ -1,0 +1,17 @@
+"""gdn: Gated DeltaNet on Hopper GPUs, from Python.
+
+A drop-in for FLA's forward:
+
+    from gdn import chunk_gated_delta_rule
+    o, final_state = chunk_gated_delta_rule(q, k, v, g, beta, output_final_state=True)
+
+on the caller's torch tensors and current stream, capturable in a CUDA graph,
+through libgdn (gdn's C ABI, loaded with ctypes on first call: beside this
+file, or from GDN_LIBRARY). Importing needs neither torch nor a GPU; a call
+without a usable GPU raises GdnUnavailable, a bad argument ArgumentError.
+"""
+from ._ops import chunk_gated_delta_rule, decode
+from .errors import ArgumentError, GdnError, GdnUnavailable
+
+__all__ = ["chunk_gated_delta_rule", "decode", "ArgumentError", "GdnError", "GdnUnavailable"]
+__version__ = "0.1.0"
