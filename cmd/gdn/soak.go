@@ -307,16 +307,22 @@ func runSoakProblem(rts *soakRuntimes, o soakOptions, k int, p soakProblem, st *
 			err = res.Err
 		}
 	}
-	line := ""
-	if err != nil {
-		repro := o.reproduce(k, p)
-		if k >= 0 {
-			repro += "  # or: " + o.reproduce(-1, p)
-		}
-		line = fmt.Sprintf("FAIL case %d [%s, %s]: %v; reproduce: %s\n", k, ran, soakSize(p), oneLine(err), repro)
-	}
-	st.record(k, p, ran, res.soakOutcome, err, time.Since(start), line)
+	st.record(k, p, ran, res.soakOutcome, err, time.Since(start), o.failLine(k, p, ran, err))
 	return res
+}
+
+// failLine is problem k's line on stdout when it failed with err (ran
+// names what ran it): its size, the error and the commands that run it
+// alone; "" when it passed.
+func (o soakOptions) failLine(k int, p soakProblem, ran string, err error) string {
+	if err == nil {
+		return ""
+	}
+	repro := o.reproduce(k, p)
+	if k >= 0 {
+		repro += "  # or: " + o.reproduce(-1, p)
+	}
+	return fmt.Sprintf("FAIL case %d [%s, %s]: %v; reproduce: %s\n", k, ran, soakSize(p), oneLine(err), repro)
 }
 
 // soakSize sums a problem up for a failure line.

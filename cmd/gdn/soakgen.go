@@ -175,17 +175,7 @@ func parseSoakProblem(s string) (soakProblem, error) {
 		return soakProblem{Serve: &sp}, err
 	}
 	var p soakProblem
-	seen := map[string]bool{}
-	for _, kv := range strings.Split(s, ",") {
-		key, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
-		if !ok {
-			return p, fmt.Errorf("problem %q: %q is not key=value", s, kv)
-		}
-		if seen[key] {
-			return p, fmt.Errorf("problem %q: %s given twice", s, key)
-		}
-		seen[key] = true
-		var err error
+	seen, err := parseSpec(s, func(key, val string) (err error) {
 		switch key {
 		case "seed":
 			p.Seed, err = strconv.ParseUint(val, 10, 64)
@@ -250,9 +240,10 @@ func parseSoakProblem(s string) (soakProblem, error) {
 		default:
 			err = fmt.Errorf("unknown key")
 		}
-		if err != nil {
-			return p, fmt.Errorf("problem %q: %s=%q: %v", s, key, val, err)
-		}
+		return err
+	})
+	if err != nil {
+		return p, err
 	}
 	required := []string{"seed", "Hq", "Hv", "dtype", "h0", "ht", "beta_dtype", "A", "decay", "beta", "variant"}
 	if seen["lens"] {
@@ -304,6 +295,28 @@ func parseSoakProblem(s string) (soakProblem, error) {
 		return p, fmt.Errorf("problem %q: %d tokens x %d value heads, at most %d token-heads", s, tok, p.Hv, soakMaxTokenHeads)
 	}
 	return p, nil
+}
+
+// parseSpec reads a spec string's comma-separated key=value pairs in
+// order, handing each to set, and returns the keys seen; an error names
+// the spec and the pair (a pair not of that form, a key given twice, or
+// set's refusal).
+func parseSpec(s string, set func(key, val string) error) (map[string]bool, error) {
+	seen := map[string]bool{}
+	for _, kv := range strings.Split(s, ",") {
+		key, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok {
+			return seen, fmt.Errorf("problem %q: %q is not key=value", s, kv)
+		}
+		if seen[key] {
+			return seen, fmt.Errorf("problem %q: %s given twice", s, key)
+		}
+		seen[key] = true
+		if err := set(key, val); err != nil {
+			return seen, fmt.Errorf("problem %q: %s=%q: %v", s, key, val, err)
+		}
+	}
+	return seen, nil
 }
 
 // maxSoakHeads bounds the head counts a spec may give.

@@ -147,17 +147,7 @@ func (p serveProblem) String() string {
 // (checkpoint for a prefill, token_states for a decode).
 func parseServeProblem(s string) (serveProblem, error) {
 	var p serveProblem
-	seen := map[string]bool{}
-	for _, kv := range strings.Split(s, ",") {
-		key, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
-		if !ok {
-			return p, fmt.Errorf("problem %q: %q is not key=value", s, kv)
-		}
-		if seen[key] {
-			return p, fmt.Errorf("problem %q: %s given twice", s, key)
-		}
-		seen[key] = true
-		var err error
+	seen, err := parseSpec(s, func(key, val string) (err error) {
 		switch key {
 		case "serve":
 			if val != serveDecode && val != servePrefill && val != serveMixed {
@@ -203,9 +193,10 @@ func parseServeProblem(s string) (serveProblem, error) {
 		default:
 			err = fmt.Errorf("unknown key")
 		}
-		if err != nil {
-			return p, fmt.Errorf("problem %q: %s=%q: %v", s, key, val, err)
-		}
+		return err
+	})
+	if err != nil {
+		return p, err
 	}
 	required := []string{"serve", "seed", "Hq", "Hv", "lens", "dtype", "slots", "fresh", "pool", "layout", "l2norm", "gate", "logits", "neg_eigval"}
 	if p.keepsCheckpoints() {

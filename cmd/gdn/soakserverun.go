@@ -356,14 +356,6 @@ func runSoakServe(rts *soakRuntimes, o soakOptions, k int, p soakProblem, st *so
 			err = res.Err
 		}
 	}
-	line := ""
-	if err != nil {
-		repro := o.reproduce(k, p)
-		if k >= 0 {
-			repro += "  # or: " + o.reproduce(-1, p)
-		}
-		line = fmt.Sprintf("FAIL case %d [%s, %s]: %v; reproduce: %s\n", k, ran, soakSize(p), oneLine(err), repro)
-	}
-	st.record(k, p, ran, res.soakOutcome, err, time.Since(start), line)
+	st.record(k, p, ran, res.soakOutcome, err, time.Since(start), o.failLine(k, p, ran, err))
 	return res
 }

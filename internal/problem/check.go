@@ -28,6 +28,30 @@ func CheckSizes(b, t, hq, hv int) (dim, msg string) {
 	return "", ""
 }
 
+// sizeFrom sets B, T, Hq and Hv from q [B, T, Hq, 128] and v [B, T, Hv,
+// 128] and checks them (CheckSizes); an error names q or v.
+func (p *Problem) sizeFrom(q, v Tensor) error {
+	if len(q.Shape) != 4 {
+		return gdnerr.Argf("q", "rank %d, want 4: [B, T, Hq, %d]", len(q.Shape), HeadDim)
+	}
+	p.B, p.T, p.Hq = q.Shape[0], q.Shape[1], q.Shape[2]
+	if q.Shape[3] != HeadDim {
+		return gdnerr.Argf("q", "head dimension %d, want %d", q.Shape[3], HeadDim)
+	}
+	if len(v.Shape) != 4 {
+		return gdnerr.Argf("v", "rank %d, want 4: [B, T, Hv, %d]", len(v.Shape), HeadDim)
+	}
+	p.Hv = v.Shape[2]
+	if dim, msg := CheckSizes(p.B, p.T, p.Hq, p.Hv); msg != "" {
+		arg, shape := "q", q.Shape
+		if dim == "Hv" {
+			arg, shape = "v", v.Shape
+		}
+		return gdnerr.Argf(arg, "%s (shape %v)", msg, shape)
+	}
+	return nil
+}
+
 // CheckCuSeqlens applies the rules of docs/SPEC.md: B = 1, starts at 0,
 // never decreases, ends at B*T; empty sequences are allowed.
 func CheckCuSeqlens(cu []int, b, t int) error {

@@ -52,23 +52,8 @@ func ValidateDecode(a *Decode) (DecodeInfo, error) {
 	if a == nil {
 		return d, gdnerr.Argf("args", "nil *DecodeArgs")
 	}
-	if len(a.Q.Shape) != 4 {
-		return d, gdnerr.Argf("q", "rank %d, want 4: [B, T, Hq, %d]", len(a.Q.Shape), HeadDim)
-	}
-	p.B, p.T, p.Hq = a.Q.Shape[0], a.Q.Shape[1], a.Q.Shape[2]
-	if a.Q.Shape[3] != HeadDim {
-		return d, gdnerr.Argf("q", "head dimension %d, want %d", a.Q.Shape[3], HeadDim)
-	}
-	if len(a.V.Shape) != 4 {
-		return d, gdnerr.Argf("v", "rank %d, want 4: [B, T, Hv, %d]", len(a.V.Shape), HeadDim)
-	}
-	p.Hv = a.V.Shape[2]
-	if dim, msg := CheckSizes(p.B, p.T, p.Hq, p.Hv); msg != "" {
-		arg, shape := "q", a.Q.Shape
-		if dim == "Hv" {
-			arg, shape = "v", a.V.Shape
-		}
-		return d, gdnerr.Argf(arg, "%s (shape %v)", msg, shape)
+	if err := p.sizeFrom(a.Q, a.V); err != nil {
+		return d, err
 	}
 	p.Dtype, p.QKDtype = a.Q.Dtype, a.Q.Dtype
 	if p.Dtype != dtype.BF16 && p.Dtype != dtype.FP16 {
