@@ -52,6 +52,42 @@ func (p *Problem) sizeFrom(q, v Tensor) error {
 	return nil
 }
 
+// seqsFrom sets N (and Seqs, SeqlensDtype) from B or from cu_seqlens, its
+// host copy cu checked by CheckCuSeqlens (CheckSeqRun for a run of a
+// mixed call) and its device copy dev (int32 or int64, [N+1]).
+func (p *Problem) seqsFrom(cu []int, dev Tensor, run bool) error {
+	p.N = p.B
+	if p.N > MaxSeqs {
+		return gdnerr.Argf("q", "B = %d sequences, at most %d per call", p.B, MaxSeqs)
+	}
+	if cu == nil {
+		if dev.Present() {
+			return gdnerr.Argf("cu_seqlens", "the device copy is given but the host copy (CuSeqlens) is not: both are needed")
+		}
+		return nil
+	}
+	check := CheckCuSeqlens
+	if run {
+		check = CheckSeqRun
+	}
+	if err := check(cu, p.B, p.T); err != nil {
+		return err
+	}
+	p.N = len(cu) - 1
+	if p.N > MaxSeqs {
+		return gdnerr.Argf("cu_seqlens", "%d sequences, at most %d per call", p.N, MaxSeqs)
+	}
+	p.Seqs = cu
+	if dev.Dtype != dtype.Int32 && dev.Dtype != dtype.Int64 {
+		return gdnerr.Argf("cu_seqlens (device)", "dtype %v, want int32 or int64", dev.Dtype)
+	}
+	if err := checkTensor("cu_seqlens (device)", dev, dev.Dtype, shapeOf(p.N+1), dev.Dtype.Size()); err != nil {
+		return err
+	}
+	p.SeqlensDtype = dev.Dtype
+	return nil
+}
+
 // CheckCuSeqlens applies the rules of docs/SPEC.md: B = 1, starts at 0,
 // never decreases, ends at B*T; empty sequences are allowed.
 func CheckCuSeqlens(cu []int, b, t int) error {

@@ -81,34 +81,8 @@ func ValidateCore(a *Core) (Problem, error) {
 		return p, gdnerr.Argf("q", "dtype %v, want bf16 or fp16", p.Dtype)
 	}
 
-	// Sequences.
-	p.N = p.B
-	if p.N > MaxSeqs {
-		return p, gdnerr.Argf("q", "B = %d sequences, at most %d per call", p.B, MaxSeqs)
-	}
-	if a.CuSeqlens != nil {
-		check := CheckCuSeqlens
-		if a.SeqRun {
-			check = CheckSeqRun
-		}
-		if err := check(a.CuSeqlens, p.B, p.T); err != nil {
-			return p, err
-		}
-		p.N = len(a.CuSeqlens) - 1
-		if p.N > MaxSeqs {
-			return p, gdnerr.Argf("cu_seqlens", "%d sequences, at most %d per call", p.N, MaxSeqs)
-		}
-		p.Seqs = a.CuSeqlens
-		d := a.CuSeqlensDevice
-		if d.Dtype != dtype.Int32 && d.Dtype != dtype.Int64 {
-			return p, gdnerr.Argf("cu_seqlens (device)", "dtype %v, want int32 or int64", d.Dtype)
-		}
-		if err := checkTensor("cu_seqlens (device)", d, d.Dtype, shapeOf(p.N+1), d.Dtype.Size()); err != nil {
-			return p, err
-		}
-		p.SeqlensDtype = d.Dtype
-	} else if a.CuSeqlensDevice.Present() {
-		return p, gdnerr.Argf("cu_seqlens", "the device copy is given but the host copy (CuSeqlens) is not: both are needed")
+	if err := p.seqsFrom(a.CuSeqlens, a.CuSeqlensDevice, a.SeqRun); err != nil {
+		return p, err
 	}
 
 	// Fixed arrays, not slices: validation must not allocate (Forward

@@ -61,42 +61,15 @@ func ValidateDecode(a *Decode) (DecodeInfo, error) {
 	}
 
 	// Sequences: B x T, or packed, each of 1 to MaxDecodeTokens tokens.
-	p.N = p.B
-	if p.N > MaxSeqs {
-		return d, gdnerr.Argf("q", "B = %d sequences, at most %d per call", p.B, MaxSeqs)
+	if err := p.seqsFrom(a.CuSeqlens, a.CuSeqlensDevice, a.SeqRun); err != nil {
+		return d, err
 	}
-	if a.CuSeqlens != nil {
-		check := CheckCuSeqlens
-		if a.SeqRun {
-			check = CheckSeqRun
-		}
-		if err := check(a.CuSeqlens, p.B, p.T); err != nil {
-			return d, err
-		}
-		p.N = len(a.CuSeqlens) - 1
-		if p.N > MaxSeqs {
-			return d, gdnerr.Argf("cu_seqlens", "%d sequences, at most %d per call", p.N, MaxSeqs)
-		}
-		for n := 0; n < p.N; n++ {
-			if l := a.CuSeqlens[n+1] - a.CuSeqlens[n]; l < 1 || l > MaxDecodeTokens {
-				return d, gdnerr.Argf("cu_seqlens", "sequence %d has %d tokens; a decode call takes 1 to %d a sequence", n, l, MaxDecodeTokens)
-			}
-		}
-		p.Seqs = a.CuSeqlens
-		dev := a.CuSeqlensDevice
-		if dev.Dtype != dtype.Int32 && dev.Dtype != dtype.Int64 {
-			return d, gdnerr.Argf("cu_seqlens (device)", "dtype %v, want int32 or int64", dev.Dtype)
-		}
-		if err := checkTensor("cu_seqlens (device)", dev, dev.Dtype, shapeOf(p.N+1), dev.Dtype.Size()); err != nil {
-			return d, err
-		}
-		p.SeqlensDtype = dev.Dtype
-	} else {
-		if a.CuSeqlensDevice.Present() {
-			return d, gdnerr.Argf("cu_seqlens", "the device copy is given but the host copy (CuSeqlens) is not: both are needed")
-		}
-		if p.T > MaxDecodeTokens {
-			return d, gdnerr.Argf("T", "%d tokens a sequence; a decode call takes 1 to %d (q's shape %v)", p.T, MaxDecodeTokens, a.Q.Shape)
+	if a.CuSeqlens == nil && p.T > MaxDecodeTokens {
+		return d, gdnerr.Argf("T", "%d tokens a sequence; a decode call takes 1 to %d (q's shape %v)", p.T, MaxDecodeTokens, a.Q.Shape)
+	}
+	for n := 0; a.CuSeqlens != nil && n < p.N; n++ {
+		if l := a.CuSeqlens[n+1] - a.CuSeqlens[n]; l < 1 || l > MaxDecodeTokens {
+			return d, gdnerr.Argf("cu_seqlens", "sequence %d has %d tokens; a decode call takes 1 to %d a sequence", n, l, MaxDecodeTokens)
 		}
 	}
 
