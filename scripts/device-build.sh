@@ -6,6 +6,7 @@
 #   .bin/prefill      the main example, -tags cuda
 #   .bin/qwen35_layer the full-forward example (one Qwen3.5 layer's prefill), -tags cuda
 #   .bin/serving      the serving example (a continuous-batching loop over a state pool), -tags cuda
+#   python/gdn/libgdn.so  the C ABI for the Python package (git ignores it: carry it)
 #   .bin/device-run.sh  the script that runs them all there (scripts/device-run.sh)
 # The binaries link libcuda dynamically and load NVRTC with dlopen, so the
 # same files run on the device machine (its driver, its CUDA 13 NVRTC).
@@ -72,7 +73,7 @@ done
 eval "$(scripts/cuda-sdk.sh)"
 mkdir -p .bin
 rm -f .bin/*.test .bin/*.gchunt .bin/gdn .bin/gdn-dev .bin/gdn-old .bin/gdn+* .bin/prefill .bin/qwen35_layer .bin/serving
-pkgs=(. ./driver ./jit ./cmd/gdn ./internal/hostpath)
+pkgs=(. ./driver ./jit ./cmd/gdn ./internal/hostpath ./cmd/libgdn)
 [[ $lean == 1 ]] && pkgs=(.)
 for pkg in "${pkgs[@]}"; do
 	name=$(go list "$pkg" | sed "s|^github.com/gdnjit/gdn/\{0,1\}||; s|/|-|g")
@@ -90,6 +91,10 @@ if [[ $lean == 0 ]]; then
 	go build -tags cuda -o .bin/prefill ./examples/prefill
 	go build -tags cuda -o .bin/qwen35_layer ./examples/qwen35_layer
 	go build -tags cuda -ldflags "-s -w" -o .bin/serving ./examples/serving
+	# libgdn for device-run.sh's pyabi step (git ignores it: carry
+	# python/gdn/libgdn.so). go build's own header goes: gdn.h is the ABI.
+	go build -tags cuda -buildmode=c-shared -o python/gdn/libgdn.so ./cmd/libgdn
+	rm -f python/gdn/libgdn.h
 fi
 # build_at REV OUT: the cuda-tagged gdn tool of git revision REV, without
 # symbols, into OUT (from a temporary worktree; the working tree untouched).

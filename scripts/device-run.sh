@@ -4,7 +4,7 @@
 # at most one file per step (the device tool brings back 8 files; with
 # more, all but gpu.txt are bundled into outputs.tgz).
 #
-#   .bin/device-run.sh [warmup] [tests] [sanitize[:TOOLS][@GROUPS]] [soak[:MINUTES]] [stress[:SECONDS]] [gchunt[:SECONDS]] [plancheck[:CASES]] [splitgrid[:CASES]] [bench] [bench:CASES] [compare[:CASES]] [comparefull[:CASES]] [knob:DEFINES[@CASES]] [knobfull:DEFINES[@CASES]] [lab:EXPERIMENT[@CASES]] [labfull:EXPERIMENT[@CASES]] [ncu:KERNEL@CASE] [ncufull:KERNEL@CASE] [kerneltimes[:CASES]] [kerneltimesfull[:CASES]] [profile[:CASES]] [profilefull[:CASES]] [benchfull] [benchfull:CASES] [benchl2norm[:CASES]] [hostbench] [example] [layer] [python]
+#   .bin/device-run.sh [warmup] [tests] [sanitize[:TOOLS][@GROUPS]] [soak[:MINUTES]] [stress[:SECONDS]] [gchunt[:SECONDS]] [plancheck[:CASES]] [splitgrid[:CASES]] [bench] [bench:CASES] [compare[:CASES]] [comparefull[:CASES]] [knob:DEFINES[@CASES]] [knobfull:DEFINES[@CASES]] [lab:EXPERIMENT[@CASES]] [labfull:EXPERIMENT[@CASES]] [ncu:KERNEL@CASE] [ncufull:KERNEL@CASE] [kerneltimes[:CASES]] [kerneltimesfull[:CASES]] [profile[:CASES]] [profilefull[:CASES]] [benchfull] [benchfull:CASES] [benchl2norm[:CASES]] [hostbench] [example] [layer] [python] [serving] [pyabi]
 #
 # Each step, its arguments and the file it writes: scripts/README.md.
 set -uo pipefail
@@ -432,6 +432,30 @@ for step in "${@:-tests}"; do
 		echo "== layer (examples/qwen35_layer)" >&2
 		timeout 120 .bin/qwen35_layer >"$out/layer.log" 2>&1 || fail layer
 		cat "$out/layer.log" >&2
+		;;
+	serving)
+		# The serving layer: its GPU tests (decode, pooled prefills,
+		# checkpoints, mixed batches), then decode beside a copy of its
+		# bytes and a mixed batch beside its halves; with FLA's source on
+		# FLA_PATH, FLA's fused_recurrent on the decode suite too.
+		echo "== serving" >&2
+		timeout 240 .bin/gdn.test -test.run 'Mixed|Decode|Pool|Checkpoint' -test.count=1 -test.v >"$out/serving.log" 2>&1 || fail "serving tests"
+		grep -E "^(--- FAIL|FAIL|ok|PASS)" "$out/serving.log" | tail -3 >&2
+		timeout 150 .bin/gdn bench --decode >"$out/serving.txt" 2>&1 || fail "bench --decode"
+		timeout 100 .bin/gdn bench --mixed >>"$out/serving.txt" 2>&1 || fail "bench --mixed"
+		if [[ -n ${FLA_PATH:-} ]]; then
+			PYTHONPATH=$FLA_PATH PYTHONUNBUFFERED=1 timeout 200 python3 scripts/fla_decode.py >>"$out/serving.txt" 2>&1 || fail "FLA decode"
+		fi
+		grep -v '^\[\|^  ' "$out/serving.txt" >&2
+		;;
+	pyabi)
+		# The C ABI and the Python package: cmd/libgdn's GPU test, and the
+		# package's tests on python/gdn/libgdn.so (device-build.sh builds
+		# it; carry it, git ignores it).
+		echo "== pyabi" >&2
+		timeout 120 .bin/cmd-libgdn.test -test.count=1 -test.v >"$out/pyabi.log" 2>&1 || fail "libgdn tests"
+		(cd python && timeout 300 python3 -m unittest discover -s tests -v) >>"$out/pyabi.log" 2>&1 || fail "python package tests"
+		tail -25 "$out/pyabi.log" >&2
 		;;
 	python)
 		echo "== python (gdn run from NumPy)" >&2

@@ -397,3 +397,31 @@ func TestDeviceRunSanitizeGroups(t *testing.T) {
 		t.Errorf("an unknown group passed (ok %v, %d calls):\n%s", ok, len(calls(out)), stderr)
 	}
 }
+
+// The serving step runs the serving layer's GPU tests, then gdn bench
+// --decode and --mixed, and FLA's decode script only with FLA_PATH; a
+// failed test run fails the step.
+func TestDeviceRunServing(t *testing.T) {
+	dir, write := deviceDir(t)
+	write("gdn", fakeGDN)
+	write("gdn.test", "#!/usr/bin/env bash\necho \"gdn.test $*\" >>\"$CALLS\"\necho ok\nexit ${FAKE_TEST_RC:-0}\n")
+	run := func(env ...string) (string, bool) {
+		out := filepath.Join(dir, "out")
+		cmd := exec.Command("bash", ".bin/device-run.sh", "serving")
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "OUT="+out, "CALLS="+filepath.Join(dir, "calls.log"))
+		cmd.Env = append(cmd.Env, env...)
+		err := cmd.Run()
+		b, _ := os.ReadFile(filepath.Join(dir, "calls.log"))
+		os.Remove(filepath.Join(dir, "calls.log"))
+		return string(b), err == nil
+	}
+	calls, ok := run()
+	if !ok || !strings.Contains(calls, "gdn.test -test.run Mixed|Decode|Pool|Checkpoint") ||
+		!strings.Contains(calls, "gdn bench --decode") || !strings.Contains(calls, "gdn bench --mixed") {
+		t.Errorf("serving: ok %v, calls:\n%s", ok, calls)
+	}
+	if _, ok := run("FAKE_TEST_RC=1"); ok {
+		t.Error("serving passed with its tests failing")
+	}
+}
