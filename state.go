@@ -6,7 +6,9 @@ import "github.com/gdnjit/gdn/internal/problem"
 // pool, checkpoints and per-token states alike (docs/SPEC.md, "State
 // layout"). The kernels read and write either directly; the same call in
 // the other layout gives the same o, bit for bit, and states that are the
-// exact transposes.
+// exact transposes. (An alias of the layers' own type, as Dtype is, so
+// that a call's layout reaches validation and the kernels unconverted; its
+// String gives "[K,V]" or "[V,K]".)
 type StateLayout = problem.Layout
 
 const (
