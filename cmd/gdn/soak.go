@@ -29,7 +29,12 @@ one problem in three), with outputs poisoned with NaN and the kernel
 variant it names forced on its Runtime (or the planner's choice,
 variant=auto), and o and ht are compared with ref.Recurrent (after
 ref.Full's steps for the full forward) on a sample of (sequence, value
-head) pairs.
+head) pairs. One problem in four is a serving problem instead (spec
+serve=decode, prefill or mixed): Decode, ForwardFull from a state pool
+or ForwardMixed on device buffers, with bf16 pools, [V,K] states,
+checkpoints, per-token states, beta logits and negative slots drawn,
+checked whole against ref.PoolRecurrent (o, every named slot, the
+slots not named bit for bit, checkpoints and per-token states).
 Every failure prints one line on stdout with a command that runs that
 problem alone; progress goes to stderr; the last line on stdout is
 "N passed, M failed", and the exit status is 1 when M > 0.`
