@@ -93,6 +93,20 @@ func layout(l int32) (gdn.StateLayout, error) {
 	return 0, &gdn.ArgError{Arg: "state_layout", Msg: "must be GDN_LAYOUT_KV (0) or GDN_LAYOUT_VK (1)"}
 }
 
+// sequencesAndStates converts what every call's arguments share: the
+// packed sequences' boundaries, the state pool and the states' layout.
+func sequencesAndStates(cs *cSeqs, cp *cPool, cl int32, cu *[]int, cuDev *gdn.Tensor, p *gdn.StatePool, l *gdn.StateLayout) error {
+	var err error
+	if *cu, *cuDev, err = seqs(cs); err != nil {
+		return err
+	}
+	if *p, err = pool(cp); err != nil {
+		return err
+	}
+	*l, err = layout(cl)
+	return err
+}
+
 // coreArgs converts the core forward's arguments.
 func coreArgs(c *cCoreArgs) (*gdn.CoreArgs, error) {
 	a := &gdn.CoreArgs{Scale: c.Scale, CheckpointEvery: int(c.CheckpointEvery)}
@@ -102,16 +116,10 @@ func coreArgs(c *cCoreArgs) (*gdn.CoreArgs, error) {
 		{"h0", &c.H0, &a.H0}, {"o", &c.O, &a.O}, {"ht", &c.Ht, &a.Ht},
 		{"checkpoints", &c.Checkpoints, &a.Checkpoints},
 	})
+	if err == nil {
+		err = sequencesAndStates(&c.CuSeqlens, &c.Pool, c.Layout, &a.CuSeqlens, &a.CuSeqlensDevice, &a.Pool, &a.Layout)
+	}
 	if err != nil {
-		return nil, err
-	}
-	if a.CuSeqlens, a.CuSeqlensDevice, err = seqs(&c.CuSeqlens); err != nil {
-		return nil, err
-	}
-	if a.Pool, err = pool(&c.Pool); err != nil {
-		return nil, err
-	}
-	if a.Layout, err = layout(c.Layout); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -131,16 +139,10 @@ func fullArgs(c *cFullArgs) (*gdn.FullArgs, error) {
 		{"h0", &c.H0, &a.H0}, {"o", &c.O, &a.O}, {"ht", &c.Ht, &a.Ht},
 		{"checkpoints", &c.Checkpoints, &a.Checkpoints},
 	})
+	if err == nil {
+		err = sequencesAndStates(&c.CuSeqlens, &c.Pool, c.Layout, &a.CuSeqlens, &a.CuSeqlensDevice, &a.Pool, &a.Layout)
+	}
 	if err != nil {
-		return nil, err
-	}
-	if a.CuSeqlens, a.CuSeqlensDevice, err = seqs(&c.CuSeqlens); err != nil {
-		return nil, err
-	}
-	if a.Pool, err = pool(&c.Pool); err != nil {
-		return nil, err
-	}
-	if a.Layout, err = layout(c.Layout); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -159,16 +161,10 @@ func decodeArgs(c *cDecodeArgs) (*gdn.DecodeArgs, error) {
 		{"a_log", &c.ALog, &a.ALog}, {"dt_bias", &c.DtBias, &a.DtBias},
 		{"o", &c.O, &a.O}, {"token_states", &c.TokenStates, &a.TokenStates},
 	})
+	if err == nil {
+		err = sequencesAndStates(&c.CuSeqlens, &c.Pool, c.Layout, &a.CuSeqlens, &a.CuSeqlensDevice, &a.Pool, &a.Layout)
+	}
 	if err != nil {
-		return nil, err
-	}
-	if a.CuSeqlens, a.CuSeqlensDevice, err = seqs(&c.CuSeqlens); err != nil {
-		return nil, err
-	}
-	if a.Pool, err = pool(&c.Pool); err != nil {
-		return nil, err
-	}
-	if a.Layout, err = layout(c.Layout); err != nil {
 		return nil, err
 	}
 	return a, nil

@@ -114,28 +114,38 @@ func (b *gpuBackend) tensors(bt *batch) (q, k, v, a, beta, o gdn.Tensor, pool gd
 	return
 }
 
-func (b *gpuBackend) prefill(bt *batch) error {
+// args uploads the batch and describes it as the full forward's
+// arguments: from the pool, q and k normalised inside, the gate from its
+// raw input.
+func (b *gpuBackend) args(bt *batch) (*gdn.FullArgs, error) {
 	if err := b.upload(bt); err != nil {
-		return err
+		return nil, err
 	}
 	q, k, v, a, beta, o, pool := b.tensors(bt)
-	args := &gdn.FullArgs{Q: q, K: k, V: v, G: a, Beta: beta, O: o, Pool: pool,
+	return &gdn.FullArgs{Q: q, K: k, V: v, G: a, Beta: beta, O: o, Pool: pool,
 		ALog: b.aLog.Tensor(gdn.FP32, b.c.Hv), DtBias: b.dtBias.Tensor(gdn.FP32, b.c.Hv),
-		CuSeqlens: bt.cu, CuSeqlensDevice: b.cu.Tensor(gdn.Int32, len(bt.cu)), L2Norm: true, GateInKernel: true}
-	ms, err := b.rt.TimeMs(b.s, func() error { return b.rt.ForwardFull(args, b.s) })
+		CuSeqlens: bt.cu, CuSeqlensDevice: b.cu.Tensor(gdn.Int32, len(bt.cu)), L2Norm: true, GateInKernel: true}, nil
+}
+
+func (b *gpuBackend) prefill(bt *batch) error {
+	f, err := b.args(bt)
+	if err != nil {
+		return err
+	}
+	ms, err := b.rt.TimeMs(b.s, func() error { return b.rt.ForwardFull(f, b.s) })
 	b.prefillMsSum += ms
 	return err
 }
 
+// decode runs the same arguments through Decode (one token a sequence).
 func (b *gpuBackend) decode(bt *batch) error {
-	if err := b.upload(bt); err != nil {
+	f, err := b.args(bt)
+	if err != nil {
 		return err
 	}
-	q, k, v, a, beta, o, pool := b.tensors(bt)
-	args := &gdn.DecodeArgs{Q: q, K: k, V: v, G: a, Beta: beta, O: o, Pool: pool,
-		ALog: b.aLog.Tensor(gdn.FP32, b.c.Hv), DtBias: b.dtBias.Tensor(gdn.FP32, b.c.Hv),
-		CuSeqlens: bt.cu, CuSeqlensDevice: b.cu.Tensor(gdn.Int32, len(bt.cu)), L2Norm: true, GateInKernel: true}
-	ms, err := b.rt.TimeMs(b.s, func() error { return b.rt.Decode(args, b.s) })
+	d := &gdn.DecodeArgs{Q: f.Q, K: f.K, V: f.V, G: f.G, Beta: f.Beta, O: f.O, Pool: f.Pool, ALog: f.ALog, DtBias: f.DtBias,
+		CuSeqlens: f.CuSeqlens, CuSeqlensDevice: f.CuSeqlensDevice, L2Norm: f.L2Norm, GateInKernel: f.GateInKernel}
+	ms, err := b.rt.TimeMs(b.s, func() error { return b.rt.Decode(d, b.s) })
 	b.decodeMsSum += ms
 	return err
 }
