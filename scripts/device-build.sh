@@ -73,14 +73,18 @@ done
 eval "$(scripts/cuda-sdk.sh)"
 mkdir -p .bin
 rm -f .bin/*.test .bin/*.gchunt .bin/gdn .bin/gdn-dev .bin/gdn-old .bin/gdn+* .bin/prefill .bin/qwen35_layer .bin/serving
+# Everything is built without the symbol table and DWARF (-s -w): a panic
+# still names its functions and lines (those tables stay), and a full build
+# then fits the device tool's 64 MiB carry beside FLA's source.
+strip=(-ldflags "-s -w")
 pkgs=(. ./driver ./jit ./cmd/gdn ./internal/hostpath ./cmd/libgdn)
 [[ $lean == 1 ]] && pkgs=(.)
 for pkg in "${pkgs[@]}"; do
 	name=$(go list "$pkg" | sed "s|^github.com/gdnjit/gdn/\{0,1\}||; s|/|-|g")
 	[[ -n $name ]] || name=gdn
-	go test -tags cuda -c -o ".bin/$name.test" "$pkg"
+	go test -tags cuda -c "${strip[@]}" -o ".bin/$name.test" "$pkg"
 done
-go build -tags cuda -o .bin/gdn ./cmd/gdn
+go build -tags cuda "${strip[@]}" -o .bin/gdn ./cmd/gdn
 if [[ $dev == 1 ]]; then
 	go build -tags cuda,gdndev -ldflags "-s -w" -o .bin/gdn-dev ./cmd/gdn
 fi
@@ -88,12 +92,12 @@ if [[ $gchunt == 1 ]]; then
 	GOEXPERIMENT=norandomizedheapbase64 go test -tags cuda -c -ldflags "-s -w" -o .bin/gdn-norandheap.gchunt .
 fi
 if [[ $lean == 0 ]]; then
-	go build -tags cuda -o .bin/prefill ./examples/prefill
-	go build -tags cuda -o .bin/qwen35_layer ./examples/qwen35_layer
-	go build -tags cuda -ldflags "-s -w" -o .bin/serving ./examples/serving
+	go build -tags cuda "${strip[@]}" -o .bin/prefill ./examples/prefill
+	go build -tags cuda "${strip[@]}" -o .bin/qwen35_layer ./examples/qwen35_layer
+	go build -tags cuda "${strip[@]}" -o .bin/serving ./examples/serving
 	# libgdn for device-run.sh's pyabi step (git ignores it: carry
 	# python/gdn/libgdn.so). go build's own header goes: gdn.h is the ABI.
-	go build -tags cuda -buildmode=c-shared -o python/gdn/libgdn.so ./cmd/libgdn
+	go build -tags cuda -buildmode=c-shared "${strip[@]}" -o python/gdn/libgdn.so ./cmd/libgdn
 	rm -f python/gdn/libgdn.h
 fi
 # build_at REV OUT: the cuda-tagged gdn tool of git revision REV, without

@@ -4,7 +4,7 @@
 # at most one file per step (the device tool brings back 8 files; with
 # more, all but gpu.txt are bundled into outputs.tgz).
 #
-#   .bin/device-run.sh [warmup] [tests] [sanitize[:TOOLS][@GROUPS]] [soak[:MINUTES]] [stress[:SECONDS]] [gchunt[:SECONDS]] [plancheck[:CASES]] [splitgrid[:CASES]] [bench] [bench:CASES] [compare[:CASES]] [comparefull[:CASES]] [knob:DEFINES[@CASES]] [knobfull:DEFINES[@CASES]] [lab:EXPERIMENT[@CASES]] [labfull:EXPERIMENT[@CASES]] [ncu:KERNEL@CASE] [ncufull:KERNEL@CASE] [kerneltimes[:CASES]] [kerneltimesfull[:CASES]] [profile[:CASES]] [profilefull[:CASES]] [benchfull] [benchfull:CASES] [benchl2norm[:CASES]] [hostbench] [example] [layer] [python] [serving] [pyabi]
+#   .bin/device-run.sh [warmup] [tests] [sanitize[:TOOLS][@GROUPS]] [soak[:MINUTES]] [stress[:SECONDS]] [gchunt[:SECONDS]] [plancheck[:CASES]] [splitgrid[:CASES]] [bench] [bench:CASES] [compare[:CASES]] [comparefull[:CASES]] [knob:DEFINES[@CASES]] [knobfull:DEFINES[@CASES]] [lab:EXPERIMENT[@CASES]] [labfull:EXPERIMENT[@CASES]] [ncu:KERNEL@CASE] [ncufull:KERNEL@CASE] [kerneltimes[:CASES]] [kerneltimesfull[:CASES]] [profile[:CASES]] [profilefull[:CASES]] [benchfull] [benchfull:CASES] [benchl2norm[:CASES]] [hostbench] [example] [layer] [python] [serving] [pyabi] [flatests] [pybench[:CASES]] [soakbg[:MINUTES]] [soakwait]
 #
 # Each step, its arguments and the file it writes: scripts/README.md.
 set -uo pipefail
@@ -456,6 +456,69 @@ for step in "${@:-tests}"; do
 		timeout 120 .bin/cmd-libgdn.test -test.count=1 -test.v >"$out/pyabi.log" 2>&1 || fail "libgdn tests"
 		(cd python && timeout 300 python3 -m unittest discover -s tests -v) >>"$out/pyabi.log" 2>&1 || fail "python package tests"
 		tail -25 "$out/pyabi.log" >&2
+		;;
+	flatests)
+		# FLA's own tests of chunk_gated_delta_rule, its test file as FLA
+		# ships it, run through gdn's Python entry point (how, and what the
+		# gradient checks test: python/tests/fla_plugin.py). FLA_PATH holds
+		# FLA's fla/ and tests/, carried for this and never committed.
+		echo "== flatests" >&2
+		if [[ -z ${FLA_PATH:-} || ! -f ${FLA_PATH:-}/tests/ops/test_gdn.py ]]; then
+			fail "flatests: FLA_PATH must name a copy of FLA holding tests/ops/test_gdn.py"
+		else
+			root=$PWD
+			(cd "$FLA_PATH" && PYTHONPATH="$PWD:$root/python:$root/python/tests" timeout 500 \
+				python3 -m pytest -p fla_plugin -p no:cacheprovider -rs -q tests/ops/test_gdn.py -k test_chunk) \
+				>"$out/flatests.log" 2>&1 || fail flatests
+			tail -25 "$out/flatests.log" >&2
+		fi
+		;;
+	pybench | pybench:*)
+		# The full forward through the Python package beside gdn bench
+		# --full and FLA (with FLA_PATH), in one call on one card.
+		cases=q35_4kx8,tp8_32k
+		[[ $step == pybench:* ]] && cases="${step#pybench:}"
+		echo "== pybench $cases" >&2
+		timeout 200 .bin/gdn bench --full --cases "$cases" --csv "$out/pybench.csv" >"$out/pybench.txt" 2>&1 || fail "pybench: bench --full"
+		PYTHONPATH="python${FLA_PATH:+:$FLA_PATH}" timeout 300 python3 scripts/pybench.py --cases "$cases" \
+			--bench-csv "$out/pybench.csv" >>"$out/pybench.txt" 2>&1 || fail pybench
+		grep -v '^\[\|^  ' "$out/pybench.txt" >&2
+		;;
+	soakbg | soakbg:*)
+		# The soak in a process session of its own, which outlives this
+		# call (the device tool ends a call's other processes when it
+		# returns): a soak longer than one call's 10 minutes, or one beside
+		# other steps. soakwait collects it. SOAK_DIR (default
+		# /tmp/gdn-soak) holds its log and exit status.
+		minutes=10
+		[[ $step == soakbg:* ]] && minutes="${step#soakbg:}"
+		seed="${SOAK_SEED:-$(date +%s)}"
+		sd="${SOAK_DIR:-/tmp/gdn-soak}"
+		mkdir -p "$sd" && rm -f "$sd/soak.log" "$sd/rc"
+		echo "== soak $minutes minutes in the background, seed $seed" | tee "$sd/soak.log" >&2
+		limit=$(awk -v m="$minutes" 'BEGIN { printf "%d", m * 60 + 120 }')
+		setsid bash -c 'timeout "$1" .bin/gdn soak --minutes "$2" --seed "$3" >>"$4/soak.log" 2>&1; echo $? >"$4/rc"' \
+			soakbg "$limit" "$minutes" "$seed" "$sd" </dev/null >/dev/null 2>&1 &
+		;;
+	soakwait)
+		# Waits up to SOAKWAIT_S seconds (default 540) for soakbg's soak,
+		# then copies its log here; still running is a failure that says so
+		# (call soakwait again).
+		sd="${SOAK_DIR:-/tmp/gdn-soak}"
+		end=$((SECONDS + ${SOAKWAIT_S:-540}))
+		while [[ ! -f $sd/rc ]] && ((SECONDS < end)) && [[ -f $sd/soak.log ]]; do sleep 2; done
+		if [[ ! -f $sd/soak.log ]]; then
+			fail "soakwait: no soak started (soakbg first, on this machine)"
+		else
+			cp "$sd/soak.log" "$out/soak.log"
+			if [[ ! -f $sd/rc ]]; then
+				fail "soakwait: the soak is still running; call soakwait again"
+			elif [[ $(cat "$sd/rc") != 0 ]]; then
+				fail "soak (exit status $(cat "$sd/rc"))"
+			fi
+			grep -E "^(FAIL|soak: variant)" "$out/soak.log" | head -20 >&2
+			tail -4 "$out/soak.log" >&2
+		fi
 		;;
 	python)
 		echo "== python (gdn run from NumPy)" >&2

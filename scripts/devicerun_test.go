@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // fakeGDN is a stand-in for the gdn tool that device-run.sh's warmup,
@@ -47,6 +48,7 @@ bench)
 		shift
 	done
 	exit "${FAKE_BENCH_RC:-0}" ;;
+soak) sleep "${FAKE_SOAK_SLEEP:-0}"; echo "3 passed, 0 failed"; exit "${FAKE_SOAK_RC:-0}" ;;
 esac
 `
 
@@ -423,5 +425,44 @@ func TestDeviceRunServing(t *testing.T) {
 	}
 	if _, ok := run("FAKE_TEST_RC=1"); ok {
 		t.Error("serving passed with its tests failing")
+	}
+}
+
+// soakbg starts the soak in a session of its own and returns at once;
+// soakwait waits for it, brings its log back, and fails on a failed soak
+// or on one still running when its wait ends.
+func TestDeviceRunSoakInBackground(t *testing.T) {
+	dir, write := deviceDir(t)
+	write("gdn", fakeGDN)
+	soakDir := filepath.Join(dir, "soak")
+	run := func(step string, env ...string) (string, bool) {
+		cmd := exec.Command("bash", ".bin/device-run.sh", step)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "OUT="+filepath.Join(dir, "out"), "CALLS="+filepath.Join(dir, "calls.log"),
+			"SOAK_DIR="+soakDir, "SOAK_SEED=7")
+		cmd.Env = append(cmd.Env, env...)
+		b, err := cmd.CombinedOutput()
+		return string(b), err == nil
+	}
+	if out, ok := run("soakwait"); ok || !strings.Contains(out, "no soak started") {
+		t.Errorf("soakwait with no soak: ok %v\n%s", ok, out)
+	}
+	start := time.Now()
+	if out, ok := run("soakbg:0.5", "FAKE_SOAK_SLEEP=3"); !ok || time.Since(start) > 2*time.Second {
+		t.Fatalf("soakbg: ok %v after %v\n%s", ok, time.Since(start), out)
+	}
+	if out, ok := run("soakwait", "SOAKWAIT_S=0"); ok || !strings.Contains(out, "still running") {
+		t.Errorf("soakwait before the soak ended: ok %v\n%s", ok, out)
+	}
+	if out, ok := run("soakwait"); !ok || !strings.Contains(out, "3 passed, 0 failed") {
+		t.Errorf("soakwait: ok %v\n%s", ok, out)
+	}
+	calls, _ := os.ReadFile(filepath.Join(dir, "calls.log"))
+	if !strings.Contains(string(calls), "gdn soak --minutes 0.5 --seed 7") {
+		t.Errorf("calls:\n%s", calls)
+	}
+	run("soakbg", "FAKE_SOAK_RC=1")
+	if out, ok := run("soakwait"); ok || !strings.Contains(out, "exit status 1") {
+		t.Errorf("soakwait after a failed soak: ok %v\n%s", ok, out)
 	}
 }

@@ -86,9 +86,14 @@ def _gates(q, g, beta, A_log, dt_bias, B, T, Hv, gate_in_kernel, beta_logits, ne
     check_dtype(beta, _abi.FP32, q.dtype)
     check_shape(beta, (B, T, Hv))
     a_log, dt_bias = _opt("A_log", A_log), _opt("dt_bias", dt_bias)
+    if gate_in_kernel and a_log is None:
+        raise ArgumentError("A_log", "required with use_gate_in_kernel=True")
+    torch = torch_module()
+    if gate_in_kernel and dt_bias is None and (torch is None or not isinstance(a_log.obj, torch.Tensor)):
+        # Only torch can make the zero bias that stands for none.
+        raise ArgumentError("dt_bias", "required with use_gate_in_kernel=True unless A_log is a torch tensor "
+                                       "(no dt_bias means a zero bias: pass a zero [HV] float32 array)")
     for t in (a_log, dt_bias):
-        if gate_in_kernel and t is None:
-            raise ArgumentError("A_log" if a_log is None else "dt_bias", "required with use_gate_in_kernel=True")
         if not gate_in_kernel and t is not None:
             raise ArgumentError(t.name, "given without use_gate_in_kernel=True")
         if t is not None:
@@ -97,6 +102,20 @@ def _gates(q, g, beta, A_log, dt_bias, B, T, Hv, gate_in_kernel, beta_logits, ne
     if neg_eigval and not beta_logits:
         raise ArgumentError("allow_neg_eigval", "needs use_beta_sigmoid_in_kernel=True (beta = 2 sigmoid(b))")
     return g, beta, a_log, dt_bias
+
+
+def _zero_bias(dt_bias, a_log, Hv, stream):
+    """dt_bias, or with use_gate_in_kernel and none given, FLA's meaning of
+    none: a zero bias, a new [Hv] float32 tensor made on the call's stream
+    (so that torch reuses its memory only after the call has read it)."""
+    if dt_bias is not None or a_log is None:
+        return dt_bias
+    torch = torch_module()  # _gates checked that a_log is a torch tensor
+    dev = a_log.obj.device
+    if stream == torch.cuda.current_stream(dev).cuda_stream:
+        return describe("dt_bias", torch.zeros(Hv, dtype=torch.float32, device=dev))
+    with torch.cuda.stream(torch.cuda.ExternalStream(stream, device=dev)):
+        return describe("dt_bias", torch.zeros(Hv, dtype=torch.float32, device=dev))
 
 
 def _output(name, given, shape, dt, like):
@@ -161,29 +180,36 @@ def _without_grad(run, tensors):
 
 
 def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
-                           cu_seqlens=None, use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False,
-                           A_log=None, dt_bias=None, state_v_first=False, use_beta_sigmoid_in_kernel=False,
-                           allow_neg_eigval=False, *, cu_seqlens_cpu=None, out=None, final_state_out=None,
-                           stream=None):
+                           use_qk_l2norm_in_kernel=False, use_beta_sigmoid_in_kernel=False,
+                           allow_neg_eigval=False, state_v_first=False, cu_seqlens=None, cu_seqlens_cpu=None,
+                           cp_context=None, *, use_gate_in_kernel=False, A_log=None, dt_bias=None, out=None,
+                           final_state_out=None, stream=None):
     """Gated DeltaNet's chunked forward, FLA's chunk_gated_delta_rule
     (docs/SPEC.md): returns (o, final_state), final_state None unless
-    output_final_state.
+    output_final_state. The arguments are FLA's, in FLA's order, so that a
+    call to one runs unchanged on the other; use_gate_in_kernel, A_log and
+    dt_bias are keywords, as FLA reads them from its **kwargs.
 
     q, k [B, T, H, 128] and v [B, T, HV, 128] bfloat16 or float16 (HV a
     multiple of H); g [B, T, HV] float32, the per-token log-gate (with
     use_gate_in_kernel its raw input a, and A_log, dt_bias [HV] float32:
-    g = -exp(A_log) softplus(a + dt_bias)); beta [B, T, HV] float32 or q's
-    dtype (with use_beta_sigmoid_in_kernel its logits, with allow_neg_eigval
-    also doubled); initial_state [N, HV, 128, 128] float32 ([N, HV, V, K]
+    g = -exp(A_log) softplus(a + dt_bias); no dt_bias means zeros, as in
+    FLA); beta [B, T, HV] float32 or q's dtype (with
+    use_beta_sigmoid_in_kernel its logits, with allow_neg_eigval also
+    doubled); initial_state [N, HV, 128, 128] float32 ([N, HV, V, K]
     with state_v_first); cu_seqlens [N+1] int32 or int64 with B = 1.
     o is v's dtype; final_state float32, laid out as initial_state.
 
-    Keyword-only extras: cu_seqlens_cpu, the same boundaries on the host
-    (else read back from the device, which synchronises and cannot be
-    captured); out and final_state_out, buffers to write instead of new
-    torch tensors; stream, a CUstream (default: torch's current stream).
-    There is no backward: the gradient raises NotImplementedError.
+    cu_seqlens_cpu: the same boundaries on the host (else read back from
+    the device, which synchronises and cannot be captured). cp_context
+    (FLA's context parallelism) must be None. Keyword-only extras: out and
+    final_state_out, buffers to write instead of new torch tensors; stream,
+    a CUstream (default: torch's current stream). There is no backward:
+    the gradient raises NotImplementedError.
     """
+    if cp_context is not None:
+        raise ArgumentError("cp_context", "context parallelism is not supported: split the sequence yourself "
+                                          "and pass each part's final state as the next part's initial_state")
     q_, k_, v_, B, T, Hv = _qkv(q, k, v)
     g_, beta_, a_log, dt_b = _gates(q_, g, beta, A_log, dt_bias, B, T, Hv, use_gate_in_kernel,
                                     use_beta_sigmoid_in_kernel, allow_neg_eigval)
@@ -203,12 +229,13 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, out
     o = _output("out", out, (B, T, Hv, D), v_.dtype, v_)
     ht = _output("final_state_out", final_state_out, (N, Hv, D, D), _abi.FP32, v_) if output_final_state else None
     device = _device(inputs + [o, ht])
+    s = _stream(stream, device)
+    dt_b = _zero_bias(dt_b, a_log, Hv, s)
     for field, t in (("q", q_), ("k", k_), ("v", v_), ("g", g_), ("beta", beta_), ("a_log", a_log),
                      ("dt_bias", dt_b), ("h0", h0), ("o", o), ("ht", ht)):
         if t is not None:
             setattr(a, field, t.c())
     a.cu_seqlens = seqs
-    s = _stream(stream, device)
 
     def run():
         lib, h = _lib.runtime(device)
@@ -260,12 +287,13 @@ def decode(q, k, v, g, beta, state_pool, slots, *, slots_cpu=None, cu_seqlens=No
     ts = (_output("token_states_out", token_states_out, (B * T, Hv, D, D), states.dtype, v_)
           if output_token_states else None)
     device = _device(inputs + [o, ts])
+    s = _stream(stream, device)
+    dt_b = _zero_bias(dt_b, a_log, Hv, s)
     for field, t in (("q", q_), ("k", k_), ("v", v_), ("g", g_), ("beta", beta_), ("a_log", a_log),
                      ("dt_bias", dt_b), ("o", o), ("token_states", ts)):
         if t is not None:
             setattr(a, field, t.c())
     a.cu_seqlens, a.pool = seqs, pool
-    s = _stream(stream, device)
 
     def run():
         lib, h = _lib.runtime(device)

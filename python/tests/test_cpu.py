@@ -135,7 +135,9 @@ class ArgumentTest(unittest.TestCase):
 
     def test_gate_parameters(self):
         self.check("A_log", use_gate_in_kernel=True)
-        self.check("dt_bias", use_gate_in_kernel=True, A_log=FakeCuda((4,), "fp32"))
+        # No dt_bias is a zero bias, which only torch can make: an A_log that
+        # is not a torch tensor needs one given.
+        self.assertIn("zero bias", self.check("dt_bias", use_gate_in_kernel=True, A_log=FakeCuda((4,), "fp32")))
         self.check("A_log", A_log=FakeCuda((4,), "fp32"), dt_bias=FakeCuda((4,), "fp32"))
         self.check("A_log", use_gate_in_kernel=True, A_log=FakeCuda((2,), "fp32"), dt_bias=FakeCuda((4,), "fp32"))
 
@@ -155,6 +157,20 @@ class ArgumentTest(unittest.TestCase):
         self.check("cu_seqlens_cpu", cu_seqlens=FakeCuda((3,), "int64"), cu_seqlens_cpu=[0, 64])
         self.check("initial_state", cu_seqlens=FakeCuda((3,), "int32"), cu_seqlens_cpu=[0, 5, 64],
                    initial_state=FakeCuda((1, 4, 128, 128), "fp32"))
+
+    def test_fla_signature(self):
+        # A call written for FLA's chunk_gated_delta_rule (0.5.1) binds the
+        # same way here: its positional parameters in its order, and the
+        # keywords it reads from **kwargs.
+        import inspect
+        params = inspect.signature(gdn.chunk_gated_delta_rule).parameters
+        positional = [n for n, p in params.items() if p.kind == p.POSITIONAL_OR_KEYWORD]
+        self.assertEqual(positional, ["q", "k", "v", "g", "beta", "scale", "initial_state", "output_final_state",
+                                      "use_qk_l2norm_in_kernel", "use_beta_sigmoid_in_kernel", "allow_neg_eigval",
+                                      "state_v_first", "cu_seqlens", "cu_seqlens_cpu", "cp_context"])
+        for name in ("use_gate_in_kernel", "A_log", "dt_bias"):
+            self.assertEqual(params[name].kind, inspect.Parameter.KEYWORD_ONLY)
+        self.check("cp_context", cp_context=object())
 
     def test_outputs_need_torch_or_buffers(self):
         call = full_inputs()

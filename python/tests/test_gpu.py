@@ -85,6 +85,25 @@ class ReferenceTest(unittest.TestCase):
         self.run_case(x, **opts)
         self.run_case(x, allow_neg_eigval=True, **opts)
 
+    def test_no_dt_bias_is_zero_bias(self):
+        # FLA's use_gate_in_kernel without dt_bias: no bias, bit for bit a
+        # zero dt_bias; on torch's current stream and on a stream of its own.
+        x = inputs(T=130, H=2, HV=4)
+        gen = torch.Generator(device="cpu").manual_seed(2)
+        x["g"] = torch.randn(x["g"].shape, generator=gen).cuda()
+        a_log = torch.log(torch.rand(4, generator=gen) * 16 + 1).cuda()
+        opts = dict(output_final_state=True, use_gate_in_kernel=True, A_log=a_log)
+        want = gdn.chunk_gated_delta_rule(**x, dt_bias=torch.zeros(4, device="cuda"), **opts)
+        got = gdn.chunk_gated_delta_rule(**x, **opts)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        got_side = gdn.chunk_gated_delta_rule(**x, stream=side.cuda_stream, **opts)
+        side.synchronize()
+        torch.cuda.synchronize()
+        for a, b in ((want, got), (want, got_side)):
+            self.assertTrue(torch.equal(a[0], b[0]))
+            self.assertTrue(torch.equal(a[1], b[1]))
+
     def test_state_v_first(self):
         x = inputs(T=100)
         o, ht = gdn.chunk_gated_delta_rule(**x, output_final_state=True)

@@ -1,0 +1,110 @@
+"""A pytest plugin that runs FLA's own tests of chunk_gated_delta_rule
+against gdn's: the test file as FLA ships it, with only the function under
+test swapped.
+
+    cd FLA && PYTHONPATH=.:GDN/python:GDN/python/tests \\
+        python3 -m pytest -p fla_plugin tests/ops/test_gdn.py -k test_chunk
+
+(FLA: a checkout of flash-linear-attention holding fla/ and tests/; GDN:
+this repository. scripts/device-run.sh's flatests step runs it.)
+
+What is swapped: every collected test module's global
+chunk_gated_delta_rule becomes a function with FLA's signature whose
+forward is gdn.chunk_gated_delta_rule. FLA's tests also call backward on
+its outputs, and gdn has no backward, so the gradient is FLA's: the
+original function run again on the same inputs and differentiated. The
+forward checks (o and ht against FLA's naive recurrence, or against the
+same call with the option done outside the kernel) test gdn; the gradient
+checks test FLA's backward at gdn's outputs' inputs, as they would without
+the swap.
+
+A case whose head dimension is not 128 is skipped, saying so: gdn's
+kernels are built for the head dimension of Qwen3-Next and Qwen3.5. Any
+other refusal by gdn fails the case. The summary at the end counts the
+cases run, passed, skipped and failed.
+"""
+import inspect
+import os
+
+import pytest
+import torch
+
+import gdn
+
+HEAD_DIM = 128
+_GDN_PARAMS = set(inspect.signature(gdn.chunk_gated_delta_rule).parameters)
+_counts = {"swapped_calls": 0}
+
+
+def _swap(fla_fn):
+    fla_sig = inspect.signature(fla_fn)
+
+    def chunk_gated_delta_rule(*args, **kwargs):
+        bound = fla_sig.bind(*args, **kwargs)
+        call = dict(bound.arguments)
+        call.update(call.pop("kwargs", {}))
+        unknown = sorted(n for n, v in call.items() if n not in _GDN_PARAMS and v is not None)
+        if unknown:
+            raise TypeError(f"gdn's chunk_gated_delta_rule has no argument {', '.join(unknown)}")
+        D = call["q"].shape[-1]
+        if D != HEAD_DIM:
+            pytest.skip(f"head dimension {D}: gdn's kernels take {HEAD_DIM}")
+        _counts["swapped_calls"] += 1
+        names = [n for n, v in call.items() if torch.is_tensor(v)]
+        if not torch.is_grad_enabled() or not any(call[n].requires_grad for n in names):
+            return gdn.chunk_gated_delta_rule(**call)
+
+        class Swapped(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, *tensors):
+                ctx.save_for_backward(*tensors)
+                with torch.no_grad():
+                    o, ht = gdn.chunk_gated_delta_rule(**{**call, **dict(zip(names, tensors))})
+                return (o, ht) if ht is not None else o
+
+            @staticmethod
+            def backward(ctx, *grads):
+                need = ctx.needs_input_grad
+                xs = [t.detach().requires_grad_(n) for t, n in zip(ctx.saved_tensors, need)]
+                with torch.enable_grad():
+                    outs = fla_fn(**{**call, **dict(zip(names, xs))})
+                pairs = [(o, g) for o, g in zip(outs, grads) if o is not None and g is not None]
+                wanted = [x for x, n in zip(xs, need) if n]
+                got = iter(torch.autograd.grad([o for o, _ in pairs], wanted, [g for _, g in pairs],
+                                               allow_unused=True))
+                return tuple(next(got) if n else None for n in need)
+
+        out = Swapped.apply(*[call[n] for n in names])
+        return out if isinstance(out, tuple) else (out, None)
+
+    return chunk_gated_delta_rule
+
+
+def pytest_configure(config):
+    if os.environ.get("FLA_CI_ENV") == "1":
+        # FLA's assert_close only warns under FLA_CI_ENV: nothing would fail.
+        raise pytest.UsageError("unset FLA_CI_ENV: under it FLA's assert_close warns instead of failing")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    swapped = set()
+    for item in items:
+        mod = item.module
+        if mod in swapped:
+            continue
+        fn = getattr(mod, "chunk_gated_delta_rule", None)
+        if fn is None:
+            raise pytest.UsageError(f"{mod.__name__} has no chunk_gated_delta_rule to swap for gdn's")
+        mod.chunk_gated_delta_rule = _swap(fn)
+        swapped.add(mod)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    stats = terminalreporter.stats
+    passed, failed = len(stats.get("passed", [])), len(stats.get("failed", []))
+    skipped = stats.get("skipped", [])
+    dim = sum(1 for r in skipped if "head dimension" in str(r.longrepr))
+    terminalreporter.write_line(
+        f"gdn in FLA's tests: {passed + failed + len(skipped)} cases, {passed + failed} run through gdn "
+        f"({_counts['swapped_calls']} calls), {passed} passed, {failed} failed, {len(skipped)} skipped "
+        f"({dim} for a head dimension other than {HEAD_DIM})")
