@@ -453,8 +453,13 @@ for step in "${@:-tests}"; do
 		# package's tests on python/gdn/libgdn.so (device-build.sh builds
 		# it; carry it, git ignores it).
 		echo "== pyabi" >&2
-		timeout 120 .bin/cmd-libgdn.test -test.count=1 -test.v >"$out/pyabi.log" 2>&1 || fail "libgdn tests"
-		(cd python && timeout 300 python3 -m unittest discover -s tests -v) >>"$out/pyabi.log" 2>&1 || fail "python package tests"
+		# In its package's folder, as go test runs it: its tests read the
+		# package's sources (gdn.h against the exports).
+		(cd cmd/libgdn && timeout 120 ../../.bin/cmd-libgdn.test -test.count=1 -test.v) >"$out/pyabi.log" 2>&1 || fail "libgdn tests"
+		# With FLA_PATH, the package's comparison with FLA runs too.
+		fla_abs=""
+		[[ -n ${FLA_PATH:-} ]] && fla_abs=$(cd "$FLA_PATH" && pwd)
+		(cd python && PYTHONPATH="$fla_abs" timeout 300 python3 -m unittest discover -s tests -v) >>"$out/pyabi.log" 2>&1 || fail "python package tests"
 		tail -25 "$out/pyabi.log" >&2
 		;;
 	flatests)
@@ -470,7 +475,13 @@ for step in "${@:-tests}"; do
 			(cd "$FLA_PATH" && PYTHONPATH="$PWD:$root/python:$root/python/tests" timeout 500 \
 				python3 -m pytest -p fla_plugin -p no:cacheprovider -rs -q tests/ops/test_gdn.py -k test_chunk) \
 				>"$out/flatests.log" 2>&1 || fail flatests
-			tail -25 "$out/flatests.log" >&2
+			grep -E "^FAILED|gdn in FLA's tests" "$out/flatests.log" >&2
+			# The control: FLA alone on the cases gdn runs (head dimension
+			# 128), whose gradient checks test the same backward.
+			(cd "$FLA_PATH" && PYTHONPATH="$PWD" timeout 400 \
+				python3 -m pytest -p no:cacheprovider -rf -q tests/ops/test_gdn.py -k "test_chunk and D128") \
+				>"$out/flatests-fla.log" 2>&1
+			echo "FLA alone: $(tail -1 "$out/flatests-fla.log")" >&2
 		fi
 		;;
 	pybench | pybench:*)

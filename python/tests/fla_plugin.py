@@ -20,8 +20,14 @@ the swap.
 
 A case whose head dimension is not 128 is skipped, saying so: gdn's
 kernels are built for the head dimension of Qwen3-Next and Qwen3.5. Any
-other refusal by gdn fails the case. The summary at the end counts the
-cases run, passed, skipped and failed.
+other refusal by gdn fails the case. Each failed check of FLA's
+assert_close is printed as it happens (the case, the check's name, FLA's
+message with its error ratio), so that a run cut short still tells which
+checks failed, forward (o, ht) or gradient (d...); the summary at the end
+counts the cases run, passed, skipped and failed.
+
+A run of the same cases without this plugin is FLA on its own: the control
+for the gradient checks (scripts/device-run.sh's flatests step runs both).
 """
 import inspect
 import os
@@ -34,6 +40,9 @@ import gdn
 HEAD_DIM = 128
 _GDN_PARAMS = set(inspect.signature(gdn.chunk_gated_delta_rule).parameters)
 _counts = {"swapped_calls": 0}
+_failed_checks = {}  # test id -> FLA's messages of its failed assert_close checks
+_beside_fla = {}  # test id -> gdn's o and ht against FLA's forward on the same call, per call
+_current = {"id": None}
 
 
 def _swap(fla_fn):
@@ -51,6 +60,7 @@ def _swap(fla_fn):
             pytest.skip(f"head dimension {D}: gdn's kernels take {HEAD_DIM}")
         _counts["swapped_calls"] += 1
         names = [n for n, v in call.items() if torch.is_tensor(v)]
+        _note_beside_fla(fla_fn, call)
         if not torch.is_grad_enabled() or not any(call[n].requires_grad for n in names):
             return gdn.chunk_gated_delta_rule(**call)
 
@@ -80,10 +90,40 @@ def _swap(fla_fn):
     return chunk_gated_delta_rule
 
 
+def _ratio(a, b):
+    """RMS(a - b) / RMS(b), FLA's error ratio."""
+    if a is None or b is None:
+        return None
+    d = a.double() - b.double()
+    return (d.pow(2).mean().sqrt() / b.double().pow(2).mean().sqrt().clamp_min(1e-30)).item()
+
+
+def _note_beside_fla(fla_fn, call):
+    """Notes gdn's outputs against FLA's forward on the same call (printed
+    with a failure): which side a failed check points at."""
+    with torch.no_grad():
+        o, ht = gdn.chunk_gated_delta_rule(**call)
+        fo, fht = fla_fn(**call)
+    _beside_fla.setdefault(_current["id"], []).append((_ratio(o, fo), _ratio(ht, fht)))
+
+
 def pytest_configure(config):
     if os.environ.get("FLA_CI_ENV") == "1":
         # FLA's assert_close only warns under FLA_CI_ENV: nothing would fail.
         raise pytest.UsageError("unset FLA_CI_ENV: under it FLA's assert_close warns instead of failing")
+
+
+def _logged(check):
+    """FLA's assert_close, the same check, with each failure noted."""
+
+    def assert_close(prefix, *args, **kwargs):
+        try:
+            return check(prefix, *args, **kwargs)
+        except AssertionError as e:
+            _failed_checks.setdefault(_current["id"], []).append(str(e).strip() or prefix)
+            raise
+
+    return assert_close
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -96,7 +136,33 @@ def pytest_collection_modifyitems(session, config, items):
         if fn is None:
             raise pytest.UsageError(f"{mod.__name__} has no chunk_gated_delta_rule to swap for gdn's")
         mod.chunk_gated_delta_rule = _swap(fn)
+        if hasattr(mod, "assert_close"):
+            mod.assert_close = _logged(mod.assert_close)
         swapped.add(mod)
+
+
+def pytest_runtest_setup(item):
+    _current["id"] = item.nodeid
+
+
+def pytest_runtest_logreport(report):
+    if report.when != "call" or not report.failed:
+        return
+    tr = _reporter[0]
+    if tr is None:
+        return
+    why = "; ".join(_failed_checks.get(report.nodeid) or report.longreprtext.strip().splitlines()[-1:])
+    beside = ", ".join(f"o {o:.2e} ht {'-' if h is None else format(h, '.2e')}"
+                       for o, h in _beside_fla.get(report.nodeid, []))
+    tr.write_line(f"\nFAILED {report.nodeid}: {why} [gdn against FLA's forward, per call: {beside or 'no call'}]")
+
+
+_reporter = [None]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session):
+    _reporter[0] = session.config.pluginmanager.getplugin("terminalreporter")
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
