@@ -103,7 +103,10 @@ def _note_beside_fla(fla_fn, call):
     with a failure): which side a failed check points at."""
     with torch.no_grad():
         o, ht = gdn.chunk_gated_delta_rule(**call)
-        fo, fht = fla_fn(**call)
+        try:
+            fo, fht = fla_fn(**call)
+        except Exception:  # a note only: FLA's refusal is the test's to meet, not this one's
+            return
     _beside_fla.setdefault(_current["id"], []).append((_ratio(o, fo), _ratio(ht, fht)))
 
 
