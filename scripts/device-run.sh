@@ -43,6 +43,11 @@ same_outputs() {
 		($c in old) { if (old[$c] == $h) same = same " " $c; else diff = diff " " $c }
 		END { if (bad) exit; printf "outputs bit-identical to %s:%s; differ:%s\n", old_name, (same == "" ? " none" : same), (diff == "" ? " none" : diff) }' "$1" "$2"
 }
+# soak_limit MINUTES: the timeout of a soak of MINUTES (fractional allowed),
+# in whole seconds: gdn soak stops drawing problems at --minutes, and the
+# extra two minutes leave room for the problem in flight and the reference
+# of the last one.
+soak_limit() { awk -v m="$1" 'BEGIN { printf "%d", m * 60 + 120 }'; }
 for step in "${@:-tests}"; do
 	case "$step" in
 	tests)
@@ -108,10 +113,7 @@ for step in "${@:-tests}"; do
 		[[ $step == soak:* ]] && minutes="${step#soak:}"
 		seed="${SOAK_SEED:-$(date +%s)}"
 		echo "== soak $minutes minutes, seed $seed" | tee "$out/soak.log" >&2
-		# gdn soak stops drawing problems at --minutes; the timeout leaves
-		# room for the problem in flight and the reference of the last one.
-		# Minutes may be fractional (soak:0.5): the timeout in whole seconds.
-		timeout "$(awk -v m="$minutes" 'BEGIN { printf "%d", m * 60 + 120 }')" .bin/gdn soak --minutes "$minutes" --seed "$seed" >>"$out/soak.log" 2>&1 || fail soak
+		timeout "$(soak_limit "$minutes")" .bin/gdn soak --minutes "$minutes" --seed "$seed" >>"$out/soak.log" 2>&1 || fail soak
 		grep -E "^(FAIL|soak: variant)" "$out/soak.log" | head -20 >&2
 		tail -4 "$out/soak.log" >&2
 		;;
@@ -507,9 +509,8 @@ for step in "${@:-tests}"; do
 		sd="${SOAK_DIR:-/tmp/gdn-soak}"
 		mkdir -p "$sd" && rm -f "$sd/soak.log" "$sd/rc"
 		echo "== soak $minutes minutes in the background, seed $seed" | tee "$sd/soak.log" >&2
-		limit=$(awk -v m="$minutes" 'BEGIN { printf "%d", m * 60 + 120 }')
 		setsid bash -c 'timeout "$1" .bin/gdn soak --minutes "$2" --seed "$3" >>"$4/soak.log" 2>&1; echo $? >"$4/rc"' \
-			soakbg "$limit" "$minutes" "$seed" "$sd" </dev/null >/dev/null 2>&1 &
+			soakbg "$(soak_limit "$minutes")" "$minutes" "$seed" "$sd" </dev/null >/dev/null 2>&1 &
 		;;
 	soakwait)
 		# Waits up to SOAKWAIT_S seconds (default 540) for soakbg's soak,
