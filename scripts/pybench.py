@@ -17,11 +17,19 @@ inputs are under 120 MiB gets three input sets, used in turn.
 Timed, each with CUDA events, the median over --reps rounds of `calls`
 back-to-back calls (20 calls under 0.2 ms, else 5, as the bench's graphs):
 - gdn eager: gdn.chunk_gated_delta_rule called from Python, as a user
-  calls it (argument checks, output allocation, the libgdn call);
+  calls it (argument checks, output allocation, the libgdn call), with
+  the GPU busy (torch.cuda._sleep) while the round is issued, as in a
+  model whose host code runs ahead of the GPU: the time is the GPU's,
+  launch gaps between the calls included, not the host's;
+- gdn from idle: the same round on an idle GPU, the start event recorded
+  before the first call is issued, so the host's latency to the first
+  kernel counts (spread over the round's calls);
+- host us: the host's time to issue one call (Python, libgdn, driver);
 - gdn graph: the same calls captured once into a torch.cuda.graph and
   replayed;
-- FLA: fla.ops.gated_delta_rule.chunk_gated_delta_rule, eager, under
-  torch.no_grad() (skipped when FLA is not importable).
+- FLA: fla.ops.gated_delta_rule.chunk_gated_delta_rule, eager (GPU busy
+  ahead, as gdn eager), under torch.no_grad() (skipped when FLA is not
+  importable).
 The table gives bench --full's median from the CSV, each time, gdn eager
 over the bench (within 5% is the aim), FLA over gdn eager, and the error
 ratio of gdn's o against FLA's (a check that both computed the same).
@@ -30,6 +38,7 @@ import argparse
 import csv
 import statistics
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -88,13 +97,38 @@ def inputs(hq, hv, lens, seed):
     return x, cpu
 
 
-def median_ms(run, calls, reps):
-    """The median over reps of (the time of run(), which makes calls calls) / calls."""
+SLEEP_MS = 4.0  # the busy lead-in: well over the host's time to issue a round
+
+
+def sleep_cycles_per_ms():
+    """torch.cuda._sleep's cycles in a millisecond on this GPU, measured."""
+    n = 1 << 21
+    torch.cuda._sleep(n)  # load the kernel
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.cuda._sleep(n)
+    end.record()
+    end.synchronize()
+    return n / start.elapsed_time(end)
+
+
+def median_ms(run, calls, reps, busy=False, host=None):
+    """The median over reps of (the time of run(), which makes calls calls)
+    / calls. busy: keep the GPU busy for SLEEP_MS before the start event,
+    so that run() is issued while the GPU works and the events time the
+    GPU alone. host, a list: gets each round's host time to issue run(),
+    in microseconds a call."""
+    cycles = int(SLEEP_MS * sleep_cycles_per_ms()) if busy else 0
     times = []
     for _ in range(reps):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if busy:
+            torch.cuda._sleep(cycles)
         start.record()
+        t0 = time.perf_counter()
         run()
+        if host is not None:
+            host.append((time.perf_counter() - t0) * 1e6 / calls)
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end) / calls)
@@ -127,7 +161,11 @@ def time_case(name, reps):
         end.record()
         end.synchronize()
         calls = SHORT_CALLS if start.elapsed_time(end) / 6 < SHORT_MS else LONG_CALLS
-        row["eager"] = median_ms(lambda: [gdn_call(i) for i in range(calls)], calls, reps)
+        round_ = lambda: [gdn_call(i) for i in range(calls)]  # noqa: E731
+        host = []
+        row["eager"] = median_ms(round_, calls, reps, busy=True, host=host)
+        row["host_us"] = statistics.median(host)
+        row["idle"] = median_ms(round_, calls, reps)
 
         graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
@@ -145,7 +183,7 @@ def time_case(name, reps):
         if fla_chunk is not None:
             for i in range(6):
                 fla_call(i)
-            row["fla"] = median_ms(lambda: [fla_call(i) for i in range(calls)], calls, reps)
+            row["fla"] = median_ms(lambda: [fla_call(i) for i in range(calls)], calls, reps, busy=True)
             o, _ = gdn_call(0)
             of, _ = fla_call(0)
             row["err"] = ((o.double() - of.double()).norm() / of.double().norm()).item()
@@ -175,7 +213,7 @@ def main():
     bench = bench_medians(a.bench_csv) if a.bench_csv else {}
     print(f"{torch.cuda.get_device_name()}; FLA {'importable' if fla_chunk else 'not importable'}")
     print(f"{'case':12s} {'bench ms':>9s} {'eager ms':>9s} {'graph ms':>9s} {'eager/bench':>11s} "
-          f"{'FLA ms':>9s} {'FLA/eager':>9s} {'o vs FLA':>9s}")
+          f"{'idle ms':>9s} {'host us':>8s} {'FLA ms':>9s} {'FLA/eager':>9s} {'o vs FLA':>9s}")
     for n in names:
         r = time_case(n, a.reps)
         b = bench.get(n)
@@ -183,7 +221,7 @@ def main():
         def fmt(v, spec):
             return format(v, spec) if v is not None else "-"
         print(f"{n:12s} {fmt(b, '9.4f')} {r['eager']:9.4f} {fmt(r.get('graph'), '9.4f')} "
-              f"{fmt(r['eager'] / b if b else None, '11.3f')} {fmt(r.get('fla'), '9.4f')} "
+              f"{fmt(r['eager'] / b if b else None, '11.3f')} {r['idle']:9.4f} {r['host_us']:8.1f} {fmt(r.get('fla'), '9.4f')} "
               f"{fmt(r['fla'] / r['eager'] if 'fla' in r else None, '9.2f')} {fmt(r.get('err'), '9.2e')}")
 
 
