@@ -474,15 +474,18 @@ for step in "${@:-tests}"; do
 			fail "flatests: FLA_PATH must name a copy of FLA holding tests/ops/test_gdn.py"
 		else
 			root=$PWD
+			# The control, beside it (both check, neither times): FLA alone
+			# on the cases gdn runs (head dimension 128), whose gradient
+			# checks test the same backward.
+			(cd "$FLA_PATH" && PYTHONPATH="$PWD" timeout 500 \
+				python3 -m pytest -p no:cacheprovider -rf -q tests/ops/test_gdn.py -k "test_chunk and D128") \
+				>"$out/flatests-fla.log" 2>&1 &
+			control=$!
 			(cd "$FLA_PATH" && PYTHONPATH="$PWD:$root/python:$root/python/tests" timeout 500 \
 				python3 -m pytest -p fla_plugin -p no:cacheprovider -rs -q tests/ops/test_gdn.py -k test_chunk) \
 				>"$out/flatests.log" 2>&1 || fail flatests
 			grep -E "^FAILED|gdn in FLA's tests" "$out/flatests.log" >&2
-			# The control: FLA alone on the cases gdn runs (head dimension
-			# 128), whose gradient checks test the same backward.
-			(cd "$FLA_PATH" && PYTHONPATH="$PWD" timeout 400 \
-				python3 -m pytest -p no:cacheprovider -rf -q tests/ops/test_gdn.py -k "test_chunk and D128") \
-				>"$out/flatests-fla.log" 2>&1
+			wait "$control"
 			echo "FLA alone: $(tail -1 "$out/flatests-fla.log")" >&2
 		fi
 		;;
