@@ -33,6 +33,11 @@
 #               that the working tree combines. The baseline and these are
 #               built without symbols (-s -w), so that three fit the
 #               carry limit beside the working tree's tools
+#
+# Whatever it builds, it also packs .bin/ and python/gdn/libgdn.so into
+# .bin.tgz (ignored by git; about half their size): carried as one path
+# and unpacked there with `tar xzf .bin.tgz`, every binary fits one call's
+# 8 carry paths and 64 MiB, with room beside it for FLA's source.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 lean=0
@@ -121,5 +126,9 @@ if [[ -n $rev ]]; then
 	done
 fi
 cp scripts/device-run.sh .bin/
+packed=(.bin)
+[[ -f python/gdn/libgdn.so ]] && packed+=(python/gdn/libgdn.so)
+tar czf .bin.tgz "${packed[@]}"
 ls -la .bin >&2
 du -sh .bin >&2
+echo "device-build.sh: .bin.tgz holds ${packed[*]}, $(du -h .bin.tgz | cut -f1): carry it, then tar xzf .bin.tgz" >&2
