@@ -97,7 +97,7 @@ def inputs(hq, hv, lens, seed):
     return x, cpu
 
 
-SLEEP_MS = 4.0  # the busy lead-in: well over the host's time to issue a round
+SLEEP_MS = 4.0  # the busy lead-in, at least: and at least twice a round's host time
 
 
 def sleep_cycles_per_ms():
@@ -118,7 +118,15 @@ def median_ms(run, calls, reps, busy=False, host=None):
     so that run() is issued while the GPU works and the events time the
     GPU alone. host, a list: gets each round's host time to issue run(),
     in microseconds a call."""
-    cycles = int(SLEEP_MS * sleep_cycles_per_ms()) if busy else 0
+    cycles = 0
+    if busy:
+        # The lead-in must outlast the host's issuing of the round, or the
+        # GPU idles inside the timed region: size it from an untimed round.
+        t0 = time.perf_counter()
+        run()
+        round_ms = (time.perf_counter() - t0) * 1e3
+        torch.cuda.synchronize()
+        cycles = int(max(SLEEP_MS, 2 * round_ms) * sleep_cycles_per_ms())
     times = []
     for _ in range(reps):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
