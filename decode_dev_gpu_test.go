@@ -108,6 +108,24 @@ func (m *devMem) poison(x gdn.Tensor) {
 	}
 }
 
+// staleNaN fills n bytes of fresh device memory with NaN (all ones: NaN
+// in fp32, bf16 and fp16) and frees it, so that the allocations that come
+// next are likely to get memory holding NaN, as they do in a long-running
+// process: whatever a kernel reads that no call wrote then shows.
+func (m *devMem) staleNaN(n int) {
+	m.t.Helper()
+	p, err := m.ctx.Alloc(n)
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	if err := m.ctx.MemsetD8(p, 0xff, n, nil); err != nil {
+		m.t.Fatal(err)
+	}
+	if err := m.ctx.Free(p); err != nil {
+		m.t.Fatal(err)
+	}
+}
+
 // bits reads a 16- or 32-bit tensor back as raw bits (16-bit values
 // zero-extended).
 func (m *devMem) bits(x gdn.Tensor) []uint32 {

@@ -16,6 +16,8 @@ type Device interface {
 	Alloc(bytes int) (driver.DevicePtr, error)
 	// Upload copies host bytes to the device and waits for them.
 	Upload(dst driver.DevicePtr, src unsafe.Pointer, bytes int) error
+	// Zero sets device bytes to zero and waits for them.
+	Zero(dst driver.DevicePtr, bytes int) error
 	Free(p driver.DevicePtr) error
 	SynchronizeOrWait() error
 }
@@ -33,6 +35,20 @@ func (c ContextDevice) Upload(dst driver.DevicePtr, src unsafe.Pointer, bytes in
 	}
 	defer s.Destroy()
 	if err := c.CopyToDeviceAsync(dst, src, bytes, s); err != nil {
+		return err
+	}
+	return s.Synchronize()
+}
+
+// Zero clears on a stream of its own, as Upload copies, and for the same
+// reason.
+func (c ContextDevice) Zero(dst driver.DevicePtr, bytes int) error {
+	s, err := c.NewStream()
+	if err != nil {
+		return err
+	}
+	defer s.Destroy()
+	if err := c.MemsetD8(dst, 0, bytes, s); err != nil {
 		return err
 	}
 	return s.Synchronize()

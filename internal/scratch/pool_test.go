@@ -82,11 +82,19 @@ func TestPoolKeep(t *testing.T) {
 	}
 }
 
-// failing fails the nth Alloc (and every Upload when upload is set).
+// failing fails the nth Alloc (and every Upload when upload is set, every
+// Zero when zero is).
 type failing struct {
 	*scratchtest.Device
 	allocs, failAt int
-	upload         bool
+	upload, zero   bool
+}
+
+func (f *failing) Zero(dst driver.DevicePtr, bytes int) error {
+	if f.zero {
+		return errors.New("memset failed")
+	}
+	return f.Device.Zero(dst, bytes)
 }
 
 func (f *failing) Alloc(bytes int) (driver.DevicePtr, error) {
@@ -114,6 +122,7 @@ func TestPoolAllocateFails(t *testing.T) {
 		{"table", &failing{Device: scratchtest.New(), failAt: 1}, "table (256 bytes): "},
 		{"upload", &failing{Device: scratchtest.New(), upload: true}, "table (256 bytes): "},
 		{"slab", &failing{Device: scratchtest.New(), failAt: 2}, "working buffers (4096 bytes): "},
+		{"slab zeroing", &failing{Device: scratchtest.New(), zero: true}, "working buffers (4096 bytes): "},
 	} {
 		p := NewPool(c.f)
 		_, err := p.Allocate([]int32{1, 2}, Key{O: 1}, 4096)

@@ -17,6 +17,16 @@ import (
 // instead of allocating them on every call and freeing the evicted ones
 // behind a context synchronisation.
 //
+// A slab is zeroed when it is allocated. The Hopper kernels read a chunk's
+// 64-token window whole, rows past its sequence's end included, and mask
+// those rows by multiplying them with zeros: the rows must hold finite
+// numbers. In a call that covers every token they are the next sequence's
+// (written by the same call), but a run of a mixed call (problem.Mixed)
+// writes only its own sequences' rows, so the others keep whatever the
+// memory held before, and a freed buffer's NaN there made whole states
+// NaN (0 x NaN). Zeroed once, a slab holds only zeros and what calls
+// wrote into it, all finite.
+//
 // Sharing adds no race the outputs do not already have. The buffers are
 // written and read only by a call's own kernels, in stream order (nothing
 // is uploaded into them from the host), and two calls that share them write
@@ -86,7 +96,13 @@ func (s *slabTable) acquire(k Key, bytes int) (*slab, error) {
 	dev := s.pool.dev
 	err := dev.RelaxedCapture(func() error {
 		var err error
-		mem, err = dev.Alloc(size)
+		if mem, err = dev.Alloc(size); err != nil {
+			return err
+		}
+		if err = dev.Zero(mem, size); err != nil {
+			dev.Free(mem) // nothing read it
+			mem = 0
+		}
 		return err
 	})
 	if err != nil {

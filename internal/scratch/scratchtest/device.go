@@ -1,6 +1,7 @@
 // Package scratchtest is a fake scratch.Device for the CPU tests of the
 // packages that prepare calls: allocations are addresses counted up,
-// uploads land in a map, frees and synchronisations are counted.
+// uploads and zeroings land in maps, frees and synchronisations are
+// counted.
 package scratchtest
 
 import (
@@ -18,6 +19,7 @@ type Device struct {
 	next    driver.DevicePtr
 	Live    map[driver.DevicePtr]int    // allocations not freed, with their sizes
 	Uploads map[driver.DevicePtr][]byte // the bytes last uploaded to each address
+	Zeroed  map[driver.DevicePtr]int    // the bytes last zeroed at each address
 	Freed   int                         // frees so far
 	Syncs   int                         // synchronisations so far
 	SyncErr error                       // what SynchronizeOrWait returns
@@ -25,7 +27,8 @@ type Device struct {
 
 // New returns a fake device with nothing allocated.
 func New() *Device {
-	return &Device{next: 1 << 44, Live: map[driver.DevicePtr]int{}, Uploads: map[driver.DevicePtr][]byte{}}
+	return &Device{next: 1 << 44, Live: map[driver.DevicePtr]int{}, Uploads: map[driver.DevicePtr][]byte{},
+		Zeroed: map[driver.DevicePtr]int{}}
 }
 
 // RelaxedCapture runs fn.
@@ -46,6 +49,14 @@ func (f *Device) Upload(dst driver.DevicePtr, src unsafe.Pointer, bytes int) err
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.Uploads[dst] = slices.Clone(unsafe.Slice((*byte)(src), bytes))
+	return nil
+}
+
+// Zero records the bytes zeroed at dst.
+func (f *Device) Zero(dst driver.DevicePtr, bytes int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Zeroed[dst] = bytes
 	return nil
 }
 
