@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gdnjit/gdn"
+	"github.com/gdnjit/gdn/dtype"
 	"github.com/gdnjit/gdn/internal/problem"
 	"github.com/gdnjit/gdn/ref"
 )
@@ -398,4 +399,32 @@ func mustGate(t *testing.T, a []float64, aLog, dtBias []float32) []float64 {
 		t.Fatal(err)
 	}
 	return g
+}
+
+// An fp16 o among fp16's subnormals: the exact values rounded to fp16 miss
+// the ratio line by far, and pass once the line counts fp16's spacing
+// there; an error of a few spacings still fails, and bf16 gets no slack.
+func TestSoakWithinSubnormalFP16(t *testing.T) {
+	want := make([]float64, 256)
+	got := make([]float64, len(want))
+	for i := range want {
+		want[i] = 2e-6 * math.Sin(float64(i)+0.5)
+		got[i] = float64(dtype.FP16ToFloat32(dtype.RoundFP16(float32(want[i]))))
+	}
+	tol := ref.PassO
+	if err := within(ref.Compare64(got, want), want, tol, 1e-6, 0); err == nil {
+		t.Fatal("fp16's rounding of values near 2e-6 passed the plain ratio line: the case shows nothing")
+	}
+	if err := within(ref.Compare64(got, want), want, tol, 1e-6, outputQuantum(gdn.FP16)); err != nil {
+		t.Errorf("exact but for fp16's subnormal spacing: %v", err)
+	}
+	for i := range got {
+		got[i] += 4 * math.Ldexp(1, -24)
+	}
+	if err := within(ref.Compare64(got, want), want, tol, 1e-6, outputQuantum(gdn.FP16)); err == nil {
+		t.Error("an error of four fp16 spacings passed")
+	}
+	if q := outputQuantum(gdn.BF16); q != 0 {
+		t.Errorf("bf16's quantum %g, want 0", q)
+	}
 }
