@@ -73,7 +73,9 @@ func (ks *kernels) load(v kernsrc.Variant, sharedBytes int) (*loadedKernel, erro
 			if mod, loadErr = ks.ctx.LoadModule(art.Image); loadErr != nil {
 				return nil
 			}
-			fn, err = mod.Function(art.Symbol(v.Kernel))
+			// The request's entry, not v's: a development build's lab
+			// experiment compiles a kernel of other template arguments.
+			fn, err = mod.Function(art.Symbol(req.Entries[0]))
 			if err == nil && sharedBytes > 48<<10 {
 				err = fn.SetMaxDynamicShared(sharedBytes)
 			}
