@@ -47,8 +47,10 @@ import gdn
 
 try:
     from fla.ops.gated_delta_rule import chunk_gated_delta_rule as fla_chunk
-except ImportError:
+    FLA_MISSING = ""
+except ImportError as e:
     fla_chunk = None
+    FLA_MISSING = f" ({type(e).__name__}: {e})"
 
 # The benchmark suite (ref/suite.go, docs/BENCH.md): name -> (Hq, Hv, lens).
 # scripts/pybench_test.go checks that this table matches ref.Suite.
@@ -219,7 +221,7 @@ def main():
         if n not in SUITE:
             sys.exit(f"pybench: no suite case {n} (have {', '.join(SUITE)})")
     bench = bench_medians(a.bench_csv) if a.bench_csv else {}
-    print(f"{torch.cuda.get_device_name()}; FLA {'importable' if fla_chunk else 'not importable'}")
+    print(f"{torch.cuda.get_device_name()}; FLA {'importable' if fla_chunk else 'not importable' + FLA_MISSING}")
     print(f"{'case':12s} {'bench ms':>9s} {'eager ms':>9s} {'graph ms':>9s} {'eager/bench':>11s} "
           f"{'idle ms':>9s} {'host us':>8s} {'FLA ms':>9s} {'FLA/eager':>9s} {'o vs FLA':>9s}")
     for n in names:
