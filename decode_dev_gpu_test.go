@@ -121,6 +121,11 @@ func (m *devMem) staleNaN(n int) {
 	if err := m.ctx.MemsetD8(p, 0xff, n, nil); err != nil {
 		m.t.Fatal(err)
 	}
+	// Done before the memory goes back: a fill still running when the
+	// slab's zeroing reused it would fail the test for nothing.
+	if err := m.ctx.Synchronize(); err != nil {
+		m.t.Fatal(err)
+	}
 	if err := m.ctx.Free(p); err != nil {
 		m.t.Fatal(err)
 	}
