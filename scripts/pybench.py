@@ -26,7 +26,8 @@ back-to-back calls (20 calls under 0.2 ms, else 5, as the bench's graphs):
   kernel counts (spread over the round's calls);
 - host us: the host's time to issue one call (Python, libgdn, driver);
 - gdn graph: the same calls captured once into a torch.cuda.graph and
-  replayed;
+  replayed, with the GPU busy ahead as for gdn eager (timed from idle,
+  this column was once 7% over the bench, unexplained);
 - FLA: fla.ops.gated_delta_rule.chunk_gated_delta_rule, eager (GPU busy
   ahead, as gdn eager), under torch.no_grad() (skipped when FLA is not
   importable).
@@ -186,7 +187,7 @@ def time_case(name, reps):
             with torch.cuda.graph(graph):
                 for i in range(calls):
                     gdn_call(i)
-            row["graph"] = median_ms(graph.replay, calls, reps)
+            row["graph"] = median_ms(graph.replay, calls, reps, busy=True)
         except (RuntimeError, gdn.GdnError) as e:  # the eager and FLA times still count
             print(f"{name}: capture failed: {e}", file=sys.stderr)
 
