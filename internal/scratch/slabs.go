@@ -21,7 +21,7 @@ import (
 // 64-token window whole, rows past its sequence's end included, and mask
 // those rows by multiplying them with zeros: the rows must hold finite
 // numbers. In a call that covers every token they are the next sequence's
-// (written by the same call), but a run of a mixed call (problem.Mixed)
+// (written by the same call), but a run of a mixed call (problem.Run)
 // writes only its own sequences' rows, so the others keep whatever the
 // memory held before, and a freed buffer's NaN there made whole states
 // NaN (0 x NaN). Zeroed once, a slab holds only zeros and what calls
