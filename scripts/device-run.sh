@@ -47,6 +47,9 @@ same_outputs() {
 # in whole seconds: gdn soak stops drawing problems at --minutes, and the
 # extra two minutes leave room for the problem in flight and the reference
 # of the last one.
+# fla_abs: FLA_PATH made absolute (empty without it), for PYTHONPATH from
+# any folder: a relative ".fla" once left FLA unimportable.
+fla_abs() { [[ -z ${FLA_PATH:-} ]] || (cd "$FLA_PATH" && pwd); }
 soak_limit() { awk -v m="$1" 'BEGIN { printf "%d", m * 60 + 120 }'; }
 for step in "${@:-tests}"; do
 	case "$step" in
@@ -459,9 +462,7 @@ for step in "${@:-tests}"; do
 		# package's sources (gdn.h against the exports).
 		(cd cmd/libgdn && timeout 120 ../../.bin/cmd-libgdn.test -test.count=1 -test.v) >"$out/pyabi.log" 2>&1 || fail "libgdn tests"
 		# With FLA_PATH, the package's comparison with FLA runs too.
-		fla_abs=""
-		[[ -n ${FLA_PATH:-} ]] && fla_abs=$(cd "$FLA_PATH" && pwd)
-		(cd python && PYTHONPATH="$fla_abs" timeout 300 python3 -m unittest discover -s tests -v) >>"$out/pyabi.log" 2>&1 || fail "python package tests"
+		(cd python && PYTHONPATH="$(fla_abs)" timeout 300 python3 -m unittest discover -s tests -v) >>"$out/pyabi.log" 2>&1 || fail "python package tests"
 		tail -25 "$out/pyabi.log" >&2
 		;;
 	flatests)
@@ -499,11 +500,7 @@ for step in "${@:-tests}"; do
 		[[ $step == pybench:* ]] && cases="${step#pybench:}"
 		echo "== pybench $cases" >&2
 		timeout 200 .bin/gdn bench --full --cases "$cases" --csv "$out/pybench.csv" >"$out/pybench.txt" 2>&1 || fail "pybench: bench --full"
-		# FLA_PATH made absolute, as pyabi does: a relative one (".fla") left
-		# FLA unimportable here once.
-		fla_abs=""
-		[[ -n ${FLA_PATH:-} ]] && fla_abs=":$(cd "$FLA_PATH" && pwd)"
-		PYTHONPATH="python$fla_abs" timeout 300 python3 scripts/pybench.py --cases "$cases" \
+		PYTHONPATH="python${FLA_PATH:+:$(fla_abs)}" timeout 300 python3 scripts/pybench.py --cases "$cases" \
 			--bench-csv "$out/pybench.csv" >>"$out/pybench.txt" 2>&1 || fail pybench
 		grep -v '^\[\|^  ' "$out/pybench.txt" >&2
 		;;

@@ -25,30 +25,26 @@ type Device interface {
 // ContextDevice is Device on a driver.Context.
 type ContextDevice struct{ *driver.Context }
 
-// Upload copies on a stream of its own, which syncs with nothing else: a
-// copy on the legacy stream would break a capture on any blocking stream of
-// the caller's.
+// Upload copies on a stream of its own (ownStream).
 func (c ContextDevice) Upload(dst driver.DevicePtr, src unsafe.Pointer, bytes int) error {
-	s, err := c.NewStream()
-	if err != nil {
-		return err
-	}
-	defer s.Destroy()
-	if err := c.CopyToDeviceAsync(dst, src, bytes, s); err != nil {
-		return err
-	}
-	return s.Synchronize()
+	return c.ownStream(func(s *driver.Stream) error { return c.CopyToDeviceAsync(dst, src, bytes, s) })
 }
 
-// Zero clears on a stream of its own, as Upload copies, and for the same
-// reason.
+// Zero clears on a stream of its own (ownStream).
 func (c ContextDevice) Zero(dst driver.DevicePtr, bytes int) error {
+	return c.ownStream(func(s *driver.Stream) error { return c.MemsetD8(dst, 0, bytes, s) })
+}
+
+// ownStream issues f's work on a new stream and waits for it. That stream
+// syncs with nothing else: a copy or memset on the legacy stream would
+// break a capture on any blocking stream of the caller's.
+func (c ContextDevice) ownStream(f func(s *driver.Stream) error) error {
 	s, err := c.NewStream()
 	if err != nil {
 		return err
 	}
 	defer s.Destroy()
-	if err := c.MemsetD8(dst, 0, bytes, s); err != nil {
+	if err := f(s); err != nil {
 		return err
 	}
 	return s.Synchronize()
