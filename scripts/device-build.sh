@@ -89,9 +89,12 @@ for pkg in "${pkgs[@]}"; do
 	[[ -n $name ]] || name=gdn
 	go test -tags cuda -c "${strip[@]}" -o ".bin/$name.test" "$pkg"
 done
-go build -tags cuda "${strip[@]}" -o .bin/gdn ./cmd/gdn
+# The tools carry their commit (-buildvcs=true, where GOFLAGS may say
+# false): `gdn version` names it, and device-run.sh writes it to gpu.txt,
+# so that every log says which build it timed.
+go build -buildvcs=true -tags cuda "${strip[@]}" -o .bin/gdn ./cmd/gdn
 if [[ $dev == 1 ]]; then
-	go build -tags cuda,gdndev -ldflags "-s -w" -o .bin/gdn-dev ./cmd/gdn
+	go build -buildvcs=true -tags cuda,gdndev -ldflags "-s -w" -o .bin/gdn-dev ./cmd/gdn
 fi
 if [[ $gchunt == 1 ]]; then
 	GOEXPERIMENT=norandomizedheapbase64 go test -tags cuda -c -ldflags "-s -w" -o .bin/gdn-norandheap.gchunt .

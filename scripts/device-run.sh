@@ -12,6 +12,8 @@ out="${OUT:-device-out}"
 mkdir -p "$out"
 export GDN_CACHE_DIR="${GDN_CACHE_DIR:-/tmp/gdn-cache}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,utilization.gpu --format=csv >"$out/gpu.txt" 2>&1
+# The build this run timed (a tool older than `gdn version` adds nothing).
+[[ -x .bin/gdn ]] && .bin/gdn version >>"$out/gpu.txt" 2>/dev/null
 status=0
 fail() { status=1; echo "FAIL $*" >&2; }
 # all_ok FILE: every variant row of a gdn warmup table in FILE ends in "ok"

@@ -18,9 +18,11 @@ import (
 // exit status 1 when $FAKE_NO_CSV names its --variant's suffix; its median
 // $FAKE_MS_auto, _bv64 or _bv128 by --variant, else 0.06), prints a
 // comparison header when given --compare and exits $FAKE_BENCH_RC (0 when
-// unset); every call logs its name and arguments to calls.log (after
+// unset); every call but `version` (which prints a line, as device-run.sh
+// asks before its steps) logs its name and arguments to calls.log (after
 // GDN_JIT_DEFINES=... and GDN_LAB=... when those are set).
 const fakeGDN = `#!/usr/bin/env bash
+[[ $1 == version ]] && { echo "gdn fake-build (commit 0123456789ab)"; exit 0; }
 echo "${GDN_JIT_DEFINES:+GDN_JIT_DEFINES=$GDN_JIT_DEFINES }${GDN_LAB:+GDN_LAB=$GDN_LAB }$(basename "$0") $*" >>"$CALLS"
 case "$1" in
 warmup) printf '%s\n' "variant  compile ms  registers  spill B  stack B  smem B  status" "$FAKE_WARMUP" ;;
@@ -347,6 +349,10 @@ func TestDeviceRunBundlesManyOutputs(t *testing.T) {
 	}
 	if len(names) != 2 || names[0] != "gpu.txt" || names[1] != "outputs.tgz" {
 		t.Fatalf("outputs %v, want gpu.txt and outputs.tgz\n%s", names, stderr)
+	}
+	// gpu.txt also names the build the steps ran (.bin/gdn version).
+	if gpu, err := os.ReadFile(filepath.Join(out, "gpu.txt")); err != nil || !strings.Contains(string(gpu), "gdn fake-build (commit 0123456789ab)") {
+		t.Errorf("gpu.txt lacks the build's line (%v):\n%s", err, gpu)
 	}
 	list, err := exec.Command("tar", "tzf", filepath.Join(out, "outputs.tgz")).Output()
 	if err != nil {

@@ -13,9 +13,9 @@ import (
 // line, what it does, its notes, and its flags in groups.
 
 // commandOrder is the order of the commands in `gdn help`: what the machine
-// has, compiling, running, timing, testing. A command missing here is
-// listed after these, by name.
-var commandOrder = []string{"info", "warmup", "run", "bench", "soak"}
+// has, compiling, running, timing, testing, and which build this is. A
+// command missing here is listed after these, by name.
+var commandOrder = []string{"info", "warmup", "run", "bench", "soak", "version"}
 
 // flagGroup is a heading and the flags under it, in the order shown.
 type flagGroup struct {

@@ -34,6 +34,7 @@ func runInfo(args []string) error {
 		}
 	}
 
+	row("gdn", "%s", strings.TrimPrefix(versionLine(readBuildInfo()), "gdn "))
 	var dev *driver.DeviceInfo
 	if ctx, err := driver.OpenSMs(0, *sms); err != nil {
 		var e *driver.SMCountError

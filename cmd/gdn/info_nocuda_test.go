@@ -24,6 +24,7 @@ func TestInfoWithoutGPU(t *testing.T) {
 	major, minor := n.Version()
 	for _, s := range []string{
 		"no CUDA device: ",
+		"(no CUDA: the driver stub",
 		fmt.Sprintf("%d.%d at %s", major, minor, n.Path()),
 		"cache", "0 entries",
 	} {

@@ -11,6 +11,7 @@
 //	                                              target (0.8 x the faster of FlashQLA and FlashInfer)
 //	gdn bench --from RUN.csv --plot F.png         chart or compare a saved run, no GPU
 //	gdn soak --minutes 9                          random problems against the float64 reference
+//	gdn version                                   this build's commit, Go version and tags
 //	gdn help [command]                            usage
 //
 // The default build (no -tags cuda) links the driver stub: it compiles
@@ -75,6 +76,8 @@ func gdnMain(args []string) int {
 	}
 	name, rest := args[0], args[1:]
 	switch name {
+	case "-version", "--version":
+		name = "version"
 	case "help", "-h", "-help", "--help":
 		if len(rest) > 0 {
 			if c, ok := commands[rest[0]]; ok {
