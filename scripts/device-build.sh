@@ -89,9 +89,9 @@ for pkg in "${pkgs[@]}"; do
 	[[ -n $name ]] || name=gdn
 	go test -tags cuda -c "${strip[@]}" -o ".bin/$name.test" "$pkg"
 done
-# The tools carry their commit (-buildvcs=true, where GOFLAGS may say
-# false): `gdn version` names it, and device-run.sh writes it to gpu.txt,
-# so that every log says which build it timed.
+# The tools (and libgdn, below) carry their commit (-buildvcs=true, where
+# GOFLAGS may say false): `gdn version` names it, and device-run.sh writes
+# it to gpu.txt, so that every log says which build it timed.
 go build -buildvcs=true -tags cuda "${strip[@]}" -o .bin/gdn ./cmd/gdn
 if [[ $dev == 1 ]]; then
 	go build -buildvcs=true -tags cuda,gdndev -ldflags "-s -w" -o .bin/gdn-dev ./cmd/gdn
@@ -105,7 +105,7 @@ if [[ $lean == 0 ]]; then
 	go build -tags cuda "${strip[@]}" -o .bin/serving ./examples/serving
 	# libgdn for device-run.sh's pyabi step (git ignores it: carry
 	# python/gdn/libgdn.so). go build's own header goes: gdn.h is the ABI.
-	go build -tags cuda -buildmode=c-shared "${strip[@]}" -o python/gdn/libgdn.so ./cmd/libgdn
+	go build -buildvcs=true -tags cuda -buildmode=c-shared "${strip[@]}" -o python/gdn/libgdn.so ./cmd/libgdn
 	rm -f python/gdn/libgdn.h
 fi
 # build_at REV OUT: the cuda-tagged gdn tool of git revision REV, without

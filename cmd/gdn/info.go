@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/gdnjit/gdn/driver"
+	"github.com/gdnjit/gdn/internal/buildinfo"
 	"github.com/gdnjit/gdn/jit"
 )
 
@@ -34,7 +35,7 @@ func runInfo(args []string) error {
 		}
 	}
 
-	row("gdn", "%s", strings.TrimPrefix(versionLine(readBuildInfo()), "gdn "))
+	row("gdn", "%s", strings.TrimPrefix(buildinfo.Line("gdn"), "gdn "))
 	var dev *driver.DeviceInfo
 	if ctx, err := driver.OpenSMs(0, *sms); err != nil {
 		var e *driver.SMCountError

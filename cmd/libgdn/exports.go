@@ -11,7 +11,11 @@ package main
 */
 import "C"
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/gdnjit/gdn/internal/buildinfo"
+)
 
 //export gdn_abi_version
 func gdn_abi_version() C.int32_t { return abiVersion }
@@ -55,4 +59,9 @@ func gdn_forward_mixed(rt C.gdn_runtime, a *C.gdn_full_args, stream C.uintptr_t)
 //export gdn_last_error
 func gdn_last_error(rt C.gdn_runtime, buf *C.char, n C.int64_t) C.int64_t {
 	return C.int64_t(copyMessage(lastError(uint64(rt)), unsafe.Pointer(buf), int64(n)))
+}
+
+//export gdn_build_info
+func gdn_build_info(buf *C.char, n C.int64_t) C.int64_t {
+	return C.int64_t(copyMessage(buildinfo.Line("libgdn"), unsafe.Pointer(buf), int64(n)))
 }

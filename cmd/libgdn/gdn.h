@@ -209,6 +209,14 @@ int32_t gdn_forward_mixed(gdn_runtime rt, const gdn_full_args *a, uintptr_t stre
  * runtime at once, the message is one of theirs. */
 int64_t gdn_last_error(gdn_runtime rt, char *buf, int64_t len);
 
+/* Copies one line naming the library's build into buf, as gdn_last_error
+ * copies its message, and returns the line's whole length: the commit it
+ * was built from (and whether the tree had uncommitted changes), the Go
+ * version, the platform and the build tags. For bug reports and logs.
+ * Added after GDN_ABI_VERSION 1's first functions: a binding that may
+ * load an older library looks the symbol up before calling it. */
+int64_t gdn_build_info(char *buf, int64_t len);
+
 #endif /* GDN_TYPES_ONLY */
 
 #ifdef __cplusplus

@@ -10,8 +10,16 @@ through libgdn (gdn's C ABI, loaded with ctypes on first call: beside this
 file, or from GDN_LIBRARY). Importing needs neither torch nor a GPU; a call
 without a usable GPU raises GdnUnavailable, a bad argument ArgumentError.
 """
+from . import _lib
 from ._ops import chunk_gated_delta_rule, decode
 from .errors import ArgumentError, GdnError, GdnUnavailable
 
-__all__ = ["chunk_gated_delta_rule", "decode", "ArgumentError", "GdnError", "GdnUnavailable"]
+__all__ = ["build_info", "chunk_gated_delta_rule", "decode", "ArgumentError", "GdnError", "GdnUnavailable"]
 __version__ = "0.1.0"
+
+
+def build_info():
+    """The loaded libgdn's build in one line (its commit, Go version and
+    tags) and its path: what a bug report should quote. Loads libgdn as the
+    first call does, so it needs a usable GPU (else GdnUnavailable)."""
+    return _lib.build_info(_lib.library())

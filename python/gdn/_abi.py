@@ -107,3 +107,7 @@ def declare(lib):
         fn.argtypes, fn.restype = [rt, ctypes.POINTER(args), ctypes.c_size_t], st
     lib.gdn_last_error.argtypes = [rt, ctypes.c_char_p, i64]
     lib.gdn_last_error.restype = i64
+    # gdn_build_info came after the first functions of ABI version 1: an
+    # older library lacks it (_lib.build_info says so).
+    if hasattr(lib, "gdn_build_info"):
+        lib.gdn_build_info.argtypes, lib.gdn_build_info.restype = [ctypes.c_char_p, i64], i64

@@ -99,6 +99,19 @@ def last_error(lib, handle):
     return buf.value.decode(errors="replace")
 
 
+def build_info(lib):
+    """libgdn's line about its build (commit, Go version, tags), and its path."""
+    path = getattr(lib, "_name", "libgdn")
+    if not hasattr(lib, "gdn_build_info"):
+        return f"libgdn (built before gdn_build_info existed) at {path}"
+    buf = ctypes.create_string_buffer(256)
+    n = lib.gdn_build_info(buf, len(buf))
+    if n >= len(buf):
+        buf = ctypes.create_string_buffer(n + 1)
+        lib.gdn_build_info(buf, len(buf))
+    return f"{buf.value.decode(errors='replace')} at {path}"
+
+
 def raise_for(lib, handle, status):
     """Raises the exception of a libgdn status (nothing for GDN_OK)."""
     if status == _abi.OK:

@@ -90,6 +90,20 @@ class NoCUDALibraryTest(unittest.TestCase):
         self.assertEqual(n, len(whole))
         self.assertEqual(buf.value.decode(), whole[:7])
 
+    def test_build_info(self):
+        # The line names the library, the Go version, and (built without the
+        # cuda tag) says it has no CUDA; cut to a short buffer as messages are.
+        line = _lib.build_info(self.lib)
+        self.assertTrue(line.startswith("libgdn "), line)
+        self.assertIn(" go1.", line)
+        self.assertIn("no CUDA", line)
+        self.assertTrue(line.endswith(" at " + os.environ["GDN_TEST_NOCUDA_LIBRARY"]), line)
+        buf = ctypes.create_string_buffer(8)
+        n = self.lib.gdn_build_info(buf, len(buf))
+        self.assertEqual(buf.value.decode(), "libgdn ")
+        self.assertGreater(n, 7)
+        self.assertEqual(n, len(line) - len(" at " + os.environ["GDN_TEST_NOCUDA_LIBRARY"]))
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -117,6 +117,13 @@ class ReferenceTest(unittest.TestCase):
         o, ht = gdn.chunk_gated_delta_rule(**inputs(T=64))
         self.assertIsNone(ht)
 
+    def test_build_info(self):
+        # The loaded library names itself and was built with the cuda tag.
+        line = gdn.build_info()
+        self.assertTrue(line.startswith("libgdn "), line)
+        self.assertIn("tags cuda", line)
+        self.assertNotIn("no CUDA", line)
+
     def test_backward_raises(self):
         x = inputs(T=64)
         x["q"].requires_grad_(True)
