@@ -89,14 +89,21 @@ def library():
         return _lib
 
 
-def last_error(lib, handle):
-    """The message libgdn keeps for handle (0: the failures of no runtime)."""
+def _text(fn, *args):
+    """The string a libgdn function copies into a buffer (fn(*args, buf,
+    len) returns its whole length): read again into a large enough buffer
+    when the first was too short."""
     buf = ctypes.create_string_buffer(512)
-    n = lib.gdn_last_error(handle, buf, len(buf))
+    n = fn(*args, buf, len(buf))
     if n >= len(buf):
         buf = ctypes.create_string_buffer(n + 1)
-        lib.gdn_last_error(handle, buf, len(buf))
+        fn(*args, buf, len(buf))
     return buf.value.decode(errors="replace")
+
+
+def last_error(lib, handle):
+    """The message libgdn keeps for handle (0: the failures of no runtime)."""
+    return _text(lib.gdn_last_error, handle)
 
 
 def build_info(lib):
@@ -104,12 +111,7 @@ def build_info(lib):
     path = getattr(lib, "_name", "libgdn")
     if not hasattr(lib, "gdn_build_info"):
         return f"libgdn (built before gdn_build_info existed) at {path}"
-    buf = ctypes.create_string_buffer(256)
-    n = lib.gdn_build_info(buf, len(buf))
-    if n >= len(buf):
-        buf = ctypes.create_string_buffer(n + 1)
-        lib.gdn_build_info(buf, len(buf))
-    return f"{buf.value.decode(errors='replace')} at {path}"
+    return f"{_text(lib.gdn_build_info)} at {path}"
 
 
 def raise_for(lib, handle, status):
