@@ -15,10 +15,7 @@ import (
 
 // Line is Describe of the running binary's own build information.
 func Line(name string) string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		bi = nil
-	}
+	bi, _ := debug.ReadBuildInfo() // nil where the binary carries none
 	return Describe(name, bi)
 }
 
