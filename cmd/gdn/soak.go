@@ -13,7 +13,6 @@ import (
 
 	"github.com/gdnjit/gdn"
 	"github.com/gdnjit/gdn/internal/plan"
-	"github.com/gdnjit/gdn/internal/tuning"
 	"github.com/gdnjit/gdn/ref"
 )
 
@@ -120,12 +119,16 @@ func runSoak(args []string) error {
 		listSoak(o)
 		return nil
 	}
-	rts := &soakRuntimes{device: o.device, rts: map[string]*gdn.Runtime{}}
+	rts := newSoakRuntimes(o.device)
 	defer rts.close()
-	auto, err := rts.get("", 0, 0, 0) // fails now, not per problem, without a GPU
+	// The planner's Runtime, held for the whole soak (the serving and auto
+	// problems run on it); opened now, so that without a GPU the soak fails
+	// at once rather than once per problem.
+	auto, releaseAuto, err := rts.get("", 0, 0, 0)
 	if err != nil {
 		return err
 	}
+	defer releaseAuto()
 	jobs := o.jobs
 	if o.one != nil {
 		jobs = 1
@@ -140,11 +143,14 @@ func runSoak(args []string) error {
 		fmt.Fprintf(stderr, "soak: problem %s\n  o %v\n  ht %v\n  %d (sequence, head) pairs, %d token-heads checked\n",
 			o.one, out.O, out.Ht, out.Pairs, out.TokenHeads)
 	} else {
-		runSoakLoop(jobs, o, st, func(w, k int) bool {
+		runSoakLoop(jobs, o, st, func(w, k int) error {
 			return runSoakProblem(rts, o, k, drawSoakProblem(o.seed, k), st).launchErr
 		})
 	}
 	st.summary(stderr)
+	if o.one == nil {
+		fmt.Fprintf(stderr, "soak: %d Runtimes opened, at most %d open at once\n", rts.openedCount(), soakOpenLimit)
+	}
 	fmt.Fprintf(stdout, "%d passed, %d failed\n", st.passed, st.failed)
 	if st.failed > 0 {
 		return errReported
@@ -164,10 +170,10 @@ const soakLostAfter = 5
 
 // runSoakLoop hands problems 0, 1, 2, ... to workers goroutines until the
 // time is up (or --count problems ran); run(w, k) runs problem k on worker
-// w and reports whether the GPU call itself failed. Workers overlap one
+// w and returns the GPU call's own error (nil when it ran). Workers overlap one
 // problem's reference with another's inputs and GPU call: the reference of
 // a long chain is sequential, and the machine has many cores.
-func runSoakLoop(workers int, o soakOptions, st *soakStats, run func(w, k int) bool) {
+func runSoakLoop(workers int, o soakOptions, st *soakStats, run func(w, k int) error) {
 	// A --minutes too large for a time.Duration (about 292 years) would
 	// convert to a negative one, a deadline already past, and the soak would
 	// run nothing and pass: take the largest Duration instead.
@@ -177,12 +183,14 @@ func runSoakLoop(workers int, o soakOptions, st *soakStats, run func(w, k int) b
 	}
 	deadline := time.Now().Add(limit)
 	cases := make(chan int)
-	var lost atomic.Int32 // GPU calls failed in a row
+	var lost atomic.Int32    // GPU calls failed in a row
+	var lastErr atomic.Value // the last of them: error
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
 			for k := range cases {
-				if run(w, k) {
+				if err := run(w, k); err != nil {
+					lastErr.Store(err)
 					lost.Add(1)
 				} else {
 					lost.Store(0)
@@ -196,7 +204,9 @@ func runSoakLoop(workers int, o soakOptions, st *soakStats, run func(w, k int) b
 			break
 		}
 		if n := lost.Load(); n >= soakLostAfter {
-			fmt.Fprintf(stderr, "soak: %d GPU calls in a row failed; the context is likely lost, stopping\n", n)
+			// Out of device memory reads the same as a lost context
+			// here: every later call would fail too. The error says which.
+			fmt.Fprintf(stderr, "soak: %d GPU calls in a row failed, stopping; the last: %s\n", n, oneLine(lastErr.Load().(error)))
 			break
 		}
 		cases <- k
@@ -224,48 +234,11 @@ func listSoak(o soakOptions) {
 	}
 }
 
-// soakResult is soakOutcome plus whether the GPU call itself failed.
+// soakResult is soakOutcome plus the GPU call's own error (nil when the
+// call ran, whatever its check found).
 type soakResult struct {
 	soakOutcome
-	launchErr bool
-}
-
-// soakRuntimes holds one Runtime per forced variant ("" for the planner's
-// choice), segment length, SM slice and preparation cap, opened on first use. A Runtime is safe for concurrent use and
-// its variant is fixed when it opens, so the workers share them.
-type soakRuntimes struct {
-	device int
-	mu     sync.Mutex
-	rts    map[string]*gdn.Runtime
-}
-
-// get returns the Runtime of a variant (and options), opening it on first use.
-func (s *soakRuntimes) get(variant string, segments, sms, prepHeads int) (*gdn.Runtime, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	key := soakRuntimeKey(variant, segments, sms, prepHeads)
-	if rt, ok := s.rts[key]; ok {
-		return rt, nil
-	}
-	opts := gdn.Options{Device: s.device, SMs: sms}
-	tuning.Set(&opts, tuning.Knobs{Variant: variant, SegmentChunks: segments, PrepHeads: prepHeads})
-	rt, err := openRuntime(opts)
-	if err != nil {
-		return nil, err
-	}
-	s.rts[key] = rt
-	return rt, nil
-}
-
-// soakRuntimeKey names a Runtime of soakRuntimes by what it was opened with.
-func soakRuntimeKey(variant string, segments, sms, prepHeads int) string {
-	return fmt.Sprintf("%s/%d/%d/%d", variant, segments, sms, prepHeads)
-}
-
-func (s *soakRuntimes) close() {
-	for _, rt := range s.rts {
-		rt.Close()
-	}
+	launchErr error
 }
 
 // runSoakProblem draws the inputs of one problem, runs it, checks it and
@@ -280,9 +253,10 @@ func runSoakProblem(rts *soakRuntimes, o soakOptions, k int, p soakProblem, st *
 	if variant == variantAuto {
 		variant = ""
 	}
-	rt, err := rts.get(variant, p.Segments, p.SMs, p.PrepHeads)
+	rt, release, err := rts.get(variant, p.Segments, p.SMs, p.PrepHeads)
 	ran := variant
 	if err == nil {
+		defer release()
 		var pl plan.Plan
 		if pl, err = p.plan(rt.Device().SMs, variant); err == nil {
 			ran = pl.Variant.Name
@@ -306,7 +280,9 @@ func runSoakProblem(rts *soakRuntimes, o soakOptions, k int, p soakProblem, st *
 			out, err = rt.ForwardHost(in.args)
 		}
 		if err != nil {
-			res.launchErr = !errors.Is(err, gdn.ErrInvalidArgument)
+			if !errors.Is(err, gdn.ErrInvalidArgument) {
+				res.launchErr = err
+			}
 		} else {
 			res.soakOutcome = soakCheck(p, in, out, o.budget, o.limits)
 			err = res.Err

@@ -35,8 +35,9 @@ func TestSoakFailureLine(t *testing.T) {
 	if v == variantAuto {
 		v = ""
 	}
-	rts := &soakRuntimes{rts: map[string]*gdn.Runtime{soakRuntimeKey(v, p.Segments, p.SMs, p.PrepHeads): {}}}
-	if res := runSoakProblem(rts, o, 3, p, st); !res.launchErr {
+	rts := newSoakRuntimes(0)
+	rts.rts[soakRuntimeKey(v, p.Segments, p.SMs, p.PrepHeads)] = &soakRuntime{rt: &gdn.Runtime{}}
+	if res := runSoakProblem(rts, o, 3, p, st); res.launchErr == nil {
 		t.Error("a failed GPU call is not counted as one")
 	}
 	line := out.String()

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"errors"
 	"math"
 	"reflect"
 	"slices"
@@ -292,13 +294,13 @@ func TestSoakLoop(t *testing.T) {
 	ran := map[int]int{}
 	workers := map[int]bool{}
 	o := soakOptions{minutes: 1, count: 200}
-	runSoakLoop(4, o, newSoakStats(), func(w, k int) bool {
+	runSoakLoop(4, o, newSoakStats(), func(w, k int) error {
 		mu.Lock()
 		ran[k]++
 		workers[w] = true
 		mu.Unlock()
 		time.Sleep(time.Millisecond)
-		return false
+		return nil
 	})
 	if len(ran) != 200 || len(workers) != 4 {
 		t.Errorf("%d distinct cases on %d workers, want 200 on 4", len(ran), len(workers))
@@ -309,12 +311,20 @@ func TestSoakLoop(t *testing.T) {
 		}
 	}
 	calls := atomic.Int32{}
-	runSoakLoop(2, soakOptions{minutes: 1}, newSoakStats(), func(w, k int) bool { calls.Add(1); return true })
+	var errOut bytes.Buffer
+	old := stderr
+	stderr = &errOut
+	defer func() { stderr = old }()
+	runSoakLoop(2, soakOptions{minutes: 1}, newSoakStats(), func(w, k int) error { calls.Add(1); return errors.New("out of memory") })
 	if n := calls.Load(); n < soakLostAfter || n > soakLostAfter+2 {
 		t.Errorf("%d calls with every GPU call failing, want to stop after %d (+ those in flight)", n, soakLostAfter)
 	}
+	// The stop names the last error: out of memory is not a lost context.
+	if !strings.Contains(errOut.String(), "calls in a row failed, stopping; the last: out of memory") {
+		t.Errorf("stop message %q", errOut.String())
+	}
 	start := time.Now()
-	runSoakLoop(3, soakOptions{minutes: 0.01}, newSoakStats(), func(w, k int) bool { time.Sleep(5 * time.Millisecond); return false })
+	runSoakLoop(3, soakOptions{minutes: 0.01}, newSoakStats(), func(w, k int) error { time.Sleep(5 * time.Millisecond); return nil })
 	if el := time.Since(start); el > 2*time.Second {
 		t.Errorf("a 0.6 s soak took %v", el)
 	}
@@ -327,7 +337,7 @@ func TestSoakLoop(t *testing.T) {
 func TestSoakLoopHugeMinutes(t *testing.T) {
 	for _, minutes := range []float64{1.6e8, 1e300} {
 		var calls atomic.Int32
-		runSoakLoop(2, soakOptions{minutes: minutes, count: 3}, newSoakStats(), func(w, k int) bool { calls.Add(1); return false })
+		runSoakLoop(2, soakOptions{minutes: minutes, count: 3}, newSoakStats(), func(w, k int) error { calls.Add(1); return nil })
 		if n := calls.Load(); n != 3 {
 			t.Errorf("--minutes %g --count 3: %d problems ran", minutes, n)
 		}

@@ -347,11 +347,14 @@ func worseErrors(a, b ref.Errors) ref.Errors {
 func runSoakServe(rts *soakRuntimes, o soakOptions, k int, p soakProblem, st *soakStats, start time.Time) soakResult {
 	var res soakResult
 	ran := "serve:" + p.Serve.Kind
-	rt, err := rts.get("", 0, 0, 0)
+	rt, release, err := rts.get("", 0, 0, 0)
 	if err == nil {
+		defer release()
 		res.soakOutcome, err = runServeProblem(rt, *p.Serve, o.limits)
 		if err != nil {
-			res.launchErr = !errors.Is(err, gdn.ErrInvalidArgument)
+			if !errors.Is(err, gdn.ErrInvalidArgument) {
+				res.launchErr = err
+			}
 		} else {
 			err = res.Err
 		}
