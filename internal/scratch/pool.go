@@ -62,7 +62,7 @@ func (p *Pool) Allocate(table []int32, key Key, slabBytes int) (*Lease, error) {
 	bytes := (4*len(table) + 255) &^ 255
 	err := p.dev.RelaxedCapture(func() error {
 		var err error
-		if l.table.p, err = p.dev.Alloc(bytes); err != nil {
+		if l.table.p, err = p.alloc(bytes); err != nil {
 			return err
 		}
 		l.table.bytes = bytes
@@ -122,6 +122,20 @@ func (l *Lease) Release() {
 	}
 	l.pool.slabs.release(l.key, l.slab)
 	l.pool.retired.add(l.table, l.kept.Load())
+}
+
+// alloc allocates device memory (in relaxed capture mode, as every
+// allocation here is made). When the device is out of memory while
+// released scratch waits to be freed (up to retiredLimit), it frees that,
+// after the synchronisation that makes it safe, and tries once more:
+// memory the Runtime no longer uses must not fail a call that needs it.
+// (During a capture the synchronisation fails and the error stands.)
+func (p *Pool) alloc(bytes int) (driver.DevicePtr, error) {
+	m, err := p.dev.Alloc(bytes)
+	if err != nil && driver.IsCode(err, driver.CodeOutOfMemory) && p.retired.free() {
+		return p.dev.Alloc(bytes)
+	}
+	return m, err
 }
 
 // freeUnread frees memory no launch has read (r.p 0: nothing).

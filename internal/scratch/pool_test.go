@@ -134,3 +134,38 @@ func TestPoolAllocateFails(t *testing.T) {
 		}
 	}
 }
+
+// Out of device memory while released scratch waits to be freed, an
+// allocation frees it (after a synchronisation) and succeeds; during a
+// capture (the synchronisation fails) the out-of-memory error stands and
+// the waiting memory stays.
+func TestPoolOutOfMemoryFreesRetired(t *testing.T) {
+	for _, capturing := range []bool{false, true} {
+		f := scratchtest.New()
+		f.Capacity = 3 << 20
+		p := NewPool(f)
+		old, err := p.Allocate([]int32{1}, Key{Kind: FullBuffers, O: 1}, 2<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old.Release() // 2 MB and a table wait for a synchronisation
+		if capturing {
+			f.SyncErr = errors.New("capturing")
+		}
+		l, err := p.Allocate([]int32{1}, Key{Kind: FullBuffers, O: 2}, 2<<20)
+		switch {
+		case capturing && (err == nil || !driver.IsCode(err, driver.CodeOutOfMemory) || p.Waiting() != 2):
+			t.Errorf("while capturing: %v, %d waiting; want out of memory and 2 waiting", err, p.Waiting())
+		case !capturing && (err != nil || p.Waiting() != 0 || f.Syncs != 1):
+			t.Errorf("%v, %d waiting, %d syncs; want a lease, 0 waiting, 1 sync", err, p.Waiting(), f.Syncs)
+		}
+		if err == nil {
+			l.Release()
+		}
+		f.SyncErr = nil
+		p.Close()
+		if len(f.Live) != 0 {
+			t.Errorf("capturing %v: %d allocations live after Close", capturing, len(f.Live))
+		}
+	}
+}

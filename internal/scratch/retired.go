@@ -47,16 +47,17 @@ func (r *retired) add(m region, kept bool) {
 	}
 }
 
-// free waits until no launch can read the waiting memory and frees it.
-// When the synchronisation fails (a stream of the context kept capturing),
-// a launch may still read the memory: it waits for a later free.
-func (r *retired) free() {
+// free waits until no launch can read the waiting memory and frees it,
+// and reports whether it freed any. When the synchronisation fails (a
+// stream of the context kept capturing), a launch may still read the
+// memory: it waits for a later free.
+func (r *retired) free() bool {
 	r.mu.Lock()
 	mem := r.mem
 	r.mem, r.bytes = nil, 0
 	r.mu.Unlock()
 	if len(mem) == 0 {
-		return
+		return false
 	}
 	if err := r.dev.SynchronizeOrWait(); err != nil {
 		r.mu.Lock()
@@ -65,7 +66,7 @@ func (r *retired) free() {
 		}
 		r.mem = append(mem, r.mem...)
 		r.mu.Unlock()
-		return
+		return false
 	}
 	r.dev.RelaxedCapture(func() error {
 		for _, m := range mem {
@@ -73,6 +74,7 @@ func (r *retired) free() {
 		}
 		return nil
 	})
+	return true
 }
 
 // close frees everything waiting and kept.

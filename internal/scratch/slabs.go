@@ -96,7 +96,7 @@ func (s *slabTable) acquire(k Key, bytes int) (*slab, error) {
 	dev := s.pool.dev
 	err := dev.RelaxedCapture(func() error {
 		var err error
-		if mem, err = dev.Alloc(size); err != nil {
+		if mem, err = s.pool.alloc(size); err != nil {
 			return err
 		}
 		if err = dev.Zero(mem, size); err != nil {

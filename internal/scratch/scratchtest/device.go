@@ -23,6 +23,9 @@ type Device struct {
 	Freed   int                         // frees so far
 	Syncs   int                         // synchronisations so far
 	SyncErr error                       // what SynchronizeOrWait returns
+	// Capacity, when positive, is the device's memory: an Alloc that would
+	// take the live bytes past it fails with CUDA_ERROR_OUT_OF_MEMORY.
+	Capacity int
 }
 
 // New returns a fake device with nothing allocated.
@@ -34,10 +37,20 @@ func New() *Device {
 // RelaxedCapture runs fn.
 func (f *Device) RelaxedCapture(fn func() error) error { return fn() }
 
-// Alloc returns the next free address, 4 KiB aligned.
+// Alloc returns the next free address, 4 KiB aligned, or the driver's
+// out-of-memory error past Capacity.
 func (f *Device) Alloc(bytes int) (driver.DevicePtr, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.Capacity > 0 {
+		live := bytes
+		for _, n := range f.Live {
+			live += n
+		}
+		if live > f.Capacity {
+			return 0, &driver.Error{Call: "cuMemAlloc", Code: driver.CodeOutOfMemory, Name: "CUDA_ERROR_OUT_OF_MEMORY", Message: "out of memory"}
+		}
+	}
 	p := f.next
 	f.next += driver.DevicePtr(bytes+4095) &^ 4095
 	f.Live[p] = bytes
