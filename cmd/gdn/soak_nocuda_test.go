@@ -36,7 +36,7 @@ func TestSoakFailureLine(t *testing.T) {
 		v = ""
 	}
 	rts := newSoakRuntimes(0)
-	rts.rts[soakRuntimeKey(v, p.Segments, p.SMs, p.PrepHeads)] = &soakRuntime{rt: &gdn.Runtime{}}
+	rts.rts[soakRuntimeKey(v, p.Segments, p.SMs, p.PrepHeads)] = openedSoakRuntime(&gdn.Runtime{})
 	if res := runSoakProblem(rts, o, 3, p, st); res.launchErr == nil {
 		t.Error("a failed GPU call is not counted as one")
 	}

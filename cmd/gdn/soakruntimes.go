@@ -39,11 +39,13 @@ type soakRuntimes struct {
 	opened int    // Runtimes opened so far, reopened ones included
 }
 
-// soakRuntime is one open Runtime of soakRuntimes.
+// soakRuntime is one Runtime of soakRuntimes, open or being opened.
 type soakRuntime struct {
-	rt   *gdn.Runtime
-	refs int    // problems holding it
-	used uint64 // clock at its last get
+	ready chan struct{} // closed once the open has ended
+	rt    *gdn.Runtime  // after ready: the Runtime, or nil with err
+	err   error
+	refs  int    // problems holding it (the one opening it included)
+	used  uint64 // clock at its last get
 }
 
 func newSoakRuntimes(device int) *soakRuntimes {
@@ -61,34 +63,47 @@ func closeSoakRuntime(rt *gdn.Runtime) { _ = rt.Close() }
 func (s *soakRuntimes) get(variant string, segments, sms, prepHeads int) (*gdn.Runtime, func(), error) {
 	key := soakRuntimeKey(variant, segments, sms, prepHeads)
 	s.mu.Lock()
-	e, ok := s.rts[key]
-	var idle []*gdn.Runtime
-	if !ok {
-		// Opened under the lock: two workers asking for the same new
-		// Runtime must not both open one, and an open takes milliseconds
-		// (the kernels come from the memory and disk caches).
+	s.clock++
+	e, found := s.rts[key]
+	if !found {
+		e = &soakRuntime{ready: make(chan struct{})}
+		s.rts[key] = e
+	}
+	e.refs++
+	e.used = s.clock
+	s.mu.Unlock()
+
+	if found {
+		<-e.ready // opened by another worker, perhaps still
+	} else {
+		// Opened outside the lock: a soak opens several Runtimes a second
+		// (most combinations are drawn rarely, so the least recently used
+		// ones come back), each taking a context and its modules, and
+		// the other workers' problems need not wait for that. Workers
+		// asking for this one meanwhile wait on ready.
 		opts := gdn.Options{Device: s.device, SMs: sms}
 		tuning.Set(&opts, tuning.Knobs{Variant: variant, SegmentChunks: segments, PrepHeads: prepHeads})
 		rt, err := s.open(opts)
+		s.mu.Lock()
+		e.rt, e.err = rt, err
+		var idle []*gdn.Runtime
 		if err != nil {
-			s.mu.Unlock()
-			return nil, nil, err
+			delete(s.rts, key) // the next problem that needs it tries again
+		} else {
+			s.opened++
+			idle = s.trim()
 		}
-		s.opened++
-		e = &soakRuntime{rt: rt}
-		s.rts[key] = e
+		s.mu.Unlock()
+		close(e.ready)
+		// Closed outside the lock: a Close frees memory and waits for the
+		// Runtime's work.
+		for _, rt := range idle {
+			s.shut(rt)
+		}
 	}
-	s.clock++
-	e.refs++
-	e.used = s.clock
-	if !ok {
-		idle = s.trim()
-	}
-	s.mu.Unlock()
-	// Closed outside the lock: a Close frees memory and waits for the
-	// Runtime's work, and the other workers need not wait for that.
-	for _, rt := range idle {
-		s.shut(rt)
+	if e.err != nil {
+		s.release(e)
+		return nil, nil, e.err
 	}
 	var once sync.Once
 	return e.rt, func() { once.Do(func() { s.release(e) }) }, nil
@@ -103,8 +118,9 @@ func (s *soakRuntimes) release(e *soakRuntime) {
 
 // trim takes the least recently used idle Runtimes out of the set while
 // more than the limit are open (s.mu held) and returns them, to be closed.
-// Held ones stay: with every one held (more workers than the limit) the
-// set runs over the limit for a while.
+// Held ones stay (one being opened is held by its opener): with every one
+// held (more workers than the limit) the set runs over the limit for a
+// while.
 func (s *soakRuntimes) trim() []*gdn.Runtime {
 	limit := s.limit
 	if limit == 0 {
@@ -146,7 +162,9 @@ func (s *soakRuntimes) close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for k, e := range s.rts {
-		s.shut(e.rt)
+		if e.rt != nil {
+			s.shut(e.rt)
+		}
 		delete(s.rts, k)
 	}
 }

@@ -5,10 +5,19 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gdnjit/gdn"
 )
+
+// openedSoakRuntime is an entry of soakRuntimes for rt, already open.
+func openedSoakRuntime(rt *gdn.Runtime) *soakRuntime {
+	e := &soakRuntime{ready: make(chan struct{}), rt: rt}
+	close(e.ready)
+	return e
+}
 
 // fakeRuntimes is a soakRuntimes whose Runtimes are zero values (never
 // called) that record their closing.
@@ -153,6 +162,59 @@ func TestSoakRuntimesOpenError(t *testing.T) {
 		t.Fatal(err)
 	} else {
 		release()
+	}
+}
+
+// A Runtime being opened holds up only the problems that need it: another
+// opens meanwhile, and a second problem asking for the same one waits for
+// that open instead of opening its own.
+func TestSoakRuntimesOpenOutsideLock(t *testing.T) {
+	f := newFakeRuntimes(4)
+	open := f.open
+	slow, entered := make(chan struct{}), make(chan struct{}, 1)
+	var slowOpens atomic.Int32
+	// The slow Runtime is the one on a slice of 99 SMs (Options.SMs is
+	// what the fake can see of the key).
+	f.open = func(o gdn.Options) (*gdn.Runtime, error) {
+		if o.SMs == 99 {
+			slowOpens.Add(1)
+			entered <- struct{}{}
+			<-slow
+		}
+		return open(o)
+	}
+	got := make(chan *gdn.Runtime, 2)
+	for range 2 {
+		go func() {
+			rt, release, err := f.get("slow", 0, 99, 0)
+			if err != nil {
+				t.Error(err)
+			} else {
+				release()
+			}
+			got <- rt
+		}()
+	}
+	<-entered
+	done := make(chan struct{})
+	go func() {
+		if _, release, err := f.get("fast", 0, 0, 0); err == nil {
+			release()
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a get waited for another Runtime's open")
+	}
+	close(slow)
+	a, b := <-got, <-got
+	if a == nil || a != b {
+		t.Errorf("two problems asking for one Runtime got %p and %p", a, b)
+	}
+	if n := slowOpens.Load(); n != 1 {
+		t.Errorf("opened %d times, want once", n)
 	}
 }
 
