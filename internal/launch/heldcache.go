@@ -159,6 +159,24 @@ func (c *heldCache[K, E]) close() {
 	}
 }
 
+// dropIdle evicts every entry no call holds and frees it, and reports
+// whether there was any: what a Runtime gives back when the device runs
+// out of memory (their scratch goes to the pool's released memory).
+func (c *heldCache[K, E]) dropIdle() bool {
+	var idle []E
+	c.mu.Lock()
+	for k, e := range c.entries {
+		if e.hold().refs == 0 && c.evict(k, e) {
+			idle = append(idle, e)
+		}
+	}
+	c.mu.Unlock()
+	for _, e := range idle {
+		e.free()
+	}
+	return len(idle) > 0
+}
+
 // len returns the number of cached entries.
 func (c *heldCache[K, E]) len() int {
 	c.mu.Lock()

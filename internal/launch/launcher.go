@@ -83,6 +83,7 @@ func New(ctx *driver.Context, cfg Config) (*Launcher, error) {
 	}
 	l.calls = newCallCache(info.SMs, cfg.Knobs, ctx.EncodeTiled, packParams, l.pool)
 	l.decode.init()
+	l.pool.SetReclaim(l.dropIdleCalls)
 	if !cfg.NoGraphs {
 		g, err := newGraphCache(ctx)
 		if err != nil {
@@ -116,6 +117,17 @@ func (l *Launcher) Close() {
 		l.graphs.close()
 	}
 	l.kernels.close()
+}
+
+// dropIdleCalls drops every prepared call no call holds, core, full and
+// decode, and reports whether there was any: the pool calls it when the
+// device runs out of memory. A dropped call is prepared again when it
+// comes back.
+func (l *Launcher) dropIdleCalls() bool {
+	core := l.calls.held.dropIdle()
+	full := l.full.held.dropIdle()
+	decode := l.decode.held.dropIdle()
+	return core || full || decode
 }
 
 // Forward runs the core forward of a on stream s (a CUstream handle).

@@ -25,6 +25,7 @@ type Pool struct {
 	dev     Device
 	slabs   slabTable
 	retired retired
+	reclaim func() bool // SetReclaim's; nil: none
 }
 
 // NewPool returns an empty pool on dev.
@@ -124,18 +125,29 @@ func (l *Lease) Release() {
 	l.pool.retired.add(l.table, l.kept.Load())
 }
 
+// SetReclaim gives the pool the function that drops the prepared calls
+// no call holds (their scratch then comes back to the pool) and reports
+// whether it dropped any. Call it before the pool is used.
+func (p *Pool) SetReclaim(f func() bool) { p.reclaim = f }
+
 // alloc allocates device memory (in relaxed capture mode, as every
-// allocation here is made). When the device is out of memory while
-// released scratch waits to be freed (up to retiredLimit), it frees that,
-// after the synchronisation that makes it safe, and tries once more:
-// memory the Runtime no longer uses must not fail a call that needs it.
-// (During a capture the synchronisation fails and the error stands.)
+// allocation here is made). When the device is out of memory, it gives
+// back what the Runtime holds without using it: the prepared calls no call
+// holds (SetReclaim) and the released scratch that waits to be freed,
+// after the synchronisation that makes freeing it safe. Then it tries once
+// more: memory the Runtime keeps only to go faster next time must not fail
+// a call that needs it. (During a capture the synchronisation fails, the
+// memory stays, and the error stands.)
 func (p *Pool) alloc(bytes int) (driver.DevicePtr, error) {
 	m, err := p.dev.Alloc(bytes)
-	if err != nil && driver.IsCode(err, driver.CodeOutOfMemory) && p.retired.free() {
-		return p.dev.Alloc(bytes)
+	if err == nil || !driver.IsCode(err, driver.CodeOutOfMemory) {
+		return m, err
 	}
-	return m, err
+	dropped := p.reclaim != nil && p.reclaim()
+	if freed := p.retired.free(); !dropped && !freed {
+		return m, err
+	}
+	return p.dev.Alloc(bytes)
 }
 
 // freeUnread frees memory no launch has read (r.p 0: nothing).

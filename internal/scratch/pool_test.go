@@ -169,3 +169,39 @@ func TestPoolOutOfMemoryFreesRetired(t *testing.T) {
 		}
 	}
 }
+
+// Out of device memory, the pool first asks its owner to drop the calls
+// it keeps idle (SetReclaim), then frees what they released, and tries
+// again; when nothing can be dropped or freed, the error stands.
+func TestPoolOutOfMemoryReclaims(t *testing.T) {
+	f := scratchtest.New()
+	f.Capacity = 3 << 20
+	p := NewPool(f)
+	cached, err := p.Allocate([]int32{1}, Key{Kind: FullBuffers, O: 1}, 2<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reclaims := 0
+	p.SetReclaim(func() bool {
+		reclaims++
+		if cached == nil {
+			return false
+		}
+		cached.Release() // what dropping an idle cached call does
+		cached = nil
+		return true
+	})
+	l, err := p.Allocate([]int32{1}, Key{Kind: FullBuffers, O: 2}, 2<<20)
+	if err != nil || reclaims != 1 || f.Syncs != 1 {
+		t.Fatalf("%v after %d reclaims and %d syncs; want a lease after 1 and 1", err, reclaims, f.Syncs)
+	}
+	// Nothing left to drop or free: the allocation fails, once.
+	if _, err := p.Allocate([]int32{1}, Key{Kind: FullBuffers, O: 3}, 2<<20); !driver.IsCode(err, driver.CodeOutOfMemory) || reclaims != 2 {
+		t.Errorf("%v after %d reclaims; want out of memory after 2", err, reclaims)
+	}
+	l.Release()
+	p.Close()
+	if len(f.Live) != 0 {
+		t.Errorf("%d allocations live after Close", len(f.Live))
+	}
+}
