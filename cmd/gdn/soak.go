@@ -13,6 +13,7 @@ import (
 
 	"github.com/gdnjit/gdn"
 	"github.com/gdnjit/gdn/internal/plan"
+	"github.com/gdnjit/gdn/internal/tuning"
 	"github.com/gdnjit/gdn/ref"
 )
 
@@ -138,6 +139,7 @@ func runSoak(args []string) error {
 		info.Name, info.SMs, auto.Target(), o.seed, o.minutes, jobs)
 
 	st := newSoakStats()
+	st.memInfo = tuning.Context(auto).MemInfo
 	if o.one != nil {
 		out := runSoakProblem(rts, o, o.caseK, *o.one, st)
 		fmt.Fprintf(stderr, "soak: problem %s\n  o %v\n  ht %v\n  %d (sequence, head) pairs, %d token-heads checked\n",
@@ -328,6 +330,10 @@ type soakStats struct {
 	variants       map[string]int // problems per kernel variant
 	tokens         int
 	slowest        time.Duration
+	// memInfo, when set, gives the device's free and total memory for the
+	// progress lines: a soak that holds more and more of it shows so
+	// before its problems fail for want of it.
+	memInfo func() (free, total uint64, err error)
 }
 
 func newSoakStats() *soakStats {
@@ -364,8 +370,14 @@ func (s *soakStats) progress(w io.Writer) {
 	defer s.mu.Unlock()
 	el := time.Since(s.start)
 	n := s.passed + s.failed
-	fmt.Fprintf(w, "soak: %s, %d problems (%.1f/s), %d failed; worst o ratio %.3g (case %d), ht max-abs %.3g (case %d)\n",
-		el.Round(time.Second), n, float64(n)/el.Seconds(), s.failed, s.worstO.Ratio, s.worstOK[0], s.worstH.MaxAbs, s.worstOK[1])
+	mem := ""
+	if s.memInfo != nil {
+		if free, total, err := s.memInfo(); err == nil && total > 0 {
+			mem = fmt.Sprintf("; device memory %.1f of %.1f GB in use", float64(total-free)/1e9, float64(total)/1e9)
+		}
+	}
+	fmt.Fprintf(w, "soak: %s, %d problems (%.1f/s), %d failed; worst o ratio %.3g (case %d), ht max-abs %.3g (case %d)%s\n",
+		el.Round(time.Second), n, float64(n)/el.Seconds(), s.failed, s.worstO.Ratio, s.worstOK[0], s.worstH.MaxAbs, s.worstOK[1], mem)
 }
 
 // summary prints the totals: problems, tokens, worst errors, variants.

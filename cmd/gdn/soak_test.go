@@ -438,3 +438,26 @@ func TestSoakWithinSubnormalFP16(t *testing.T) {
 		t.Errorf("bf16's quantum %g, want 0", q)
 	}
 }
+
+// A progress line says how much of the device's memory is in use when the
+// soak can ask, and nothing of it when it cannot.
+func TestSoakProgressMemory(t *testing.T) {
+	st := newSoakStats()
+	var b bytes.Buffer
+	st.progress(&b)
+	if strings.Contains(b.String(), "memory") {
+		t.Errorf("without memInfo: %q", b.String())
+	}
+	st.memInfo = func() (uint64, uint64, error) { return 20e9, 80e9, nil }
+	b.Reset()
+	st.progress(&b)
+	if !strings.HasSuffix(b.String(), "; device memory 60.0 of 80.0 GB in use\n") {
+		t.Errorf("with memInfo: %q", b.String())
+	}
+	st.memInfo = func() (uint64, uint64, error) { return 0, 0, errors.New("lost") }
+	b.Reset()
+	st.progress(&b)
+	if strings.Contains(b.String(), "memory") {
+		t.Errorf("with a failing memInfo: %q", b.String())
+	}
+}
