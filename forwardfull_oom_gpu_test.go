@@ -4,11 +4,9 @@ package gdn_test
 
 import (
 	"math"
-	"slices"
 	"testing"
 
 	"github.com/gdnjit/gdn"
-	"github.com/gdnjit/gdn/driver"
 	"github.com/gdnjit/gdn/internal/tuning"
 	"github.com/gdnjit/gdn/ref"
 )
@@ -54,39 +52,15 @@ func TestFullOutOfMemoryDropsIdleCalls(t *testing.T) {
 	}
 
 	// Fill the device until less than half of A's slab is free.
-	var hog []driver.DevicePtr
-	defer func() {
-		for _, p := range hog {
-			ctx.Free(p)
-		}
-	}()
-	leave := uint64(h.T * h.Hv * 132 / 2)
-	free, _, _ := ctx.MemInfo()
-	for chunk := uint64(1 << 30); chunk >= 2<<20; {
-		if free < leave+chunk {
-			chunk /= 2
-			continue
-		}
-		p, err := ctx.Alloc(int(chunk))
-		if err != nil {
-			chunk /= 2
-			continue
-		}
-		hog = append(hog, p)
-		free, _, _ = ctx.MemInfo()
-	}
-	t.Logf("%d MB free for call B", free>>20)
-
+	release := hogMemory(t, ctx, uint64(h.T*h.Hv*132/2))
+	defer release()
 	if err := run(1); err != nil {
 		t.Fatalf("call B with A's call idle: %v", err)
 	}
 	if live, allocs := gdn.FullSlabCounts(r); live != 1 || allocs != 2 {
 		t.Errorf("after B: %d slabs in use, %d allocated; want 1 (A's dropped), 2", live, allocs)
 	}
-	for _, p := range hog {
-		ctx.Free(p)
-	}
-	hog = nil
+	release()
 	if err := run(0); err != nil {
 		t.Fatalf("call A again: %v", err)
 	}
@@ -96,22 +70,12 @@ func TestFullOutOfMemoryDropsIdleCalls(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if !slices.Equal(bitsOf(res[0].O), bitsOf(res[1].O)) || !slices.Equal(bitsOf(res[0].Ht), bitsOf(res[1].Ht)) {
-		t.Error("B's outputs differ from A's on the same inputs")
-	}
+	// B's outputs are A's on the same inputs.
+	sameBits(t, "B's o", res[1].O, res[0].O)
+	sameBits(t, "B's ht", res[1].Ht, res[0].Ht)
 	for _, x := range res[1].O {
 		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
 			t.Fatal("B's o holds NaN or Inf")
 		}
 	}
-}
-
-// bitsOf is a float32 slice's bits, for comparing outputs exactly (NaN
-// included).
-func bitsOf(x []float32) []uint32 {
-	b := make([]uint32, len(x))
-	for i, v := range x {
-		b[i] = math.Float32bits(v)
-	}
-	return b
 }
