@@ -81,14 +81,18 @@ def alone(rounds, elem, groups, k=None, gate=0.0):
     return max(chain, groups * sum(rounds) + 2 * len(rounds) * TURN)
 
 
-def simulate_pingpong(rounds, gaps, gate, chunks=24):
+def simulate_pingpong(rounds, gaps, gate, chunks=24, lam=None, c0=None, turn=None):
     """The two chains of a BV 128 CTA taking turns at the pipe, simulated
     (cycles a chunk, steady state). A group runs gap 0, round 0, gap 1,
     ...; group 0 first spends the gate warp's latency. A round joins the
     pipe's queue on its group's turn (turns alternate), the pipe runs the
     queue in order, the result is there LAM + TURN after its last product.
     Gaps are issue work, C0 cycles an instruction shared by the groups in a
-    gap at once: k follows from how the gaps overlap."""
+    gap at once: k follows from how the gaps overlap. lam, c0 and turn
+    replace LAM, C0 and TURN (manyheads_corrected.py's refit)."""
+    LAM = globals()["LAM"] if lam is None else lam  # noqa: N806
+    C0 = globals()["C0"] if c0 is None else c0  # noqa: N806
+    TURN = globals()["TURN"] if turn is None else turn  # noqa: N806
     progs = []
     for g in (0, 1):
         steps = [("D", gate)] if g == 0 and gate else []
