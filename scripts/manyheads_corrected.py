@@ -55,20 +55,27 @@ def alone(rounds, gaps, gate=0.0, turn=0.0, scale=1.0):
     return m.simulate_pingpong(rounds, [g * scale for g in gaps], gate, lam=LAM2, c0=C02, turn=turn)
 
 
-def alone_today(fw, turn=0.0, scale=1.0, gate=True):
-    if fw == "core":
-        return alone(m.TWO, GAPS_CORE, 0.0, turn, scale)
-    return alone(m.TWO, GAPS_FUSED, m.GATE if gate else 0.0, turn, scale)
+def alone_today(fw, turn=0.0, scale=1.0, gate=True, decay=True):
+    """Today's consumers alone; gate False leaves the fused chain's gate
+    work out, decay False the state's decay (its FMULs, in the third gap)."""
+    gaps = list(GAPS_CORE if fw == "core" else GAPS_FUSED)
+    if not decay:
+        gaps[2] -= DECAY_FMUL
+    return alone(m.TWO, gaps, m.GATE if fw == "full" and gate else 0.0, turn, scale)
 
 
 KAPPA2 = m.kappa_fit([(m.BASE[fw], alone_today(fw), m.i_prod(fw)) for fw in m.FORWARDS])
 
 
-def chunk(fw, turn=0.0, scale=1.0, gate=True, prod=1.0):
+def chunk(fw, turn=0.0, scale=1.0, gate=True, prod=1.0, decay=True, gate_to_converter=False):
     """A chunk with today's producers beside the consumers (cycles), never
-    shorter than the producers' own chain."""
+    shorter than the producers' own chain. gate_to_converter: the fused
+    gate work leaves the chain for the converter, whose four warps (one a
+    scheduler) share its instructions."""
     floor = FLOOR_CORE if fw == "core" else FLOOR_FUSED
-    return max(alone_today(fw, turn, scale, gate) + prod * KAPPA2 * m.i_prod(fw), prod * floor)
+    extra = GATE_INSTR / 4 if gate_to_converter and fw == "full" else 0.0
+    a = alone_today(fw, turn, scale, gate and not gate_to_converter, decay)
+    return max(a + prod * KAPPA2 * (m.i_prod(fw) + extra), prod * floor)
 
 
 def _p(a, b):
@@ -127,10 +134,11 @@ def premise():
 
 LEVERS = [
     ("today", {}),
-    ("the consumers' element-wise work -10%", {"scale": 0.9}),
+    ("the state's decay folded into the factors (64 FMUL a warp fewer)", {"decay": False}),
+    ("the gate work moved to the converter", {"gate_to_converter": True}),
+    ("both", {"decay": False, "gate_to_converter": True}),
+    ("both, and a further 10% of the element-wise work", {"decay": False, "gate_to_converter": True, "scale": 0.9}),
     ("the consumers' element-wise work -25%", {"scale": 0.75}),
-    ("no gate work on the chain", {"gate": False}),
-    ("the producers' share halved", {"prod": 0.5}),
     ("element-wise -25%, no gate work, producers halved", {"scale": 0.75, "gate": False, "prod": 0.5}),
 ]
 
@@ -138,7 +146,7 @@ LEVERS = [
 def levers():
     rows = []
     for name, kw in LEVERS:
-        ck = {fw: chunk(fw, **{k: v for k, v in kw.items() if fw == "full" or k != "gate"}) for fw in m.FORWARDS}
+        ck = {fw: chunk(fw, **kw) for fw in m.FORWARDS}
         rows.append([name, f"{ck['core']:.0f}", f"{ck['full']:.0f}"] +
                     [f"{m.row_us('q35_4kx8', fw, ck[fw]) / 1e3:.3f}" for fw in m.FORWARDS] +
                     [f"{m.row_us('q35_4kx8', fw, ck[fw], persistent=True) / 1e3:.3f}" for fw in m.FORWARDS])

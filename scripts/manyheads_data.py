@@ -62,3 +62,12 @@ LINES = {  # the design goal, ms: (core, full)
 }
 BV128 = ["q35_4kx8", "q35_1kx8", "q397_4kx8", "sym32_8kx4"]
 FORWARDS = ("core", "full")
+
+# --- v44's profile (ncu, H100, ce9c7e0, NVRTC 13), for the corrected model -----------
+
+# The fused kernel's gate warp: instructions of its own path a chunk
+# (executed counts), beyond the 587 every consumer warp issues.
+GATE_INSTR = 326
+# The state's decay a chunk, S *= gamma: one FMUL a state register, 64 a
+# consumer warp (hopper_consumer.cuh).
+DECAY_FMUL = 64
