@@ -72,6 +72,13 @@ var experiments = []Experiment{{
 	Roles:   "PingPongConsumersOnly",
 	Applies: kernsrc.HopperCfg.Fused,
 	Doc:     "fused_consumers with pingpong's turns: the consumers' chain alone, its two groups taking turns at the tensor pipe",
+}, {
+	Name:    "nodecay",
+	File:    "nodecay.cu",
+	Uses:    []string{"fused_consumers.cu"},
+	Roles:   "NoDecayConsumersOnly",
+	Applies: kernsrc.HopperCfg.Fused,
+	Doc:     "fused_consumers without the state's decay: the consumers' chain alone, less the 64 multiplies a thread that a writer folding the decay into the gate factors would spare",
 }}
 
 // twoGroups: the variants with two consumer groups (BV 128), the core

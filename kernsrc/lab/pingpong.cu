@@ -28,7 +28,7 @@
 // completed the phase before. kernsrc's pipeline_consumer_model_test.go
 // models the protocol with the ring, the gate warp and o's stores.
 template <class Cfg>
-struct PingPongTurns {
+struct PingPongTurns : NoTurns {
   static constexpr bool kOn = true;
   // Group 0's barrier, then group 1's: past the kernel's named barriers
   // (hopper_cfg.cuh: 0 the CTA, 1..kNC the consumer groups, kBarConv,
