@@ -44,9 +44,16 @@ GDN_DEVICE void v_minus_gated_u(uint32_t a[4], const uint32_t v[4], const float*
 // for the chunks it does not fold (docs/perf/many-heads-model.md, the lean
 // consumer chunk); the lab's nodecay times the 64 multiplies so spared.
 // Production always decays: its code has no vote and no branch here.
+//
+// write_gates: the fused kernel's gate warp writes chunk x's gate vectors
+// (x = 0, 1, ... in order, each once) through its policy: production's
+// are write_chunk_gates'; the lab's lazy_decay folds the decay into them.
 struct NoTurns {
   static constexpr bool kOn = false;
   static constexpr bool kSkipUnitDecay = false;
+  GDN_DEVICE void write_gates(Vec& v, float a, float b, int lane, int len, const GateParams& gp, int, int) {
+    write_chunk_gates(v, a, b, lane, len, gp);
+  }
   GDN_DEVICE void start(const Work&) const {}
   GDN_DEVICE void take() const {}
   GDN_DEVICE void pass() const {}
@@ -55,7 +62,7 @@ struct NoTurns {
 
 template <class Cfg, class Turns = NoTurns>
 GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, const GdnHopperParams& p, const Work& w, int cw,
-                             const Turns turns = Turns{}) {
+                             Turns turns = Turns{}) {
   constexpr int kStages = Cfg::kStages, kTile = Cfg::kTile, kNC = Cfg::kNC;
   constexpr bool kXfer = Cfg::kXfer, kWide = Cfg::kWide, kFused = Cfg::kFused, kDeferStore = Cfg::kDeferStore;
   constexpr bool kEarlyExit = Cfg::kEarlyExit;
@@ -82,7 +89,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, cons
   float* const raw = reinterpret_cast<float*>(smem + Cfg::kOffInv + Cfg::kRawGates);
   auto write_gates = [&](int x, float a, float b) {
     Vec& v = *reinterpret_cast<Vec*>(smem + (x % kStages) * Cfg::kStageBytes + Cfg::kOffVec);
-    write_chunk_gates(v, a, b, lane, chunk_len(w, x), gp);
+    turns.write_gates(v, a, b, lane, chunk_len(w, x), gp, x, w.nch);
     mbar_arrive(ring.bar(kFull, x % kStages));
   };
   if (gate_warp) {

@@ -38,13 +38,15 @@ GDN_DEVICE void fetch_raw_gates(float* raw, const GdnHopperParams& p, const Work
   cp_async_commit();
 }
 
-// A chunk's gate vectors (vec: g, eg, f and gamma, as write_gate_vectors
-// leaves them), one warp, from the raw gates of lane's token (a) and of
-// token lane + 32 (b), 0 past the chunk: g the chunk-local cumulative
-// log-gates, gdn_prep_chunk's to the bit (an inclusive warp scan of each
-// half of the chunk, the second half then adding the first's total: its
-// two warps' order of additions).
-GDN_DEVICE void write_chunk_gates(Vec& vec, float a, float b, int lane, int len, const GateParams& gp) {
+// A chunk's cumulative log-gates, one warp: lane's token's (a) and token
+// lane + 32's (b), and the chunk's last (last), from their raw gates (0
+// past the chunk): chunk-local, gdn_prep_chunk's to the bit (an inclusive
+// warp scan of each half of the chunk, the second half then adding the
+// first's total: its two warps' order of additions).
+struct ChunkGates {
+  float a, b, last;
+};
+GDN_DEVICE ChunkGates scan_chunk_gates(float a, float b, int lane, int len, const GateParams& gp) {
   if (gp.on) {
     if (lane < len) a = gp.ga * gate_softplus(a + gp.gb);
     if (lane + 32 < len) b = gp.ga * gate_softplus(b + gp.gb);
@@ -57,10 +59,17 @@ GDN_DEVICE void write_chunk_gates(Vec& vec, float a, float b, int lane, int len,
   b += __shfl_sync(0xffffffffu, a, 31);
   const int last = (len - 1) & 31;
   const float last_a = __shfl_sync(0xffffffffu, a, last), last_b = __shfl_sync(0xffffffffu, b, last);
-  const float g_last = len > 32 ? last_b : last_a;
-  vec.g[lane] = a;
-  vec.g[lane + 32] = b;
-  write_gate_entries(vec, a, g_last, lane, len);
-  write_gate_entries(vec, b, g_last, lane + 32, len);
-  if (lane == 0) vec.gamma = __expf(g_last);
+  return ChunkGates{a, b, len > 32 ? last_b : last_a};
+}
+
+// A chunk's gate vectors (vec: g, eg, f and gamma, as write_gate_vectors
+// leaves them), one warp, from the raw gates of lane's token (a) and of
+// token lane + 32 (b): scan_chunk_gates' log-gates and their factors.
+GDN_DEVICE void write_chunk_gates(Vec& vec, float a, float b, int lane, int len, const GateParams& gp) {
+  const ChunkGates g = scan_chunk_gates(a, b, lane, len, gp);
+  vec.g[lane] = g.a;
+  vec.g[lane + 32] = g.b;
+  write_gate_entries(vec, g.a, g.last, lane, len);
+  write_gate_entries(vec, g.b, g.last, lane + 32, len);
+  if (lane == 0) vec.gamma = __expf(g.last);
 }
