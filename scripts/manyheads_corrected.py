@@ -19,6 +19,8 @@ only.
 """
 
 import argparse
+import math
+import random
 import sys
 
 import manyheads_model as m
@@ -180,7 +182,32 @@ def needs():
             ["row", "today's chunk", "chunk allowed", "element-wise to remove", "with persistent CTAs"], rows)
 
 
-TABLES = {"constants": constants, "fit": fit, "premise": premise, "levers": levers, "needs": needs}
+FLOORS = (4, 6, 8, 10, 16)  # the floor of G' (lazy_decay's), as 2^-k
+
+
+def _fold_share(k, heads=64, chunks=64, seed=1):
+    """The share of chunks at which lazy_decay's writer folds the decay,
+    over walks of the suite's recipe's gates on a head whose gates are not
+    zero (ref/recipe.go: g = logsigmoid(N(0,1)) / 16 a token, 64 tokens a
+    chunk); the walk's last chunk always folds."""
+    r, floor, folds = random.Random(seed), -k * math.log(2.0), 0
+    for _ in range(heads):
+        lg = 0.0
+        for c in range(chunks):
+            lg += sum(-math.log1p(math.exp(-r.gauss(0.0, 1.0))) / 16 for _ in range(64))
+            if lg < floor or c == chunks - 1:
+                folds, lg = folds + 1, 0.0
+    return folds / (heads * chunks)
+
+
+def folds():
+    return ("lazy_decay on the suite's gates: the chunks that fold",
+            ["floor of G'"] + [f"2^-{k}" for k in FLOORS],
+            [["chunks that fold"] + [f"{100 * _fold_share(k):.0f}%" for k in FLOORS]])
+
+
+TABLES = {"constants": constants, "fit": fit, "premise": premise, "levers": levers, "needs": needs,
+          "folds": folds}
 
 
 def main():
