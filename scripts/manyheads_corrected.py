@@ -57,26 +57,27 @@ def alone(rounds, gaps, gate=0.0, turn=0.0, scale=1.0):
     return m.simulate_pingpong(rounds, [g * scale for g in gaps], gate, lam=LAM2, c0=C02, turn=turn)
 
 
-def alone_today(fw, turn=0.0, scale=1.0, gate=True, decay=True):
+def alone_today(fw, turn=0.0, scale=1.0, gate=True, decay=True, gate_share=1.0):
     """Today's consumers alone; gate False leaves the fused chain's gate
-    work out, decay False the state's decay (its FMULs, in the third gap)."""
+    work out, gate_share keeps that share of it on group 0's chain, decay
+    False leaves out the state's decay (its FMULs, in the third gap)."""
     gaps = list(GAPS_CORE if fw == "core" else GAPS_FUSED)
     if not decay:
         gaps[2] -= DECAY_FMUL
-    return alone(m.TWO, gaps, m.GATE if fw == "full" and gate else 0.0, turn, scale)
+    return alone(m.TWO, gaps, gate_share * m.GATE if fw == "full" and gate else 0.0, turn, scale)
 
 
 KAPPA2 = m.kappa_fit([(m.BASE[fw], alone_today(fw), m.i_prod(fw)) for fw in m.FORWARDS])
 
 
-def chunk(fw, turn=0.0, scale=1.0, gate=True, prod=1.0, decay=True, gate_to_converter=False):
+def chunk(fw, turn=0.0, scale=1.0, gate=True, prod=1.0, decay=True, gate_to_converter=False, gate_share=1.0):
     """A chunk with today's producers beside the consumers (cycles), never
     shorter than the producers' own chain. gate_to_converter: the fused
     gate work leaves the chain for the converter, whose four warps (one a
     scheduler) share its instructions."""
     floor = FLOOR_CORE if fw == "core" else FLOOR_FUSED
     extra = GATE_INSTR / 4 if gate_to_converter and fw == "full" else 0.0
-    a = alone_today(fw, turn, scale, gate and not gate_to_converter, decay)
+    a = alone_today(fw, turn, scale, gate and not gate_to_converter, decay, gate_share)
     return max(a + prod * KAPPA2 * (m.i_prod(fw) + extra), prod * floor)
 
 
@@ -138,6 +139,7 @@ LEVERS = [
     ("today", {}),
     ("the state's decay folded into the factors (64 FMUL a warp fewer)", {"decay": False}),
     ("the gate work moved to the converter", {"gate_to_converter": True}),
+    ("the gate work over two warps, half of it on group 0's chain", {"gate_share": 0.5}),
     ("both", {"decay": False, "gate_to_converter": True}),
     ("both, and a further 10% of the element-wise work", {"decay": False, "gate_to_converter": True, "scale": 0.9}),
     ("the consumers' element-wise work -25%", {"scale": 0.75}),
