@@ -18,7 +18,6 @@ row of the fit or the what-ifs is off by more than 12%. Standard library
 only.
 """
 
-import argparse
 import math
 import random
 import sys
@@ -213,18 +212,8 @@ TABLES = {"constants": constants, "fit": fit, "premise": premise, "levers": leve
 
 
 def main():
-    ap = argparse.ArgumentParser(description="The many-head cost model refitted to v44 (docs/perf/many-heads-model.md).")
-    ap.add_argument("--check", action="store_true", help="exit 1 if a fit or what-if row is off by more than 12%%")
-    ap.add_argument("--table", choices=sorted(TABLES), help="print only this table")
-    a = ap.parse_args()
-    for name, f in TABLES.items():
-        if a.table in (None, name):
-            print(m.render(f()))
-    bad = [r[0] for r in fit()[2] if abs(float(r[4].rstrip("%"))) > 12.0]
-    if a.check and bad:
-        print("off by more than 12%: " + ", ".join(bad), file=sys.stderr)
-        return 1
-    return 0
+    return m.cli("The many-head cost model refitted to v44 (docs/perf/many-heads-model.md).", TABLES,
+                 lambda: fit()[2], 12.0)
 
 
 if __name__ == "__main__":

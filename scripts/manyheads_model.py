@@ -463,19 +463,28 @@ def render(table):
     return "\n".join(out) + "\n"
 
 
-def main():
-    ap = argparse.ArgumentParser(description="The many-head kernels' cost model (docs/perf/many-heads-model.md).")
-    ap.add_argument("--check", action="store_true", help="exit 1 if a calibration row is off by more than 10%%")
-    ap.add_argument("--table", choices=sorted(TABLES), help="print only this table")
+def cli(description, tables, check_rows, limit):
+    """A model script's command line (this one's and manyheads_corrected.py's):
+    prints its tables, or --table NAME's; --check exits 1 if a row of
+    check_rows() (its name first, its error last) is off by more than
+    limit percent."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--check", action="store_true", help=f"exit 1 if a checked row is off by more than {limit:g}%%")
+    ap.add_argument("--table", choices=sorted(tables), help="print only this table")
     a = ap.parse_args()
-    for name, f in TABLES.items():
+    for name, f in tables.items():
         if a.table in (None, name):
             print(render(f()))
-    bad = [r[0] for r in calibration()[2] if abs(float(r[3].rstrip("%"))) > 10.0]
+    bad = [r[0] for r in check_rows() if abs(float(r[-1].rstrip("%"))) > limit]
     if a.check and bad:
-        print("off by more than 10%: " + ", ".join(bad), file=sys.stderr)
+        print(f"off by more than {limit:g}%: " + ", ".join(bad), file=sys.stderr)
         return 1
     return 0
+
+
+def main():
+    return cli("The many-head kernels' cost model (docs/perf/many-heads-model.md).", TABLES,
+               lambda: calibration()[2], 10.0)
 
 
 if __name__ == "__main__":
