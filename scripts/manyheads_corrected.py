@@ -56,27 +56,31 @@ def alone(rounds, gaps, gate=0.0, turn=0.0, scale=1.0):
     return m.simulate_pingpong(rounds, [g * scale for g in gaps], gate, lam=LAM2, c0=C02, turn=turn)
 
 
-def alone_today(fw, turn=0.0, scale=1.0, gate=True, decay=True, gate_share=1.0):
+def alone_today(fw, turn=0.0, scale=1.0, gate=True, decay=True, gate_share=1.0, o_scale=True):
     """Today's consumers alone; gate False leaves the fused chain's gate
     work out, gate_share keeps that share of it on group 0's chain, decay
-    False leaves out the state's decay (its FMULs, in the third gap)."""
+    False leaves out the state's decay (its FMULs, in the third gap),
+    o_scale False o's scale (its FMULs as O is staged, in the last)."""
     gaps = list(GAPS_CORE if fw == "core" else GAPS_FUSED)
     if not decay:
         gaps[2] -= DECAY_FMUL
+    if not o_scale:
+        gaps[3] -= O_SCALE_FMUL
     return alone(m.TWO, gaps, gate_share * m.GATE if fw == "full" and gate else 0.0, turn, scale)
 
 
 KAPPA2 = m.kappa_fit([(m.BASE[fw], alone_today(fw), m.i_prod(fw)) for fw in m.FORWARDS])
 
 
-def chunk(fw, turn=0.0, scale=1.0, gate=True, prod=1.0, decay=True, gate_to_converter=False, gate_share=1.0):
+def chunk(fw, turn=0.0, scale=1.0, gate=True, prod=1.0, decay=True, gate_to_converter=False, gate_share=1.0,
+          o_scale=True):
     """A chunk with today's producers beside the consumers (cycles), never
     shorter than the producers' own chain. gate_to_converter: the fused
     gate work leaves the chain for the converter, whose four warps (one a
     scheduler) share its instructions."""
     floor = FLOOR_CORE if fw == "core" else FLOOR_FUSED
     extra = GATE_INSTR / 4 if gate_to_converter and fw == "full" else 0.0
-    a = alone_today(fw, turn, scale, gate and not gate_to_converter, decay, gate_share)
+    a = alone_today(fw, turn, scale, gate and not gate_to_converter, decay, gate_share, o_scale)
     return max(a + prod * KAPPA2 * (m.i_prod(fw) + extra), prod * floor)
 
 
@@ -137,6 +141,7 @@ def premise():
 LEVERS = [
     ("today", {}),
     ("the state's decay folded into the factors (64 FMUL a warp fewer)", {"decay": False}),
+    ("o's scale folded into the factors (32 FMUL a warp fewer, as O is staged)", {"o_scale": False}),
     ("the gate work moved to the converter", {"gate_to_converter": True}),
     ("the gate work over two warps, half of it on group 0's chain", {"gate_share": 0.5}),
     ("both", {"decay": False, "gate_to_converter": True}),

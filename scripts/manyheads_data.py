@@ -71,3 +71,7 @@ GATE_INSTR = 326
 # The state's decay a chunk, S *= gamma: one FMUL a state register, 64 a
 # consumer warp (hopper_consumer.cuh).
 DECAY_FMUL = 64
+# o's scale as O is staged, sc * O: one FMUL an O register, 32 a consumer
+# warp, after the chunk's last products (the last gap): the lever v45
+# builds, folding it into the factors e^g and P's gates.
+O_SCALE_FMUL = 32
