@@ -48,9 +48,12 @@ GDN_DEVICE void v_minus_gated_u(uint32_t a[4], const uint32_t v[4], const float*
 // write_gates: the fused kernel's gate warp writes chunk x's gate vectors
 // (x = 0, 1, ... in order, each once) through its policy: production's
 // are write_chunk_gates'; the lab's lazy_decay folds the decay into them.
+// kRawGates: the gate warp fetches each chunk's raw gates for them (the
+// lab's nogates, whose vectors need none, leaves the copies out).
 struct NoTurns {
   static constexpr bool kOn = false;
   static constexpr bool kSkipUnitDecay = false;
+  static constexpr bool kRawGates = true;
   GDN_DEVICE void write_gates(Vec& v, float a, float b, int lane, int len, const GateParams& gp, int, int) {
     write_chunk_gates(v, a, b, lane, len, gp);
   }
@@ -94,11 +97,11 @@ GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, cons
   };
   if (gate_warp) {
     gp = gate_params(p, w);
-    if (w.nch > 0) fetch_raw_gates(raw, p, w, lane, 0);
-    if (w.nch > 1) fetch_raw_gates(raw, p, w, lane, 1);
+    if (Turns::kRawGates && w.nch > 0) fetch_raw_gates(raw, p, w, lane, 0);
+    if (Turns::kRawGates && w.nch > 1) fetch_raw_gates(raw, p, w, lane, 1);
     cp_async_wait_all();
     for (int x = 0; x < 2 && x < w.nch; ++x) write_gates(x, raw[64 * x + lane], raw[64 * x + lane + 32]);
-    if (w.nch > 2) fetch_raw_gates(raw, p, w, lane, 2);
+    if (Turns::kRawGates && w.nch > 2) fetch_raw_gates(raw, p, w, lane, 2);
   }
   // As the output pass of a split (a dependent launch after the scan), the
   // start state is the scan's result: nothing before this point reads or
@@ -241,7 +244,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, cons
       cp_async_wait_all();
       const float* const r = raw + ((c + 2) & 1) * 64;
       write_gates(c + 2, r[lane], r[lane + 32]);
-      if (c + 3 < w.nch && !kDeferStore) fetch_raw_gates(raw, p, w, lane, c + 3);
+      if (Turns::kRawGates && c + 3 < w.nch && !kDeferStore) fetch_raw_gates(raw, p, w, lane, c + 3);
     }
     ring.wait(kReady, sl);
 
@@ -299,7 +302,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, cons
       flush_prev(c);
       // (The gate warp's next raw gates after the flush, whose proxy fence
       // would otherwise wait for those copies.)
-      if (kDeferStore && gate_warp && c + 3 < w.nch) fetch_raw_gates(raw, p, w, lane, c + 3);
+      if (Turns::kRawGates && kDeferStore && gate_warp && c + 3 < w.nch) fetch_raw_gates(raw, p, w, lane, c + 3);
       if (!kFused) refill(c - 1);
       wgmma_wait<0>();
       reg_fence(acc, kXfer ? 32 : 64);

@@ -80,6 +80,12 @@ var experiments = []Experiment{{
 	Applies: kernsrc.HopperCfg.Fused,
 	Doc:     "fused_consumers without the state's decay: the consumers' chain alone, less the 64 multiplies a thread that a writer folding the decay into the gate factors would spare",
 }, {
+	Name:    "nogates",
+	File:    "nogates.cu",
+	Roles:   "NoGatesRoles",
+	Applies: kernsrc.HopperCfg.Fused,
+	Doc:     "the fused kernels without the gate warp's work: each stage's gate vectors written once as a chunk's with no decay, no raw gates, no scan (the most a cheaper gate computation could give)",
+}, {
 	Name:    "lazy_decay",
 	File:    "lazy_decay.cu",
 	Roles:   "LazyDecayRoles",
