@@ -52,6 +52,10 @@ func fullCases() []fullCase {
 		{"l2norm_gate_G2_varlen", ref.Shape{B: 1, T: 800, Hq: 2, Hv: 4, CuSeqlens: []int{0, 1, 1, 70, 333, 800}},
 			ref.RecipeOptions{WithH0: true}, true, true, false},
 		{"l2norm_strong_beta1", ref.Shape{B: 2, T: 300, Hq: 2, Hv: 4}, ref.RecipeOptions{WithH0: true, StrongDecay: true, BetaValue: &one}, true, false, false},
+		// Scales other than the default, negative and small: the full
+		// forward passes HostFullArgs.Scale on to o.
+		{"l2norm_scale_negative", ref.Shape{B: 1, T: 300, Hq: 2, Hv: 4}, ref.RecipeOptions{WithH0: true, Scale: -0.3}, true, false, false},
+		{"l2norm_scale_small", ref.Shape{B: 2, T: 200, Hq: 2, Hv: 4}, ref.RecipeOptions{WithH0: true, Scale: 0.01}, true, false, false},
 		// The preparation inside the core kernel without the norm
 		// (kernsrc.CoreBF16FusedNoNorm) on short, empty and one-token
 		// sequences, with the gate from its raw input.
@@ -109,7 +113,7 @@ func fullCaseInputs(t *testing.T, c fullCase, seed uint64) (ref.Inputs, ref.Full
 	}
 	h := &gdn.HostFullArgs{B: s.B, T: s.T, Hq: s.Hq, Hv: s.Hv, CuSeqlens: s.CuSeqlens, Dtype: dt,
 		Q: f32(in.Q), K: f32(in.K), V: f32(in.V), G: f32(in.G), Beta: f32(in.Beta), ALog: f32(fo.ALog), DtBias: f32(fo.DtBias),
-		H0: f32(in.H0), FinalState: true, L2Norm: c.l2norm, GateInKernel: c.gate}
+		H0: f32(in.H0), FinalState: true, L2Norm: c.l2norm, GateInKernel: c.gate, Scale: float32(in.Scale)}
 	return in, fo, h
 }
 
