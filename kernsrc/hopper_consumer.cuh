@@ -37,26 +37,8 @@ GDN_DEVICE void v_minus_gated_u(uint32_t a[4], const uint32_t v[4], const float*
 // NoTurns's calls are empty and leave no code. A policy that takes turns
 // (kOn: the lab's pingpong) serves the two-group chain only, whose rounds
 // are one commit group each (kWide's first round is two).
-//
-// kSkipUnitDecay: the chain leaves the state's decay out of a chunk whose
-// gamma is exactly 1 (a multiply by 1 changes no bit). A writer of the
-// gate vectors that folds the decay into the factors e^g and f writes 1
-// for the chunks it does not fold (docs/perf/many-heads-model.md, the lean
-// consumer chunk); the lab's nodecay times the 64 multiplies so spared.
-// Production always decays: its code has no vote and no branch here.
-//
-// write_gates: the fused kernel's gate warp writes chunk x's gate vectors
-// (x = 0, 1, ... in order, each once) through its policy: production's
-// are write_chunk_gates'; the lab's lazy_decay folds the decay into them.
-// kRawGates: the gate warp fetches each chunk's raw gates for them (the
-// lab's nogates, whose vectors need none, leaves the copies out).
 struct NoTurns {
   static constexpr bool kOn = false;
-  static constexpr bool kSkipUnitDecay = false;
-  static constexpr bool kRawGates = true;
-  GDN_DEVICE void write_gates(Vec& v, float a, float b, int lane, int len, const GateParams& gp, int, int) {
-    write_chunk_gates(v, a, b, lane, len, gp);
-  }
   GDN_DEVICE void start(const Work&) const {}
   GDN_DEVICE void take() const {}
   GDN_DEVICE void pass() const {}
@@ -92,16 +74,16 @@ GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, cons
   float* const raw = reinterpret_cast<float*>(smem + Cfg::kOffInv + Cfg::kRawGates);
   auto write_gates = [&](int x, float a, float b) {
     Vec& v = *reinterpret_cast<Vec*>(smem + (x % kStages) * Cfg::kStageBytes + Cfg::kOffVec);
-    turns.write_gates(v, a, b, lane, chunk_len(w, x), gp, x, w.nch);
+    write_chunk_gates(v, a, b, lane, chunk_len(w, x), gp);
     mbar_arrive(ring.bar(kFull, x % kStages));
   };
   if (gate_warp) {
     gp = gate_params(p, w);
-    if (Turns::kRawGates && w.nch > 0) fetch_raw_gates(raw, p, w, lane, 0);
-    if (Turns::kRawGates && w.nch > 1) fetch_raw_gates(raw, p, w, lane, 1);
+    if (w.nch > 0) fetch_raw_gates(raw, p, w, lane, 0);
+    if (w.nch > 1) fetch_raw_gates(raw, p, w, lane, 1);
     cp_async_wait_all();
     for (int x = 0; x < 2 && x < w.nch; ++x) write_gates(x, raw[64 * x + lane], raw[64 * x + lane + 32]);
-    if (Turns::kRawGates && w.nch > 2) fetch_raw_gates(raw, p, w, lane, 2);
+    if (w.nch > 2) fetch_raw_gates(raw, p, w, lane, 2);
   }
   // As the output pass of a split (a dependent launch after the scan), the
   // start state is the scan's result: nothing before this point reads or
@@ -244,7 +226,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, cons
       cp_async_wait_all();
       const float* const r = raw + ((c + 2) & 1) * 64;
       write_gates(c + 2, r[lane], r[lane + 32]);
-      if (Turns::kRawGates && c + 3 < w.nch && !kDeferStore) fetch_raw_gates(raw, p, w, lane, c + 3);
+      if (c + 3 < w.nch && !kDeferStore) fetch_raw_gates(raw, p, w, lane, c + 3);
     }
     ring.wait(kReady, sl);
 
@@ -302,7 +284,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, cons
       flush_prev(c);
       // (The gate warp's next raw gates after the flush, whose proxy fence
       // would otherwise wait for those copies.)
-      if (Turns::kRawGates && kDeferStore && gate_warp && c + 3 < w.nch) fetch_raw_gates(raw, p, w, lane, c + 3);
+      if (kDeferStore && gate_warp && c + 3 < w.nch) fetch_raw_gates(raw, p, w, lane, c + 3);
       if (!kFused) refill(c - 1);
       wgmma_wait<0>();
       reg_fence(acc, kXfer ? 32 : 64);
@@ -353,12 +335,8 @@ GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, cons
     }
     const float gamma = vec.gamma;
     if (kXfer && kEarlyExit) decay *= gamma;
-    // (Every thread reads the same gamma; the vote is what lets ptxas treat
-    // the branch as uniform.)
-    if (!Turns::kSkipUnitDecay || __any_sync(0xffffffffu, gamma != 1.f)) {
 #pragma unroll
-      for (int i = 0; i < 64; ++i) S[i] *= gamma;
-    }
+    for (int i = 0; i < 64; ++i) S[i] *= gamma;
     // O^T += Vn^T P^T and S^T <- gamma S^T + (Vn^T diag(f)) K (K read
     // N-major: rows j, columns d; the two d blocks are BQ's halves). The
     // kWide chain issues O's product first and stores o while the state
