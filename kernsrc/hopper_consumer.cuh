@@ -37,8 +37,23 @@ GDN_DEVICE void v_minus_gated_u(uint32_t a[4], const uint32_t v[4], const float*
 // NoTurns's calls are empty and leave no code. A policy that takes turns
 // (kOn: the lab's pingpong) serves the two-group chain only, whose rounds
 // are one commit group each (kWide's first round is two).
+//
+// kSkipUnitDecay: the chain leaves the state's decay out of a chunk whose
+// gamma is exactly 1 (a multiply by 1 changes no bit). A writer of the
+// gate vectors that folds the decay into the factors e^g and f writes 1
+// for the chunks it does not fold (docs/perf/many-heads-model.md, the lean
+// consumer chunk); the lab's nodecay times the 64 multiplies so spared.
+// Production always decays: its code has no vote and no branch here.
+//
+// write_gates: the fused kernel's gate warp writes chunk x's gate vectors
+// (x = 0, 1, ... in order, each once) through its policy: production's
+// are write_chunk_gates'; the lab's lazy_decay folds the decay into them.
 struct NoTurns {
   static constexpr bool kOn = false;
+  static constexpr bool kSkipUnitDecay = false;
+  GDN_DEVICE void write_gates(Vec& v, float a, float b, int lane, int len, const GateParams& gp, int, int) {
+    write_chunk_gates(v, a, b, lane, len, gp);
+  }
   GDN_DEVICE void start(const Work&) const {}
   GDN_DEVICE void take() const {}
   GDN_DEVICE void pass() const {}
@@ -74,7 +89,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, cons
   float* const raw = reinterpret_cast<float*>(smem + Cfg::kOffInv + Cfg::kRawGates);
   auto write_gates = [&](int x, float a, float b) {
     Vec& v = *reinterpret_cast<Vec*>(smem + (x % kStages) * Cfg::kStageBytes + Cfg::kOffVec);
-    write_chunk_gates(v, a, b, lane, chunk_len(w, x), gp);
+    turns.write_gates(v, a, b, lane, chunk_len(w, x), gp, x, w.nch);
     mbar_arrive(ring.bar(kFull, x % kStages));
   };
   if (gate_warp) {
@@ -335,8 +350,12 @@ GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, cons
     }
     const float gamma = vec.gamma;
     if (kXfer && kEarlyExit) decay *= gamma;
+    // (Every thread reads the same gamma; the vote is what lets ptxas treat
+    // the branch as uniform.)
+    if (!Turns::kSkipUnitDecay || __any_sync(0xffffffffu, gamma != 1.f)) {
 #pragma unroll
-    for (int i = 0; i < 64; ++i) S[i] *= gamma;
+      for (int i = 0; i < 64; ++i) S[i] *= gamma;
+    }
     // O^T += Vn^T P^T and S^T <- gamma S^T + (Vn^T diag(f)) K (K read
     // N-major: rows j, columns d; the two d blocks are BQ's halves). The
     // kWide chain issues O's product first and stores o while the state

@@ -188,11 +188,11 @@ def needs():
             ["row", "today's chunk", "chunk allowed", "element-wise to remove", "with persistent CTAs"], rows)
 
 
-FLOORS = (4, 6, 8, 10, 16)  # the floor of G' (the lazy decay's, many-heads-model.md), as 2^-k
+FLOORS = (4, 6, 8, 10, 16)  # the floor of G' (lazy_decay's), as 2^-k
 
 
 def _fold_share(k, heads=64, chunks=64, seed=1):
-    """The share of chunks at which the lazy decay's writer folds the decay,
+    """The share of chunks at which lazy_decay's writer folds the decay,
     over walks of the suite's recipe's gates on a head whose gates are not
     zero (ref/recipe.go: g = logsigmoid(N(0,1)) / 16 a token, 64 tokens a
     chunk); the walk's last chunk always folds."""
@@ -207,7 +207,7 @@ def _fold_share(k, heads=64, chunks=64, seed=1):
 
 
 def folds():
-    return ("the lazy decay on the suite's gates: the chunks that fold",
+    return ("lazy_decay on the suite's gates: the chunks that fold",
             ["floor of G'"] + [f"2^-{k}" for k in FLOORS],
             [["chunks that fold"] + [f"{100 * _fold_share(k):.0f}%" for k in FLOORS]])
 

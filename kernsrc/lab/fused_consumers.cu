@@ -6,8 +6,12 @@
 // consumers' chain stays as it is.
 #include "hopper_kernel.cuh"
 
-// The producers (pingpong_consumers builds on them too).
-template <class Cfg>
+// The producers of both experiments built on this one. kUnitGamma (the
+// lab's nodecay): the aux group also writes each chunk's gamma as 1, between
+// its wait on full (the gate warp arrives there once it has written the
+// chunk's vectors) and its arrival on ready (which orders the store before
+// the consumers' reads).
+template <class Cfg, bool kUnitGamma>
 struct PassAlong : HopperRoles<Cfg> {
   using Ring = typename Cfg::Ring;
 
@@ -21,6 +25,7 @@ struct PassAlong : HopperRoles<Cfg> {
       const Slot sl = ring.slot(c);
       ring.wait(kFull, sl);
       if (Cfg::kNorm) ring.wait(kNormed, sl);
+      if (kUnitGamma && first) reinterpret_cast<Vec*>(smem + sl.s * Cfg::kStageBytes + Cfg::kOffVec)->gamma = 1.f;
       if (!Cfg::kNorm) ring.arrive(kQKRead, sl);
       ring.arrive(kReady, sl);
     }
@@ -45,4 +50,4 @@ struct PassAlong : HopperRoles<Cfg> {
 // fused_consumers' roles: production's consumers beside producers that
 // only pass each chunk along.
 template <class Cfg>
-struct ConsumersOnly : PassAlong<Cfg> {};
+struct ConsumersOnly : PassAlong<Cfg, false> {};

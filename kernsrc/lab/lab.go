@@ -72,6 +72,19 @@ var experiments = []Experiment{{
 	Roles:   "PingPongConsumersOnly",
 	Applies: kernsrc.HopperCfg.Fused,
 	Doc:     "fused_consumers with pingpong's turns: the consumers' chain alone, its two groups taking turns at the tensor pipe",
+}, {
+	Name:    "nodecay",
+	File:    "nodecay.cu",
+	Uses:    []string{"fused_consumers.cu"},
+	Roles:   "NoDecayConsumersOnly",
+	Applies: kernsrc.HopperCfg.Fused,
+	Doc:     "fused_consumers without the state's decay: the consumers' chain alone, less the 64 multiplies a thread that a writer folding the decay into the gate factors would spare",
+}, {
+	Name:    "lazy_decay",
+	File:    "lazy_decay.cu",
+	Roles:   "LazyDecayRoles",
+	Applies: kernsrc.HopperCfg.Fused,
+	Doc:     "the fused kernels with the state's decay folded into the gate factors: the consumers hold S / G and decay S only where G would fall under 1/16 or the walk ends (outputs differ from production's by rounding)",
 }}
 
 // twoGroups: the variants with two consumer groups (BV 128), the core
