@@ -50,12 +50,17 @@ CLASSES = [
 INSN = re.compile(r"/\*([0-9a-f]{4,6})\*/\s+(.*?)\s*;")
 
 
-def opcode(text):
-    """The opcode of an instruction's text, without a predicate or modifiers."""
+def mnemonic(text):
+    """An instruction's mnemonic with its modifiers, without a predicate."""
     words = text.split()
     if words and words[0].startswith("@"):
         words = words[1:]
-    return words[0].split(".")[0] if words else ""
+    return words[0] if words else ""
+
+
+def opcode(text):
+    """An instruction's opcode, without a predicate or modifiers."""
+    return mnemonic(text).split(".")[0]
 
 
 def klass(text):
@@ -79,7 +84,7 @@ def rounds(insns):
     """[(arrive, commit, depbar)] indices of each round, in order."""
     found, arrive, commit = [], None, None
     for i, text in enumerate(insns):
-        op = text.split()[0] if not text.startswith("@") else text.split()[1]
+        op = mnemonic(text)
         if op.startswith("WARPGROUP.ARRIVE"):
             arrive, commit = i, None
         elif op.startswith("HGMMA") and "gsb0" in text and arrive is not None:
