@@ -46,10 +46,11 @@ func checkCopy(op string, host unsafe.Pointer, dev DevicePtr, bytes int) error {
 }
 
 // CopyToDevice copies bytes from host memory src to dst (cuMemcpyHtoD) and
-// returns when the copy is done. src must point to memory without Go
-// pointers (numeric data). The copy is ordered after the legacy default
-// stream only: synchronize a non-blocking Stream whose work it depends on
-// first. bytes == 0 does nothing.
+// returns when the data is on the device, so that work on any stream
+// queued after it reads it. src must point to memory without Go pointers
+// (numeric data). The copy is ordered after the legacy default stream
+// only: synchronize a non-blocking Stream whose work it depends on first.
+// bytes == 0 does nothing.
 func (c *Context) CopyToDevice(dst DevicePtr, src unsafe.Pointer, bytes int) error {
 	if err := checkCopy("CopyToDevice", src, dst, bytes); err != nil || bytes == 0 {
 		if c == nil {
@@ -58,7 +59,18 @@ func (c *Context) CopyToDevice(dst DevicePtr, src unsafe.Pointer, bytes int) err
 		return err
 	}
 	return c.do(func() error {
-		return cuErr("cuMemcpyHtoD", cu.MemcpyHtoD(cu.DevicePtr(dst), src, int64(bytes)))
+		if err := cuErr("cuMemcpyHtoD", cu.MemcpyHtoD(cu.DevicePtr(dst), src, int64(bytes))); err != nil {
+			return err
+		}
+		// From pageable memory cuMemcpyHtoD returns once src is staged,
+		// before the DMA to dst completes, and only the legacy default
+		// stream is ordered after that DMA: a kernel on a non-blocking
+		// stream could read dst before it lands (seen: the concurrent test's
+		// launches read stale or earlier workers' data while the GPU was
+		// shared). Waiting for the legacy stream waits for the DMA. (Not the
+		// whole context: a context-wide synchronisation fails while another
+		// stream of it captures a graph.)
+		return cuErr("cuStreamSynchronize", cu.NoStream.Synchronize())
 	})
 }
 

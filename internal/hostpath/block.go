@@ -43,11 +43,11 @@ func (h *Path) Upload(l *Layout) (*Block, error) {
 		err = l.poisonOutputs(h.ctx, base)
 	}
 	if err == nil {
-		// A copy from pageable memory may return before its data lands, and
-		// callers go on with streams of their own: wait for the legacy
-		// stream the copy and the poison ran on. Not the whole context: a
-		// context-wide synchronisation fails while any stream of it is
-		// capturing a graph (another goroutine's Forward may be).
+		// The poison's memsets run on the legacy stream, and callers go on
+		// with streams of their own: wait for it (CopyToDevice waits for its
+		// own copy). Not the whole context: a context-wide synchronisation
+		// fails while any stream of it is capturing a graph (another
+		// goroutine's Forward may be).
 		err = h.ctx.WrapStream(0).Synchronize()
 	}
 	if err != nil {
