@@ -198,46 +198,6 @@ func TestOpenInfo(t *testing.T) {
 	}
 }
 
-// CopyToDevice returns with its data on the device: a kernel launched
-// right after it on a non-blocking stream (not ordered after the legacy
-// stream the copy ran on) reads the new data. From pageable memory
-// cuMemcpyHtoD alone returns once the data is staged, before the DMA to
-// the device ends; a copy of 64 MiB leaves its last pieces in flight long
-// enough for the launch to overtake them (its last elements are checked).
-func TestCopyToDeviceLandsBeforeOtherStreams(t *testing.T) {
-	c := openCtx(t)
-	add, _ := loadTest(t, c)
-	const n = 16 << 20 // 64 MiB of float32
-	p := allocF32(t, c, n)
-	s, err := c.NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Destroy()
-	in := make([]float32, n)
-	for round := 0; round < 8; round++ {
-		for i := range in {
-			in[i] = float32(round*3 + i%1000)
-		}
-		if err := upload(c, p, in); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Launch(add, D1(n/256), D1(256), 0, s, new(Args).Ptr(p).Int32(n)); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Synchronize(); err != nil {
-			t.Fatal(err)
-		}
-		v, err := download(c, p, n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := expectF32(v, func(i int) float32 { return in[i] + 1 }); err != nil {
-			t.Fatalf("round %d: %v", round, err)
-		}
-	}
-}
-
 func TestConcurrent(t *testing.T) {
 	c := openCtx(t)
 	add, _ := loadTest(t, c)
