@@ -257,3 +257,40 @@ func TestNCUHotRanges(t *testing.T) {
 		t.Errorf("descending ranges accepted: %v\n%s", err, out)
 	}
 }
+
+// ncuhot.py --roles splits the kernel at its setmaxnreg instructions and
+// gives each part's share of the samples and its instructions as shares
+// of the part's own samples; a kernel without setmaxnreg is refused.
+func TestNCUHotRoles(t *testing.T) {
+	const csv = `"Kernel Name","k",
+"Address","Source","Warp Stall Sampling (All Samples)","stall_long_sb","stall_wait","stall_barrier"
+"0x10","S2R R0, SR_TID.X","2","0","2","0"
+"0x20","USETMAXREG.DEALLOC.CTAPOOL 0x40","0","0","0","0"
+"0x30","SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [R9+URZ], R10","2","2","0","0"
+"0x40","@!P0 BRA 0x30","2","2","0","0"
+"0x50","USETMAXREG.TRY_ALLOC.CTAPOOL UP0, 0xc0","0","0","0","0"
+"0x60","HGMMA.64x64x16.F32 R24, gdesc[UR8], RZ","1","0","1","0"
+"0x70","BAR.SYNC.DEFER_BLOCKING R11, 0x80","3","0","0","3"
+`
+	out, err := ncuhot(t, csv, "--roles", "--top", "2")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"#0-#1 (the entry, before any setmaxnreg): 20.0% of samples",
+		"#1-#4 USETMAXREG.DEALLOC.CTAPOOL 0x40: 40.0% of samples", "long_sb 100.0%",
+		" 50.0%  #3     @!P0 BRA 0x30   after #2 SYNCS.PHASECHK",
+		"#4-#7 USETMAXREG.TRY_ALLOC.CTAPOOL UP0, 0xc0: 40.0% of samples", "barrier 75.0%, wait 25.0%",
+		" 75.0%  #6     BAR.SYNC", " 25.0%  #5     HGMMA",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+	if out, err := ncuhot(t, `"Kernel Name","k",
+"Address","Source","Warp Stall Sampling (All Samples)","stall_wait"
+"0x10","FMUL R1, R2, R3","1","1"
+`, "--roles"); err == nil || !strings.Contains(out, "no setmaxnreg") {
+		t.Errorf("a kernel without setmaxnreg accepted: %v\n%s", err, out)
+	}
+}

@@ -12,6 +12,13 @@ waits: the one that produced what it waits for is usually a few lines up;
 for a long-scoreboard stall, the load whose register it reads). Standard
 library only.
 
+--roles splits the kernel at its setmaxnreg instructions (USETMAXREG: a
+warp-specialised kernel's roles each begin with one, e.g. the consumers'
+alloc to 192, the producers' dealloc to 64) and, for each part, gives its
+share of the samples, its stall reasons and its --top instructions as
+shares of that part's own samples: where a role's warps wait, without
+finding its instruction range by hand.
+
 --ranges A,B,C,... sums instead by ranges of instruction indices (the #
 numbers above: [A, B), [B, C), ...; find a role's code by its first
 instructions, e.g. the consumers' setmaxnreg): each range's share of the
@@ -53,6 +60,7 @@ def main():
     ap.add_argument("--context", type=int, default=3, help="instructions shown before each")
     ap.add_argument("--ranges", help="comma-separated instruction indices: sums by range instead")
     ap.add_argument("--per", type=float, default=1, help="divide executed counts by this (--ranges)")
+    ap.add_argument("--roles", action="store_true", help="by role: the parts between setmaxnreg instructions")
     args = ap.parse_args()
 
     hdr, rows = read(args.csv)
@@ -70,6 +78,8 @@ def main():
     print()
     if args.ranges:
         return ranges(rows, col, reasons, total, args)
+    if args.roles:
+        return roles(rows, col, reasons, total, args)
     ranked = sorted(range(len(rows)), key=lambda i: -num(rows[i][samp]) if len(rows[i]) > samp else 0)
     for i in ranked[: args.top]:
         r = rows[i]
@@ -115,6 +125,34 @@ def ranges(rows, col, reasons, total, args):
         print(f"#{a}-#{b}: {100 * n / total:5.1f}% of samples, {e:.1f} executed")
         print("    " + ", ".join(f"{h[len('stall_'):]} {100 * v / total:.1f}%" for v, h in why[:8] if v > 0))
         print("    " + ", ".join(f"{op} {v:.1f}" for op, v in top if v > 0))
+    return 0
+
+
+def roles(rows, col, reasons, total, args):
+    """Each part between setmaxnreg instructions: its share of the samples,
+    its reasons and its top instructions as shares of its own samples."""
+    src, samp = col["Source"], col[SAMPLES]
+    marks = [i for i, r in enumerate(rows) if len(r) > src and "SETMAXREG" in r[src]]
+    if not marks:
+        sys.exit("no setmaxnreg instruction (USETMAXREG): not a warp-specialised kernel? use --ranges")
+    cuts = [0] + marks + [len(rows)]
+    for a, b in zip(cuts, cuts[1:]):
+        part = [i for i in range(a, b) if len(rows[i]) > samp]
+        n = sum(num(rows[i][samp]) for i in part)
+        head = rows[a][src].strip() if a in marks else "(the entry, before any setmaxnreg)"
+        print(f"#{a}-#{b} {head}: {100 * n / total:.1f}% of samples")
+        if n == 0:
+            print()
+            continue
+        why = sorted(((sum(num(rows[i][col[h]]) for i in part), h) for h in reasons), reverse=True)
+        print("    " + ", ".join(f"{h[len('stall_'):]} {100 * v / n:.1f}%" for v, h in why[:8] if v > 0))
+        for i in sorted(part, key=lambda i: -num(rows[i][samp]))[: args.top]:
+            v = num(rows[i][samp])
+            if v == 0:
+                break
+            before = f"   after #{i - 1} {rows[i - 1][src].strip()}" if i > a else ""
+            print(f"  {100 * v / n:5.1f}%  #{i:<5} {rows[i][src].strip()}{before}")
+        print()
     return 0
 
 
