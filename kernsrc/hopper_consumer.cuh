@@ -48,9 +48,18 @@ GDN_DEVICE void v_minus_gated_u(uint32_t a[4], const uint32_t v[4], const float*
 // write_gates: the fused kernel's gate warp writes chunk x's gate vectors
 // (x = 0, 1, ... in order, each once) through its policy: production's
 // are write_chunk_gates'; the lab's lazy_decay folds the decay into them.
+//
+// load: the refill of a stage (chunk c's copies, issued by one thread once
+// every consumer has released the stage): production's are issue_loads';
+// the lab's noloads only completes the stage's full with no copy, so that
+// the chunks run on the tiles a stage already holds.
 struct NoTurns {
   static constexpr bool kOn = false;
   static constexpr bool kSkipUnitDecay = false;
+  template <class Cfg>
+  GDN_DEVICE void load(unsigned char* st, uint64_t* full, const GdnHopperParams& p, const Work& w, int c) const {
+    issue_loads<Cfg>(st, full, p, w, c);
+  }
   GDN_DEVICE void write_gates(Vec& v, float a, float b, int lane, int len, const GateParams& gp, int, int) {
     write_chunk_gates(v, a, b, lane, len, gp);
   }
@@ -152,7 +161,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, cons
     if (cw == 0 && t == 0 && c >= 0 && c + kStages < w.nch) {
       const Slot sl = ring.slot(c);
       ring.wait(kEmpty, sl);
-      issue_loads<Cfg>(smem + sl.s * Cfg::kStageBytes, ring.bar(kFull, sl.s), p, w, c + kStages);
+      turns.template load<Cfg>(smem + sl.s * Cfg::kStageBytes, ring.bar(kFull, sl.s), p, w, c + kStages);
     }
   };
   // The early exit after chunk c (one thread): the aux groups prepare the

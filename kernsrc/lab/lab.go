@@ -85,6 +85,27 @@ var experiments = []Experiment{{
 	Roles:   "LazyDecayRoles",
 	Applies: kernsrc.HopperCfg.Fused,
 	Doc:     "the fused kernels with the state's decay folded into the gate factors: the consumers hold S / G and decay S only where G would fall under 1/16 or the walk ends (outputs differ from production's by rounding)",
+}, {
+	Name:    "noloads",
+	File:    "noloads.cu",
+	Uses:    []string{"fused_consumers.cu"},
+	Roles:   "NoLoadsRoles",
+	Applies: func(c kernsrc.HopperCfg) bool { return !c.Transfer },
+	Doc:     "the Hopper kernels (not the transfer pass) whose refills copy nothing: every chunk after the first three runs on the tiles its stage holds, so the time is the chain's without waiting for q, k and v (outputs wrong)",
+}, {
+	Name:    "noloads_consumers",
+	File:    "noloads.cu",
+	Uses:    []string{"fused_consumers.cu"},
+	Roles:   "NoLoadsConsumersOnly",
+	Applies: kernsrc.HopperCfg.Fused,
+	Doc:     "fused_consumers whose refills copy nothing: the consumers' chain alone, without waiting for its copies",
+}, {
+	Name:    "noloads_nodecay",
+	File:    "noloads.cu",
+	Uses:    []string{"fused_consumers.cu"},
+	Roles:   "NoLoadsNoDecay",
+	Applies: kernsrc.HopperCfg.Fused,
+	Doc:     "nodecay whose refills copy nothing: the consumers' chain alone without the state's decay, without waiting for its copies",
 }}
 
 // twoGroups: the variants with two consumer groups (BV 128), the core
