@@ -143,6 +143,27 @@ func download(c *Context, p DevicePtr, n int) ([]float32, error) {
 	return v, c.CopyToHost(unsafe.Pointer(&v[0]), p, 4*n)
 }
 
+// addOneRoundTrip uploads in to p (CopyToDevice), adds one to each element
+// with add on s (a non-blocking stream: ordered after the upload only if
+// CopyToDevice waited for its data), and checks what comes back.
+func addOneRoundTrip(c *Context, add *Function, s *Stream, p DevicePtr, in []float32) error {
+	if err := upload(c, p, in); err != nil {
+		return err
+	}
+	n := len(in)
+	if err := c.Launch(add, D1(uint32((n+255)/256)), D1(256), 0, s, new(Args).Ptr(p).Int32(int32(n))); err != nil {
+		return err
+	}
+	if err := s.Synchronize(); err != nil {
+		return err
+	}
+	v, err := download(c, p, n)
+	if err != nil {
+		return err
+	}
+	return expectF32(v, func(i int) float32 { return in[i] + 1 })
+}
+
 func expectF32(v []float32, f func(i int) float32) error {
 	for i := range v {
 		if w := f(i); v[i] != w {
@@ -223,20 +244,7 @@ func TestConcurrent(t *testing.T) {
 					for i := range in {
 						in[i] = float32(w*1000 + it + i)
 					}
-					if err := upload(c, p, in); err != nil {
-						return err
-					}
-					if err := c.Launch(add, D1(n/256), D1(256), 0, s, new(Args).Ptr(p).Int32(n)); err != nil {
-						return err
-					}
-					if err := s.Synchronize(); err != nil {
-						return err
-					}
-					v, err := download(c, p, n)
-					if err != nil {
-						return err
-					}
-					if err := expectF32(v, func(i int) float32 { return in[i] + 1 }); err != nil {
+					if err := addOneRoundTrip(c, add, s, p, in); err != nil {
 						return fmt.Errorf("worker %d iteration %d: %v", w, it, err)
 					}
 					if err := c.Free(p); err != nil {

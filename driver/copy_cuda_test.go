@@ -30,20 +30,7 @@ func TestCopyToDeviceLandsBeforeOtherStreams(t *testing.T) {
 		for i := range in {
 			in[i] = float32(round*3 + i%1000)
 		}
-		if err := upload(c, p, in); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Launch(add, D1(n/256), D1(256), 0, s, new(Args).Ptr(p).Int32(n)); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Synchronize(); err != nil {
-			t.Fatal(err)
-		}
-		v, err := download(c, p, n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := expectF32(v, func(i int) float32 { return in[i] + 1 }); err != nil {
+		if err := addOneRoundTrip(c, add, s, p, in); err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
 	}
