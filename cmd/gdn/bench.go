@@ -51,12 +51,13 @@ func (o benchOptions) knobs() tuning.Knobs {
 		L2NormInPrep: o.l2normInPrep, PrepKernel: o.prepKernel}
 }
 
-const benchSynopsis = "[--cases a,b,...] [--reps N] [--warmup N] [--calls N] [--csv FILE] [--dtype bf16|fp16] [--a-dtype bf16|fp32] [--seed N] [--runtime-graphs] [--variant NAME] [--segments N] [--transfer-tile 64|128] [--scan-columns 8|16|32] [--early-first -1|0|1] [--prep-heads N] [--plot FILE.svg|.png] [--compare OLD.csv] [--sms N] [--full [--l2norm [--l2norm-in-prep]] [--prep-kernel]]\n       gdn bench --from RUN.csv [--plot FILE.svg|.png] [--compare OLD.csv]\n       gdn bench " + decodeBenchSynopsis + "\n       gdn bench " + mixedBenchSynopsis
+const benchSynopsis = "[--cases a,b,...] [--shapes S] [--reps N] [--warmup N] [--calls N] [--csv FILE] [--dtype bf16|fp16] [--a-dtype bf16|fp32] [--seed N] [--runtime-graphs] [--variant NAME] [--segments N] [--transfer-tile 64|128] [--scan-columns 8|16|32] [--early-first -1|0|1] [--prep-heads N] [--plot FILE.svg|.png] [--compare OLD.csv] [--sms N] [--full [--l2norm [--l2norm-in-prep]] [--prep-kernel]]\n       gdn bench --from RUN.csv [--plot FILE.svg|.png] [--compare OLD.csv]\n       gdn bench " + decodeBenchSynopsis + "\n       gdn bench " + mixedBenchSynopsis
 
 // parseBenchArgs reads the command line of `gdn bench`.
 func parseBenchArgs(args []string) (benchOptions, error) {
-	fs := newFlags("bench", benchSynopsis)
+	fs := newFlags("bench", benchSynopsis+"\n\n"+shapeSyntax)
 	cases := fs.String("cases", "", "comma-separated case names (default: the whole suite): "+strings.Join(suiteNames(), ", "))
+	shapes := fs.String("shapes", "", "also time these shapes, separated by ';' (see below): Hq, Hv and lens (or T and B), packed as the suite's cases are; anchors where the tables have the shape")
 	reps := fs.Int("reps", 30, "timed replays; the median is reported")
 	warmup := fs.Int("warmup", 5, "untimed calls before timing (after the first, compiling call)")
 	calls := fs.Int("calls", 0, "Forward calls captured per graph (default: 20 for calls under 0.2 ms, else 5)")
@@ -114,8 +115,8 @@ func parseBenchArgs(args []string) (benchOptions, error) {
 		switch {
 		case o.plotPath == "" && o.comparePath == "":
 			return o, errors.New("--from needs --plot or --compare: it replaces the run, there is nothing else to do")
-		case o.csvPath != "" || *cases != "":
-			return o, errors.New("--from replaces the run: --csv and --cases do not apply")
+		case o.csvPath != "" || *cases != "" || *shapes != "":
+			return o, errors.New("--from replaces the run: --csv, --cases and --shapes do not apply")
 		case o.full:
 			return o, errors.New("--from replaces the run: --full does not apply (the CSV says which forward it timed)")
 		case flagSet(fs, "a-dtype"):
@@ -137,7 +138,7 @@ func parseBenchArgs(args []string) (benchOptions, error) {
 	if o.full && o.aDtype != gdn.FP32 {
 		return o, errors.New("--a-dtype applies to the core forward's given A: the full forward computes A inside")
 	}
-	if o.cases, err = selectCases(*cases); err != nil {
+	if o.cases, err = selectCases(*cases, *shapes); err != nil {
 		return o, err
 	}
 	switch {
@@ -189,10 +190,10 @@ func suiteNames() []string {
 	return names
 }
 
-// selectCases returns the whole suite for an empty list, else the named
-// cases in the order given.
-func selectCases(list string) ([]ref.Case, error) {
-	if strings.TrimSpace(list) == "" {
+// selectCases returns the named cases in the order given, then the
+// shapes' (shapeCase); the whole suite when both lists are empty.
+func selectCases(list, shapes string) ([]ref.Case, error) {
+	if strings.TrimSpace(list) == "" && strings.TrimSpace(shapes) == "" {
 		return slices.Clone(ref.Suite), nil
 	}
 	var cases []ref.Case
@@ -207,7 +208,42 @@ func selectCases(list string) ([]ref.Case, error) {
 		}
 		cases = append(cases, c)
 	}
+	for _, s := range strings.Split(shapes, ";") {
+		if strings.TrimSpace(s) == "" {
+			continue
+		}
+		c, err := shapeCase(s)
+		if err != nil {
+			return nil, fmt.Errorf("--shapes: %w", err)
+		}
+		cases = append(cases, c)
+	}
 	return cases, nil
+}
+
+// shapeCase reads one shape of --shapes (shapeSyntax) as a case: a suite
+// case's name gives that case; otherwise the case is named by its heads
+// and lengths ("16/32 2048x4"), and B sequences of T tokens are B packed
+// sequences, as the suite runs them.
+func shapeCase(s string) (ref.Case, error) {
+	if c, ok := ref.CaseByName(strings.TrimSpace(s)); ok {
+		return c, nil
+	}
+	p, err := parseShape(s)
+	if err != nil {
+		return ref.Case{}, err
+	}
+	lens := slices.Repeat([]int{p.T}, p.B)
+	if p.Seqs != nil {
+		lens = make([]int, len(p.Seqs)-1)
+		for i := range lens {
+			lens[i] = p.Seqs[i+1] - p.Seqs[i]
+		}
+	}
+	if p.T == 0 {
+		return ref.Case{}, fmt.Errorf("shape %q: no tokens to time", s)
+	}
+	return ref.Case{Name: fmt.Sprintf("%d/%d %s", p.Hq, p.Hv, lensSummary(lens)), Hq: p.Hq, Hv: p.Hv, Lens: lens}, nil
 }
 
 func runBench(args []string) error {

@@ -328,3 +328,59 @@ func TestBenchPrepHeadsFlag(t *testing.T) {
 		t.Errorf("--prep-heads without --full: %v", err)
 	}
 }
+
+// --shapes times shapes outside the suite, after --cases, named by heads
+// and lengths, with the anchors of a table row of the same shape.
+func TestBenchShapes(t *testing.T) {
+	o, err := parseBenchArgs([]string{"--cases", "tp8_2k", "--shapes", "Hq=16,Hv=32,lens=2048x4; q35_1kx8 ;Hq=2,Hv=8,T=1024,B=3;Hq=16,Hv=32,lens=1024x8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		name string
+		hq   int
+		lens []int
+	}{
+		{"tp8_2k", 2, []int{2048}},
+		{"16/32 2048x4", 16, []int{2048, 2048, 2048, 2048}},
+		{"q35_1kx8", 16, slices.Repeat([]int{1024}, 8)},
+		{"2/8 1024x3", 2, []int{1024, 1024, 1024}},
+		{"16/32 1024x8", 16, slices.Repeat([]int{1024}, 8)},
+	}
+	if len(o.cases) != len(want) {
+		t.Fatalf("%d cases, want %d: %+v", len(o.cases), len(want), o.cases)
+	}
+	for i, w := range want {
+		if c := o.cases[i]; c.Name != w.name || c.Hq != w.hq || !slices.Equal(c.Lens, w.lens) {
+			t.Errorf("case %d = %+v, want %+v", i, c, w)
+		}
+	}
+	// The shape of a suite row takes its anchors; a shape no table has, none.
+	same := benchResult{Case: o.cases[4]}
+	if a := same.anchor(); a.FLAFullMs == 0 || a != (benchResult{Case: o.cases[2]}).anchor() {
+		t.Errorf("shape 1024x8 anchor %+v, want q35_1kx8's", a)
+	}
+	if a := (benchResult{Case: o.cases[3]}).anchor(); a != (anchor{}) {
+		t.Errorf("shape 2/8 1024x3 anchor %+v, want none", a)
+	}
+	if o, err = parseBenchArgs([]string{"--shapes", "Hq=4,Hv=4,T=64"}); err != nil || len(o.cases) != 1 {
+		t.Errorf("--shapes alone: %d cases, err %v; want the shape only", len(o.cases), err)
+	}
+
+	var errBuf bytes.Buffer
+	stderr = &errBuf
+	defer func() { stderr = os.Stderr }()
+	for _, c := range []struct{ shapes, want string }{
+		{"Hq=16,Hv=32,lens=0x4", "--shapes: shape \"Hq=16,Hv=32,lens=0x4\": no tokens"},
+		{"Hq=16,T=64", "Hq and Hv are required"},
+		{"Hq=16,Hv=24,T=64", "not a multiple"},
+		{"nope", "not key=value"},
+	} {
+		if _, err := parseBenchArgs([]string{"--shapes", c.shapes}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("--shapes %q: err = %v, want one containing %q", c.shapes, err, c.want)
+		}
+	}
+	if _, err := parseBenchArgs([]string{"--from", "run.csv", "--plot", "a.svg", "--shapes", "Hq=4,Hv=4,T=64"}); err == nil || !strings.Contains(err.Error(), "--shapes do not apply") {
+		t.Errorf("--from with --shapes: err = %v", err)
+	}
+}

@@ -41,7 +41,7 @@ var flagGroups = map[string][]flagGroup{
 		{"device", []string{"device"}},
 	},
 	"bench": {
-		{"what to time", []string{"cases", "full", "l2norm", "no-l2norm", "dtype", "a-dtype", "seed", "sms"}},
+		{"what to time", []string{"cases", "shapes", "full", "l2norm", "no-l2norm", "dtype", "a-dtype", "seed", "sms"}},
 		{"timing", []string{"reps", "warmup", "calls", "runtime-graphs"}},
 		{"results", []string{"csv", "plot", "compare", "from"}},
 		{"forcing a plan, for tuning (default: the planner decides)", []string{"variant", "segments", "transfer-tile", "scan-columns", "early-first", "prep-heads", "prep-kernel", "l2norm-in-prep"}},
