@@ -106,7 +106,27 @@ var experiments = []Experiment{{
 	Roles:   "NoLoadsNoDecay",
 	Applies: kernsrc.HopperCfg.Fused,
 	Doc:     "nodecay whose refills copy nothing: the consumers' chain alone without the state's decay, without waiting for its copies",
+}, {
+	Name:    "merge_in_converter",
+	File:    "merge_in_converter.cu",
+	Uses:    []string{"fused_consumers.cu", "noloads.cu"},
+	Roles:   "MergeInConverter",
+	Applies: fusedNoNorm,
+	Doc:     "the fused kernels without the L2 norm, the solve's last step (the blocks below A2's diagonal) moved from the aux group to the converter, so that the aux group starts the next chunk sooner (the same products: production's outputs)",
+}, {
+	Name:    "noloads_merge_in_converter",
+	File:    "merge_in_converter.cu",
+	Uses:    []string{"fused_consumers.cu", "noloads.cu"},
+	Roles:   "NoLoadsMergeInConverter",
+	Applies: fusedNoNorm,
+	Doc:     "merge_in_converter whose refills copy nothing: the chunk's bound with the merge moved, without waiting for q, k and v (outputs wrong)",
 }}
+
+// fusedNoNorm: the fused kernels without the L2 norm (their converter
+// builds P and converts K and Q; with the norm it normalises them).
+func fusedNoNorm(c kernsrc.HopperCfg) bool {
+	return c.Prep == kernsrc.PrepFusedNoNorm && c.Converters() == 1
+}
 
 // twoGroups: the variants with two consumer groups (BV 128), the core
 // forward (every preparation) and the transfer pass.
