@@ -170,9 +170,10 @@ const (
 	pThenConvert
 	// mergeInConverter: the lab's merge_in_converter, pThenConvert with
 	// the solve's last step moved to the converter: the aux group arrives
-	// on normed once its diagonal blocks are written (then on ready), and
+	// on normed (not on ready) once its diagonal blocks are written, and
 	// the converter, after its conversion, merges once normed says so,
-	// then arrives on ready.
+	// then arrives on ready for both producers (ready's count of 2 in one
+	// arrival).
 	mergeInConverter
 )
 
@@ -332,8 +333,9 @@ func (m *ringModel) roles(k ringCase) [][]op {
 					m.prep[s] = c
 					if conv == mergeInConverter { // the diagonal blocks written: the converter's go
 						m.arriveOn(&m.normed[s], "normed", s)
+					} else {
+						m.arriveOn(&m.ready[s], "ready", s)
 					}
-					m.arriveOn(&m.ready[s], "ready", s)
 				}})
 		}
 		roles = append(roles, prog)
@@ -374,6 +376,7 @@ func (m *ringModel) roles(k ringCase) [][]op {
 						m.fail("the converter merges chunk %d's A2 in stage %d holding chunk %d, its diagonal blocks for %d", c, s, m.data[s], m.prep[s])
 					}
 					m.merged[s] = c
+					m.arriveOn(&m.ready[s], "ready", s)
 					m.arriveOn(&m.ready[s], "ready", s)
 				}})
 			}

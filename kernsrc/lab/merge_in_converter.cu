@@ -11,6 +11,9 @@
 //   merge_in_converter          production's consumers;
 //   noloads_merge_in_converter  noloads' (refills copy nothing: the chunk's
 //                               bound without waiting for q, k and v).
+// (Moving only the merge's second part, merge_halves, the aux group
+// keeping merge_pairs, spilled 12 + 20 bytes in the aux group under NVRTC
+// 12.4: the stage's address held across the diagonal blocks' inverses.)
 // The program is fused_consumers.cu, noloads.cu, then this file. The
 // hand-off's protocol is kernsrc's pipeline model's mergeInConverter
 // (TestStageRingMergeInConverter).
@@ -22,14 +25,20 @@
 // both groups meet once on this named barrier before either uses it.
 constexpr int kBarHandOff = 9;
 
+// Arrives n times on bar at once.
+GDN_DEVICE void mbar_arrive_n(uint64_t* bar, int n) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(n) : "memory");
+}
+
 template <class Cfg>
 struct MergeInConverter : HopperRoles<Cfg> {
   static_assert(Cfg::kFused && !Cfg::kNorm && Cfg::kConv, "the fused kernels without the norm");
   using Ring = typename Cfg::Ring;
 
   // The aux group: run_aux_fused's chunk up to the diagonal blocks, then
-  // the hand-off (kNormed) and its half of ready (the consumers also wait
-  // for the converter's, which comes after the merge).
+  // the hand-off (kNormed).
+  // Ready is the converter's, after the merge: it arrives for both groups
+  // (ready counts 256), so the aux group's chunk ends with one arrival.
   static GDN_DEVICE void aux_fused(unsigned char* smem, Ring& ring, const GdnHopperParams& p, const Work& w) {
     const int tid = threadIdx.x & 127;
     const NamedBarrier group{Cfg::kBarAux, 128};
@@ -82,13 +91,12 @@ struct MergeInConverter : HopperRoles<Cfg> {
       // writes, and the converter's wait sees all 128.)
       fence_async_smem();
       ring.arrive(kNormed, sl);
-      ring.arrive(kReady, sl);
     }
   }
 
   // The converter: run_fused_converter's chunk (P, then K and Q to fp16
   // once the aux group has read them), then the merge once the diagonal
-  // blocks are written, and its half of ready.
+  // blocks are written, and ready for both producers.
   static GDN_DEVICE void converter(unsigned char* smem, Ring& ring, const Work& w) {
     const int tid = threadIdx.x & 127;
     if (tid == 0) {
@@ -110,10 +118,11 @@ struct MergeInConverter : HopperRoles<Cfg> {
       ring.wait(kNormed, sl);
       merge_blocks(stage + Cfg::kOffA2, t >> 5, t & 31, Cfg::kBarConv);
       fence_async_smem();
-      ring.arrive(kReady, sl);
+      mbar_arrive_n(ring.bar(kReady, sl.s), 2);
     }
   }
 };
 
 template <class Cfg>
 struct NoLoadsMergeInConverter : ConsumersWith<Cfg, MergeInConverter<Cfg>, NoLoads<NoTurns>> {};
+
