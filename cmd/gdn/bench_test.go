@@ -184,8 +184,8 @@ func fakeResults() []benchResult {
 	mix, _ := ref.CaseByName("varlen_mix")
 	plan := gdn.Plan{Kernel: "gdn_hopper_bf16_bv64"}
 	return []benchResult{
-		{Case: tp8, Dtype: gdn.BF16, ADtype: gdn.FP32, Plan: plan, MedianMs: 0.4001, MinMs: 0.39, Timing: "graph", Calls: 5, Sets: 1, Reps: 30, OutHash: 0xab},
-		{Case: mix, Dtype: gdn.BF16, ADtype: gdn.BF16, Plan: plan, MedianMs: 0.2, MinMs: 0.19, Timing: "stream", Calls: 20, Sets: 3, Reps: 30},
+		{Case: tp8, Dtype: gdn.BF16, ADtype: gdn.FP32, Plan: plan, MedianMs: 0.4001, MinMs: 0.39, Timing: "graph", Calls: 5, Sets: 1, Reps: 30, OutHash: 0xab, Device: "NVIDIA H100 80GB HBM3"},
+		{Case: mix, Dtype: gdn.BF16, ADtype: gdn.BF16, Plan: plan, MedianMs: 0.2, MinMs: 0.19, Timing: "stream", Calls: 20, Sets: 3, Reps: 30, Device: "NVIDIA H100 80GB HBM3"},
 	}
 }
 
@@ -235,6 +235,7 @@ func TestWriteBenchCSV(t *testing.T) {
 		{tp8[col["out_hash"]], "out_hash", "00000000000000ab"},
 		{tp8[col["a_dtype"]], "a_dtype", "fp32"},
 		{mix[col["a_dtype"]], "a_dtype", "bf16"},
+		{tp8[col["device"]], "device", "NVIDIA H100 80GB HBM3"},
 	}
 	for _, c := range checks {
 		if !strings.HasPrefix(c.row, c.want) || (c.want == "" && c.row != "") {

@@ -67,7 +67,8 @@ func (f fullSet) free() { f.d.Free() }
 
 // runCase draws, uploads, plans, times and checks one case.
 func (b *bencher) runCase(c ref.Case) (benchResult, error) {
-	res := benchResult{Case: c, Dtype: b.opts.dtype, Reps: b.opts.reps, Sets: 1, Full: b.opts.full, L2Norm: b.opts.l2norm}
+	res := benchResult{Case: c, Dtype: b.opts.dtype, Reps: b.opts.reps, Sets: 1, Full: b.opts.full, L2Norm: b.opts.l2norm,
+		Device: b.rt.Device().Name}
 	if !b.opts.full {
 		res.ADtype = b.opts.aDtype
 	}

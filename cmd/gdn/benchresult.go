@@ -28,6 +28,7 @@ type benchResult struct {
 	OutHash         uint64 // outputDigest of every input set's o and ht after the run, in order
 	Full            bool   // the full forward (ForwardFull) was timed, not the core
 	L2Norm          bool   // with Full: q and k normalised inside
+	Device          string // the GPU's name (gdn.DeviceInfo.Name)
 }
 
 // Derived figures of a result.
@@ -177,7 +178,7 @@ var benchCSVHeader = []string{
 	"median_ms", "min_ms", "tflops", "gbps", "floor_ms", "x_floor",
 	"fla_core_ms", "vs_fla_core", "fla_full_ms", "vs_fla_full",
 	"flashqla_fwd_ms", "flashinfer_fwd_ms", "fla_fwd_published_ms", "target_ms", "vs_target",
-	"timing", "calls_per_timing", "input_sets", "reps", "variant", "plan", "nonfinite", "out_hash",
+	"timing", "calls_per_timing", "input_sets", "reps", "variant", "plan", "nonfinite", "out_hash", "device",
 }
 
 // writeBenchCSV writes one row per result; anchor cells are empty where
@@ -207,7 +208,7 @@ func writeBenchCSV(w io.Writer, results []benchResult) error {
 			num(a.FLACoreMs), num(r.vsFLACore()), num(a.FLAFullMs), num(r.vsFLAFull()),
 			num(a.FlashQLAMs), num(a.FlashInferMs), num(a.FLAFullPublishedMs), num(r.targetMs()), num(r.vsTarget()),
 			r.Timing, strconv.Itoa(r.Calls), strconv.Itoa(r.Sets), strconv.Itoa(r.Reps),
-			r.Plan.Kernel, r.Plan.String(), strconv.Itoa(r.NonFinite), fmt.Sprintf("%016x", r.OutHash),
+			r.Plan.Kernel, r.Plan.String(), strconv.Itoa(r.NonFinite), fmt.Sprintf("%016x", r.OutHash), r.Device,
 		})
 	}
 	cw.Flush()

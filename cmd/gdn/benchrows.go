@@ -27,6 +27,7 @@ type benchRow struct {
 	FlashQLAMs   float64 // full forward, 0: no anchor row
 	FlashInferMs float64 // full forward, 0: no anchor row
 	TargetMs     float64 // the target (0.8 x the faster of FlashQLA and FlashInfer), full-forward rows only; 0: none
+	Device       string  // the GPU gdn ran on; "" in CSVs from before the column
 }
 
 // benchRowsOf turns results into rows through the CSV writer, so that a
@@ -113,7 +114,7 @@ func readBenchCSV(r io.Reader, name string) ([]benchRow, error) {
 			Case: cell("case"), Lens: cell("lens"), Hq: integer("hq"), Hv: integer("hv"), Forward: cell("forward"), L2Norm: cell("l2norm"),
 			MedianMs: num("median_ms", true), FloorMs: num("floor_ms", true),
 			FLACoreMs: num("fla_core_ms", false), FLAFullMs: num("fla_full_ms", false), FlashQLAMs: num("flashqla_fwd_ms", false),
-			FlashInferMs: num("flashinfer_fwd_ms", false), TargetMs: num("target_ms", false),
+			FlashInferMs: num("flashinfer_fwd_ms", false), TargetMs: num("target_ms", false), Device: cell("device"),
 		}
 		if bad != nil {
 			return nil, bad

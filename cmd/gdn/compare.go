@@ -65,6 +65,9 @@ func printCompare(w io.Writer, old, cur []benchRow, oldName string) error {
 		return fmt.Errorf("--compare %s: no case in common with this run", oldName)
 	}
 	fmt.Fprintf(w, "speed-up: old median over new (> 1: this run is faster); geometric mean over %d cases %.2fx\n", n, math.Exp(logSum/float64(n)))
+	if od, nd := runDevice(old), runDevice(cur); od != "" && nd != "" && od != nd {
+		fmt.Fprintf(w, "the runs are from different GPUs (%s: %s; this run: %s): the speed-ups compare the cards as well\n", oldName, od, nd)
+	}
 	if len(onlyNew) > 0 {
 		fmt.Fprintf(w, "only in this run: %v\n", onlyNew)
 	}

@@ -98,3 +98,29 @@ func TestReadBenchCSVErrors(t *testing.T) {
 		t.Error("a missing file: no error")
 	}
 }
+
+// Runs from different GPUs are compared with a note that says so; runs
+// from the same GPU, or a CSV that does not name its GPU, without.
+func TestPrintCompareDevices(t *testing.T) {
+	head := strings.TrimSuffix(csvHead, "\n") + ",device\n"
+	read := func(name, dev string) []benchRow {
+		rows, err := readBenchCSVFile(writeCSV(t, name, head+"a,2,8,32768,2.0,0.05,0.8,,,"+dev+"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rows
+	}
+	h100, h200, none := read("h100.csv", "NVIDIA H100 80GB HBM3"), read("h200.csv", "NVIDIA H200"), read("none.csv", "")
+	for _, c := range []struct {
+		old, cur []benchRow
+		note     bool
+	}{{h100, h200, true}, {h100, h100, false}, {none, h200, false}} {
+		var b strings.Builder
+		if err := printCompare(&b, c.old, c.cur, "old.csv"); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(b.String(), "different GPUs (old.csv: "+c.old[0].Device+"; this run: "+c.cur[0].Device+")"); got != c.note {
+			t.Errorf("old %q, new %q: note %v, want %v:\n%s", c.old[0].Device, c.cur[0].Device, got, c.note, b.String())
+		}
+	}
+}

@@ -82,10 +82,11 @@ func benchPlot(rows []benchRow) (*plot.Plot, vg.Length, vg.Length, error) {
 			return nil, 0, 0, errors.New("rows of both the core and the full forward: plot one run at a time")
 		}
 	}
-	series, title := plotSeriesAll, "Gated DeltaNet chunked prefill on the H200: time per call (lower is better)"
+	series, title := plotSeriesAll, "Gated DeltaNet chunked prefill: time per call (lower is better)"
 	if full {
-		series, title = plotSeriesFull, "Gated DeltaNet full forward (from raw gates) on the H200: time per call (lower is better)"
+		series, title = plotSeriesFull, "Gated DeltaNet full forward (from raw gates): time per call (lower is better)"
 	}
+	title += "\n" + plotCards(rows)
 	p := plot.New()
 	p.Title.Text = title
 	p.Title.TextStyle.Font.Size = vg.Points(14)
@@ -296,4 +297,28 @@ func (logTicks125) Ticks(lo, hi float64) []plot.Tick {
 		}
 	}
 	return ticks
+}
+
+// plotCards says where a chart's bars were timed: gdn's on the GPU its
+// run recorded (the CSV's device column), the anchors on the H200
+// (docs/BENCH.md), so that a run on another card does not read as an
+// H200's.
+func plotCards(rows []benchRow) string {
+	dev := runDevice(rows)
+	if dev == "" {
+		dev = "a GPU the results do not name"
+	}
+	return "gdn on " + dev + "; FLA, FlashQLA and FlashInfer on the H200"
+}
+
+// runDevice is the GPU rows were timed on: "" when they do not say (a CSV
+// from before the column), "several GPUs" when they differ.
+func runDevice(rows []benchRow) string {
+	dev := rows[0].Device
+	for _, r := range rows[1:] {
+		if r.Device != dev {
+			return "several GPUs"
+		}
+	}
+	return dev
 }

@@ -113,3 +113,30 @@ func TestLogTicks125(t *testing.T) {
 		t.Errorf("labels %q", got)
 	}
 }
+
+// The chart says which GPU gdn's bars come from (the anchors' are the
+// H200's), and says so when the results do not name it.
+func TestPlotCards(t *testing.T) {
+	rows := []benchRow{{Case: "a", Device: "NVIDIA H100 80GB HBM3"}, {Case: "b", Device: "NVIDIA H100 80GB HBM3"}}
+	if got, want := plotCards(rows), "gdn on NVIDIA H100 80GB HBM3; FLA, FlashQLA and FlashInfer on the H200"; got != want {
+		t.Errorf("plotCards = %q, want %q", got, want)
+	}
+	rows[1].Device = "NVIDIA H200"
+	if got := plotCards(rows); !strings.HasPrefix(got, "gdn on several GPUs;") {
+		t.Errorf("two GPUs: %q", got)
+	}
+	if got := plotCards(sampleRows(t)); !strings.HasPrefix(got, "gdn on a GPU the results do not name;") {
+		t.Errorf("a CSV without the device column: %q", got)
+	}
+	svg := filepath.Join(t.TempDir(), "b.svg")
+	rows[1].Device = rows[0].Device
+	for i := range rows {
+		rows[i].Lens, rows[i].Hq, rows[i].Hv, rows[i].MedianMs, rows[i].FloorMs, rows[i].Forward = "64", 1, 1, 0.1, 0.01, "full"
+	}
+	if err := writeBenchPlot(svg, rows); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(svg); err != nil || !strings.Contains(string(b), "gdn on NVIDIA H100 80GB HBM3") {
+		t.Errorf("the SVG's title does not name the GPU (err %v)", err)
+	}
+}
