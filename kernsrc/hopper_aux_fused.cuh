@@ -11,7 +11,22 @@
 #pragma once
 #include "hopper_chunk.cuh"
 
-template <class Cfg>
+// How the aux group ends a chunk once its diagonal blocks are written:
+// production's merges the blocks below them (gdn_solve.cuh's last step)
+// and marks the stage ready. (A lab's end hands the merge to the
+// converter: kernsrc/lab/merge_in_converter.cu.)
+struct AuxMerges {
+  template <class Cfg>
+  static GDN_DEVICE void end(unsigned char* a2, typename Cfg::Ring& ring, const Slot& sl, const NamedBarrier& group,
+                             int warp, int lane) {
+    group.sync();  // every diagonal block written
+    merge_blocks(a2, warp, lane, group.id);
+    fence_async_smem();
+    ring.arrive(kReady, sl);
+  }
+};
+
+template <class Cfg, class End = AuxMerges>
 GDN_DEVICE void run_aux_fused(unsigned char* smem, typename Cfg::Ring& ring, const GdnHopperParams& p, const Work& w) {
   constexpr int kStages = Cfg::kStages;
   const int tid = threadIdx.x & 127;
@@ -75,10 +90,6 @@ GDN_DEVICE void run_aux_fused(unsigned char* smem, typename Cfg::Ring& ring, con
     gate_lower<false>(KK, vec.g, len, warp, lane);
     store_l_and_diag(a2, ld, KK, vec.beta, warp, lane, gq, tq);
     invert_diag_block(a2, ld, vec.beta, warp, lane);
-    group.sync();  // every diagonal block written
-    merge_blocks(a2, warp, lane, group.id);
-
-    fence_async_smem();
-    ring.arrive(kReady, sl);
+    End::template end<Cfg>(a2, ring, sl, group, warp, lane);
   }
 }
