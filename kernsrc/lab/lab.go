@@ -120,6 +120,13 @@ var experiments = []Experiment{{
 	Roles:   "NoLoadsMergeInConverter",
 	Applies: fusedNoNorm,
 	Doc:     "merge_in_converter whose refills copy nothing: the chunk's bound with the merge moved, without waiting for q, k and v (outputs wrong)",
+}, {
+	Name:    "noloads_nomerge",
+	File:    "merge_in_converter.cu",
+	Uses:    []string{"fused_consumers.cu", "noloads.cu"},
+	Roles:   "NoLoadsNoMerge",
+	Applies: fusedNoNorm,
+	Doc:     "noloads with no merge of A2's blocks below the diagonal at all: merge_in_converter's bound, the chunk if the merge cost the converter nothing (outputs wrong)",
 }}
 
 // fusedNoNorm: the fused kernels without the L2 norm (their converter

@@ -11,6 +11,8 @@
 //   merge_in_converter          production's consumers;
 //   noloads_merge_in_converter  noloads' (refills copy nothing: the chunk's
 //                               bound without waiting for q, k and v).
+// And its bound: noloads_nomerge, noloads' kernel with no merge at all
+// (outputs wrong): the chunk if the merge cost the converter nothing.
 // (Moving only the merge's second part, merge_halves, the aux group
 // keeping merge_pairs, spilled 12 + 20 bytes in the aux group under NVRTC
 // 12.4: the stage's address held across the diagonal blocks' inverses.)
@@ -79,6 +81,26 @@ struct MergeInConverter : HopperRoles<Cfg> {
     run_fused_converter<Cfg, ConverterMerges>(smem, ring, w);
   }
 };
+
+// The aux group's end of a chunk with no merge (noloads_nomerge).
+struct AuxSkipsMerge {
+  template <class Cfg>
+  static GDN_DEVICE void end(unsigned char*, typename Cfg::Ring& ring, const Slot& sl, const NamedBarrier&, int, int) {
+    fence_async_smem();
+    ring.arrive(kReady, sl);
+  }
+};
+
+template <class Cfg>
+struct NoMerge : HopperRoles<Cfg> {
+  static GDN_DEVICE void aux_fused(unsigned char* smem, typename Cfg::Ring& ring, const GdnHopperParams& p,
+                                   const Work& w) {
+    run_aux_fused<Cfg, AuxSkipsMerge>(smem, ring, p, w);
+  }
+};
+
+template <class Cfg>
+struct NoLoadsNoMerge : ConsumersWith<Cfg, NoMerge<Cfg>, NoLoads<NoTurns>> {};
 
 template <class Cfg>
 struct NoLoadsMergeInConverter : ConsumersWith<Cfg, MergeInConverter<Cfg>, NoLoads<NoTurns>> {};
