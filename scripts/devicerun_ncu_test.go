@@ -294,3 +294,36 @@ func TestNCUHotRoles(t *testing.T) {
 		t.Errorf("a kernel without setmaxnreg accepted: %v\n%s", err, out)
 	}
 }
+
+// With the executed counts, --roles gives each role's instructions a warp
+// (over its setmaxnreg's count: every warp of the role runs it once; for
+// a setmaxnreg.inc, which warps retry, the count after its loop), and
+// with --chunks a warp and chunk.
+func TestNCUHotRolesPerWarp(t *testing.T) {
+	const csv = `"Kernel Name","k",
+"Address","Source","Warp Stall Sampling (All Samples)","Instructions Executed","stall_wait"
+"0x10","S2R R0, SR_TID.X","1","16","1"
+"0x20","USETMAXREG.DEALLOC.CTAPOOL 0x40","1","4","1"
+"0x30","FMUL R1, R2, R3","1","400","1"
+"0x40","USETMAXREG.TRY_ALLOC.CTAPOOL UP0, 0xc0","1","11","1"
+"0x50","@!P0 BRA 0x40","0","11","0"
+"0x60","FFMA R1, R2, R3, R4","1","8","1"
+"0x70","FFMA R1, R2, R3, R4","1","1570","1"
+`
+	out, err := ncuhot(t, csv, "--roles", "--chunks", "10")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"#0-#1 (the entry, before any setmaxnreg): 16.7% of samples\n",
+		"#1-#3 USETMAXREG.DEALLOC.CTAPOOL 0x40: 33.3% of samples, 10 instructions a warp and chunk",
+		"#3-#7 USETMAXREG.TRY_ALLOC.CTAPOOL UP0, 0xc0: 50.0% of samples, 20 instructions a warp and chunk",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+	if out, _ := ncuhot(t, csv, "--roles"); !strings.Contains(out, "0x40: 33.3% of samples, 101 instructions a warp") {
+		t.Errorf("without --chunks, want instructions a warp:\n%s", out)
+	}
+}

@@ -17,7 +17,13 @@ warp-specialised kernel's roles each begin with one, e.g. the consumers'
 alloc to 192, the producers' dealloc to 64) and, for each part, gives its
 share of the samples, its stall reasons and its --top instructions as
 shares of that part's own samples: where a role's warps wait, without
-finding its instruction range by hand.
+finding its instruction range by hand. With the executed counts
+(SourceCounters), each part also gives its instructions a warp: its
+executed warp instructions over its setmaxnreg's (which every warp of
+the role executes once; for a setmaxnreg.inc, which a warp retries until
+the registers are free, the instruction after its retry loop's branch);
+--chunks N divides them by each CTA's chunks, to read a role's
+instructions a warp and chunk.
 
 --ranges A,B,C,... sums instead by ranges of instruction indices (the #
 numbers above: [A, B), [B, C), ...; find a role's code by its first
@@ -61,6 +67,7 @@ def main():
     ap.add_argument("--ranges", help="comma-separated instruction indices: sums by range instead")
     ap.add_argument("--per", type=float, default=1, help="divide executed counts by this (--ranges)")
     ap.add_argument("--roles", action="store_true", help="by role: the parts between setmaxnreg instructions")
+    ap.add_argument("--chunks", type=float, default=0, help="--roles: each CTA's chunks, to give instructions a warp and chunk")
     args = ap.parse_args()
 
     hdr, rows = read(args.csv)
@@ -140,7 +147,7 @@ def roles(rows, col, reasons, total, args):
         part = [i for i in range(a, b) if len(rows[i]) > samp]
         n = sum(num(rows[i][samp]) for i in part)
         head = rows[a][src].strip() if a in marks else "(the entry, before any setmaxnreg)"
-        print(f"#{a}-#{b} {head}: {100 * n / total:.1f}% of samples")
+        print(f"#{a}-#{b} {head}: {100 * n / total:.1f}% of samples{per_warp(rows, col, a, b, a in marks, args.chunks)}")
         if n == 0:
             print()
             continue
@@ -154,6 +161,28 @@ def roles(rows, col, reasons, total, args):
             print(f"  {100 * v / n:5.1f}%  #{i:<5} {rows[i][src].strip()}{before}")
         print()
     return 0
+
+
+def per_warp(rows, col, a, b, marked, chunks):
+    """", N instructions a warp (and chunk)" of part [a, b) that begins at a
+    setmaxnreg, from the executed counts; "" without them."""
+    if not marked or EXECUTED not in col:
+        return ""
+    ex = col[EXECUTED]
+    src = col["Source"]
+    w = a
+    if "TRY_ALLOC" in rows[a][src]:
+        # A warp retries setmaxnreg.inc until the registers are free: its
+        # loop's branch back is the part's first, and what follows it runs
+        # once a warp.
+        w = next((i + 1 for i in range(a + 1, b - 1) if "BRA" in rows[i][src]), a)
+    warps = num(rows[w][ex]) if len(rows[w]) > ex else 0
+    if warps == 0:
+        return ""
+    n = sum(num(r[ex]) for r in rows[a:b] if len(r) > ex) / warps
+    if chunks > 0:
+        return f", {n / chunks:.0f} instructions a warp and chunk"
+    return f", {n:.0f} instructions a warp"
 
 
 if __name__ == "__main__":
