@@ -107,6 +107,13 @@ var experiments = []Experiment{{
 	Applies: kernsrc.HopperCfg.Fused,
 	Doc:     "nodecay whose refills copy nothing: the consumers' chain alone without the state's decay, without waiting for its copies",
 }, {
+	Name:    "copies_only",
+	File:    "copies_only.cu",
+	Uses:    []string{"fused_consumers.cu"},
+	Roles:   "CopiesOnly",
+	Applies: kernsrc.HopperCfg.Fused,
+	Doc:     "the fused kernels' copies alone (q, k and v in, o out, with the ring's protocol and no work): the rate this pattern and ring move the bytes at (outputs wrong)",
+}, {
 	Name:    "merge_in_converter",
 	File:    "merge_in_converter.cu",
 	Uses:    []string{"fused_consumers.cu", "noloads.cu"},
