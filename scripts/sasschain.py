@@ -120,9 +120,12 @@ def report(name, insns):
     return "\n".join(lines)
 
 
-def cache_sass(cache, variant, cuobjdump):
-    """The SASS of the variant's cubin in a gdn disk cache folder."""
-    hits = []
+def cache_cubins(cache):
+    """{variant: cubin} of the entries in a gdn disk cache folder (the
+    first of a variant's, in name order; PTX entries left out)."""
+    if not os.path.isdir(cache):
+        sys.exit(f"{cache}: not a folder (gdn warmup --all --cache-dir {cache} fills one)")
+    out = {}
     for entry in sorted(os.listdir(cache)):
         path = os.path.join(cache, entry)
         if not os.path.isfile(path):
@@ -133,17 +136,28 @@ def cache_sass(cache, variant, cuobjdump):
             continue
         _, flags, meta_len, img_len = struct.unpack_from("<IIIQ", b, 4)
         meta = json.loads(b[56 : 56 + meta_len])
-        if meta.get("name") == variant and not flags & 1:
-            hits.append(b[56 + meta_len : 56 + meta_len + img_len])
-    if not hits:
-        sys.exit(f"sasschain: no cubin of {variant!r} in {cache} (gdn warmup --all --cache-dir {cache} fills it)")
+        if not flags & 1:
+            out.setdefault(meta.get("name"), b[56 + meta_len : 56 + meta_len + img_len])
+    return out
+
+
+def disassemble(cubin, cuobjdump, who="sasschain"):
+    """cuobjdump -sass of a cubin (cuobjdump: a path, or None for PATH's)."""
     tool = cuobjdump or shutil.which("cuobjdump")
     if not tool:
-        sys.exit("sasschain: no cuobjdump on PATH (--cuobjdump PATH; docs/TOOLCHAIN.md)")
+        sys.exit(f"{who}: no cuobjdump on PATH (--cuobjdump PATH; docs/TOOLCHAIN.md)")
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(hits[0])
+        f.write(cubin)
         f.flush()
         return subprocess.run([tool, "-sass", f.name], check=True, capture_output=True, text=True).stdout
+
+
+def cache_sass(cache, variant, cuobjdump):
+    """The SASS of the variant's cubin in a gdn disk cache folder."""
+    cubin = cache_cubins(cache).get(variant)
+    if cubin is None:
+        sys.exit(f"sasschain: no cubin of {variant!r} in {cache} (gdn warmup --all --cache-dir {cache} fills it)")
+    return disassemble(cubin, cuobjdump)
 
 
 def main():
