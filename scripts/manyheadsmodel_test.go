@@ -17,10 +17,11 @@ func manyHeadsModel(t *testing.T, args ...string) string {
 	return manyHeadsScript(t, "manyheads_model.py", args...)
 }
 
-// manyHeadsScript runs one of the model's scripts (from standard input,
-// so that a test needs no executable bit) in this folder, where it finds
-// the modules it imports.
-func manyHeadsScript(t *testing.T, file string, args ...string) string {
+// pyScript runs a Python script of this folder with args (from standard
+// input, so that a test needs no executable bit, in this folder, where it
+// finds the modules it imports) and returns its output and error,
+// skipping the test without python3.
+func pyScript(t *testing.T, file string, args ...string) (string, error) {
 	t.Helper()
 	py, err := exec.LookPath("python3")
 	if err != nil {
@@ -33,10 +34,17 @@ func manyHeadsScript(t *testing.T, file string, args ...string) string {
 	cmd := exec.Command(py, append([]string{"-"}, args...)...)
 	cmd.Stdin = strings.NewReader(string(src))
 	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// manyHeadsScript runs one of the model's scripts, which must succeed.
+func manyHeadsScript(t *testing.T, file string, args ...string) string {
+	t.Helper()
+	out, err := pyScript(t, file, args...)
 	if err != nil {
 		t.Fatalf("%s %v: %v\n%s", file, args, err, out)
 	}
-	return string(out)
+	return out
 }
 
 // tableRows returns the data rows of the markdown tables in text, each

@@ -3,7 +3,6 @@ package scripts
 import (
 	"encoding/binary"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -38,18 +37,7 @@ const chainSASS = `
 // manyHeadsScript does) and returns its output and error.
 func sassChain(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("no python3")
-	}
-	src, err := os.ReadFile("sasschain.py")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(py, append([]string{"-"}, args...)...)
-	cmd.Stdin = strings.NewReader(string(src))
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	return pyScript(t, "sasschain.py", args...)
 }
 
 func wantLines(t *testing.T, out string, want ...string) {

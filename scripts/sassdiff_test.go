@@ -2,30 +2,10 @@ package scripts
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 )
-
-// sassDiff runs scripts/sassdiff.py with args (from standard input, in
-// this folder, so that it imports sasschain.py) and returns its output and
-// error.
-func sassDiff(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	py, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("no python3")
-	}
-	src, err := os.ReadFile("sassdiff.py")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(py, append([]string{"-"}, args...)...)
-	cmd.Stdin = strings.NewReader(string(src))
-	out, err := cmd.CombinedOutput()
-	return string(out), err
-}
 
 // Two caches compared variant by variant: the same instructions at other
 // addresses and encodings are the same; other instructions differ; a
@@ -62,7 +42,7 @@ done
 	}
 	old := mk("old", map[string]string{"gdn_a": "x:FMUL FADD", "gdn_b": "x:FMUL", "gdn_c": "x:EXIT"})
 	cur := mk("new", map[string]string{"gdn_a": "longer:FMUL FADD", "gdn_b": "x:FFMA", "gdn_d": "x:EXIT"})
-	out, err := sassDiff(t, old, cur, "--cuobjdump", tool)
+	out, err := pyScript(t, "sassdiff.py", old, cur, "--cuobjdump", tool)
 	if err == nil {
 		t.Errorf("differences, but the run passed:\n%s", out)
 	}
@@ -71,13 +51,13 @@ done
 	if strings.Contains(out, "differs: gdn_a") {
 		t.Errorf("the same instructions at other addresses read as different:\n%s", out)
 	}
-	if out, err := sassDiff(t, old, old, "--cuobjdump", tool); err != nil || !strings.Contains(out, "3 of 3 variants the same") {
+	if out, err := pyScript(t, "sassdiff.py", old, old, "--cuobjdump", tool); err != nil || !strings.Contains(out, "3 of 3 variants the same") {
 		t.Errorf("a cache against itself: %v\n%s", err, out)
 	}
-	if out, err := sassDiff(t, old, mk("empty", nil), "--cuobjdump", tool); err == nil || !strings.Contains(out, "no cubin in") {
+	if out, err := pyScript(t, "sassdiff.py", old, mk("empty", nil), "--cuobjdump", tool); err == nil || !strings.Contains(out, "no cubin in") {
 		t.Errorf("an empty cache accepted: %v\n%s", err, out)
 	}
-	if out, err := sassDiff(t, old, filepath.Join(dir, "none"), "--cuobjdump", tool); err == nil || !strings.Contains(out, "none: not a folder") {
+	if out, err := pyScript(t, "sassdiff.py", old, filepath.Join(dir, "none"), "--cuobjdump", tool); err == nil || !strings.Contains(out, "none: not a folder") {
 		t.Errorf("a missing cache accepted: %v\n%s", err, out)
 	}
 }

@@ -233,12 +233,14 @@ func shapeCase(s string) (ref.Case, error) {
 	if err != nil {
 		return ref.Case{}, err
 	}
-	lens := slices.Repeat([]int{p.T}, p.B)
+	var lens []int
 	if p.Seqs != nil {
 		lens = make([]int, len(p.Seqs)-1)
 		for i := range lens {
 			lens[i] = p.Seqs[i+1] - p.Seqs[i]
 		}
+	} else {
+		lens = slices.Repeat([]int{p.T}, p.B)
 	}
 	if p.T == 0 {
 		return ref.Case{}, fmt.Errorf("shape %q: no tokens to time", s)
