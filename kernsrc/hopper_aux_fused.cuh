@@ -13,8 +13,8 @@
 
 // How the aux group ends a chunk once its diagonal blocks are written:
 // production's merges the blocks below them (gdn_solve.cuh's last step)
-// and marks the stage ready. (A lab's end hands the merge to the
-// converter: kernsrc/lab/merge_in_converter.cu.)
+// and marks the stage ready. (The lab's noloads_nomerge ends without
+// the merge, to time what it costs: kernsrc/lab/noloads.cu.)
 struct AuxMerges {
   template <class Cfg>
   static GDN_DEVICE void end(unsigned char* a2, typename Cfg::Ring& ring, const Slot& sl, const NamedBarrier& group,

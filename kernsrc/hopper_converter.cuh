@@ -119,18 +119,7 @@ GDN_DEVICE void run_normaliser(unsigned char* smem, typename Cfg::Ring& ring, co
   }
 }
 
-// How the fused converter ends a chunk once K and Q are converted:
-// production's marks the stage ready. (A lab's end merges A2's blocks
-// below the diagonal first: kernsrc/lab/merge_in_converter.cu.)
-struct ConverterReady {
-  template <class Cfg>
-  static GDN_DEVICE void end(unsigned char*, typename Cfg::Ring& ring, const Slot& sl, int) {
-    fence_async_smem();
-    ring.arrive(kReady, sl);
-  }
-};
-
-template <class Cfg, class End = ConverterReady>
+template <class Cfg>
 GDN_DEVICE void run_fused_converter(unsigned char* smem, typename Cfg::Ring& ring, const Work& w) {
   const int tid = threadIdx.x & 127;
   for (int c = 0; c < w.nch; ++c) {
@@ -144,7 +133,8 @@ GDN_DEVICE void run_fused_converter(unsigned char* smem, typename Cfg::Ring& rin
     named_sync(Cfg::kBarConv, 128);
     ring.wait(kQKRead, sl);
     convert_qk<2>(st, tid);
-    End::template end<Cfg>(stage, ring, sl, tid);
+    fence_async_smem();
+    ring.arrive(kReady, sl);
   }
 }
 

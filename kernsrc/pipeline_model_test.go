@@ -68,7 +68,6 @@ type ringModel struct {
 	read, conv          []int      // chunk whose K and Q the aux group has read, the converter converted
 	pBuilt              []int      // chunk whose P the converter has built (normaliserThenP)
 	gates               []int      // chunk whose gate vectors the stage holds (normaliserThenP)
-	merged              []int      // chunk whose A2 the converter has merged (mergeInConverter)
 	done                []int      // per chunk: consumer warps done with it
 	releases            int        // consumer warps (each arrives on empty)
 	fused               bool       // the fused preparation (kFused): gate vectors in the stages
@@ -168,28 +167,11 @@ const (
 	// P from K and Q as loaded, then, once the aux group's K K^T has read
 	// them too (qk_read), K and Q converted in place; ready from both.
 	pThenConvert
-	// mergeInConverter: the lab's merge_in_converter, pThenConvert with
-	// the solve's last step moved to the converter: the aux group arrives
-	// on normed (not on ready) once its diagonal blocks are written, and
-	// the converter, after its conversion, merges once normed says so,
-	// then arrives on ready for both producers (ready's count of 2 in one
-	// arrival).
-	mergeInConverter
 )
-
-// fusedConv says whether conv is a converter of the fused preparation
-// (the gate vectors in the stages, ready from both producers).
-func fusedConv(conv convMode) bool {
-	return conv == normaliserThenP || conv == pThenConvert || conv == mergeInConverter
-}
 
 // convSkipsQKRead breaks pThenConvert: the converter converts K and Q
 // without waiting for the aux group's K K^T (qk_read).
 var convSkipsQKRead bool
-
-// convSkipsNormed breaks mergeInConverter: the converter merges without
-// waiting for the aux group's diagonal blocks (normed).
-var convSkipsNormed bool
 
 // ringCase is one form of the kernel and one CTA's walk.
 type ringCase struct {
@@ -255,19 +237,19 @@ var builtCases = map[string]struct {
 // knobs are the mistake switches and constants the programs are built
 // with (a test sets one for the schedules that must show its violation).
 func knobs() []any {
-	return []any{stopAhead, converterWaitsOnFull, auxSkipsNormed, fusedReadyCountOne, gatesAhead, convSkipsQKRead, convSkipsNormed,
+	return []any{stopAhead, converterWaitsOnFull, auxSkipsNormed, fusedReadyCountOne, gatesAhead, convSkipsQKRead,
 		turnBar, turnThreads, turnNoStart, turnNoEnd, passAfterVote, noStoreWaitRead}
 }
 
 // reset puts m in k's state before its first step.
 func (m *ringModel) reset(k ringCase) {
-	fused := fusedConv(k.conv)
+	fused := k.conv == normaliserThenP || k.conv == pThenConvert
 	const stages = 3
 	*m = ringModel{stages: stages, releases: k.consumers * warpsPerGroup, fused: fused, stop: k.nch, votes: k.votes,
 		full: make([]mbarrier, stages), ready: make([]mbarrier, stages), empty: make([]mbarrier, stages),
 		qkRead: make([]mbarrier, stages), normed: make([]mbarrier, stages), data: make([]int, stages), loading: make([]int, stages),
 		prep: make([]int, stages), read: make([]int, stages), conv: make([]int, stages), pBuilt: make([]int, stages),
-		gates: make([]int, stages), merged: make([]int, stages), done: make([]int, k.nch), consumerState: newConsumerState()}
+		gates: make([]int, stages), done: make([]int, k.nch), consumerState: newConsumerState()}
 	readyCount := 1
 	if k.conv == converterAfterRead || fused && !fusedReadyCountOne {
 		readyCount = 2 // the aux group and the converter
@@ -278,7 +260,7 @@ func (m *ringModel) reset(k ringCase) {
 	}
 	for s := range stages {
 		m.full[s].count, m.ready[s].count, m.empty[s].count, m.qkRead[s].count, m.normed[s].count = fullCount, readyCount, m.releases, 1, 1
-		m.data[s], m.loading[s], m.prep[s], m.read[s], m.conv[s], m.pBuilt[s], m.gates[s], m.merged[s] = -1, -1, -1, -1, -1, -1, -1, -1
+		m.data[s], m.loading[s], m.prep[s], m.read[s], m.conv[s], m.pBuilt[s], m.gates[s] = -1, -1, -1, -1, -1, -1, -1
 	}
 }
 
@@ -287,8 +269,7 @@ func (m *ringModel) reset(k ringCase) {
 func (m *ringModel) roles(k ringCase) [][]op {
 	nch, aux, consumers, fixed, conv := k.nch, k.aux, k.consumers, k.fixed, k.conv
 	converter, norm := conv == converterAfterRead, conv == normaliserFirst || conv == normaliserThenP
-	fused := fusedConv(conv)
-	afterRead := conv == pThenConvert || conv == mergeInConverter // K K^T of K as loaded, then qk_read
+	fused := conv == normaliserThenP || conv == pThenConvert
 	stages := m.stages
 	usesGates := m.usesGates
 	var roles [][]op
@@ -317,11 +298,11 @@ func (m *ringModel) roles(k ringCase) [][]op {
 					if norm && m.conv[s] != c { // Q K^T of the normalised rows
 						m.fail("aux %d reads chunk %d's K and Q in stage %d normalised for chunk %d", a, c, s, m.conv[s])
 					}
-					if afterRead && m.conv[s] == c { // K K^T of K as loaded
+					if conv == pThenConvert && m.conv[s] == c { // K K^T of K as loaded
 						m.fail("aux %d reads chunk %d's K in stage %d already converted", a, c, s)
 					}
 					usesGates("the aux group", c, s)
-					if converter || afterRead { // the product done: the converter may rewrite K and Q
+					if converter || conv == pThenConvert { // the product done: the converter may rewrite K and Q
 						m.read[s] = c
 						m.arriveOn(&m.qkRead[s], "qk_read", s)
 					}
@@ -331,16 +312,12 @@ func (m *ringModel) roles(k ringCase) [][]op {
 						m.fail("aux %d finishes chunk %d in stage %d holding chunk %d", a, c, s, m.data[s])
 					}
 					m.prep[s] = c
-					if conv == mergeInConverter { // the diagonal blocks written: the converter's go
-						m.arriveOn(&m.normed[s], "normed", s)
-					} else {
-						m.arriveOn(&m.ready[s], "ready", s)
-					}
+					m.arriveOn(&m.ready[s], "ready", s)
 				}})
 		}
 		roles = append(roles, prog)
 	}
-	if afterRead {
+	if conv == pThenConvert {
 		// run_fused_converter: P from the tiles as they land, then the
 		// conversion once the aux group has read K (qk_read), then ready.
 		var prog []op
@@ -361,25 +338,8 @@ func (m *ringModel) roles(k ringCase) [][]op {
 					m.fail("the converter rewrites chunk %d's K and Q in stage %d holding chunk %d", c, s, m.data[s])
 				}
 				m.conv[s] = c
-				if conv == pThenConvert {
-					m.arriveOn(&m.ready[s], "ready", s)
-				}
+				m.arriveOn(&m.ready[s], "ready", s)
 			}})
-			if conv == mergeInConverter {
-				// The blocks below A2's diagonal, from the aux group's
-				// diagonal blocks and L, once normed says they are written.
-				if !convSkipsNormed {
-					prog = append(prog, op{wait: func() bool { return m.normed[s].passes(use & 1) }})
-				}
-				prog = append(prog, op{do: func(m *ringModel) {
-					if m.data[s] != c || m.prep[s] != c {
-						m.fail("the converter merges chunk %d's A2 in stage %d holding chunk %d, its diagonal blocks for %d", c, s, m.data[s], m.prep[s])
-					}
-					m.merged[s] = c
-					m.arriveOn(&m.ready[s], "ready", s)
-					m.arriveOn(&m.ready[s], "ready", s)
-				}})
-			}
 		}
 		roles = append(roles, prog)
 	} else if conv != noConverter {

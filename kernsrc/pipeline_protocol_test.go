@@ -146,13 +146,3 @@ func ringWithConverter(t *testing.T, r *rand.Rand, conv convMode, broken *bool, 
 		return runRing(r, 2+r.IntN(11), 1, 2, true, -1, conv)
 	})
 }
-
-// The lab's merge_in_converter (kernsrc/lab): the fused preparation
-// without the norm, the merge of A2's blocks below the diagonal moved from
-// the aux group to the converter, handed over on normed once the aux
-// group's diagonal blocks are written; the consumers take a chunk only
-// once it is merged. A converter that merged without waiting for normed
-// must be caught.
-func TestStageRingMergeInConverter(t *testing.T) {
-	ringWithConverter(t, rand.New(rand.NewPCG(15, 16)), mergeInConverter, &convSkipsNormed, "a converter merging before the aux group's diagonal blocks")
-}

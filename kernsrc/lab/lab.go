@@ -114,61 +114,19 @@ var experiments = []Experiment{{
 	Applies: kernsrc.HopperCfg.Fused,
 	Doc:     "the fused kernels' copies alone (q, k and v in, o out, with the ring's protocol and no work): the rate this pattern and ring move the bytes at (outputs wrong)",
 }, {
-	Name:    "merge_in_converter",
-	File:    "merge_in_converter.cu",
-	Uses:    []string{"fused_consumers.cu", "noloads.cu"},
-	Roles:   "MergeInConverter",
-	Applies: fusedNoNorm,
-	Doc:     "the fused kernels without the L2 norm, the solve's last step (the blocks below A2's diagonal) moved from the aux group to the converter, so that the aux group starts the next chunk sooner (the same products: production's outputs)",
-}, {
-	Name:    "noloads_merge_in_converter",
-	File:    "merge_in_converter.cu",
-	Uses:    []string{"fused_consumers.cu", "noloads.cu"},
-	Roles:   "NoLoadsMergeInConverter",
-	Applies: fusedNoNorm,
-	Doc:     "merge_in_converter whose refills copy nothing: the chunk's bound with the merge moved, without waiting for q, k and v (outputs wrong)",
-}, {
 	Name:    "noloads_nomerge",
-	File:    "merge_in_converter.cu",
-	Uses:    []string{"fused_consumers.cu", "noloads.cu"},
+	File:    "noloads.cu",
+	Uses:    []string{"fused_consumers.cu"},
 	Roles:   "NoLoadsNoMerge",
 	Applies: fusedNoNorm,
-	Doc:     "noloads with no merge of A2's blocks below the diagonal at all: merge_in_converter's bound, the chunk if the merge cost the converter nothing (outputs wrong)",
-}, {
-	Name:    "l2_ahead",
-	File:    "l2_ahead.cu",
-	Uses:    []string{"fused_consumers.cu", "noloads.cu"},
-	Roles:   "L2AheadRoles",
-	Applies: aheadApplies,
-	Doc:     "the Hopper kernels (not the transfer pass, not the states variants) whose refills also ask L2 for the tiles two chunks further ahead, so that more bytes are in flight than the ring's three stages hold (the same copies and products: production's outputs)",
-}, {
-	Name:    "l2_ahead1",
-	File:    "l2_ahead.cu",
-	Uses:    []string{"fused_consumers.cu", "noloads.cu"},
-	Roles:   "L2Ahead1Roles",
-	Applies: aheadApplies,
-	Doc:     "l2_ahead asking L2 one chunk further ahead instead of two",
-}, {
-	Name:    "l2_ahead_consumers",
-	File:    "l2_ahead.cu",
-	Uses:    []string{"fused_consumers.cu", "noloads.cu"},
-	Roles:   "L2AheadConsumersOnly",
-	Applies: kernsrc.HopperCfg.Fused,
-	Doc:     "fused_consumers with l2_ahead's refills: the consumers' chain alone with its copies asked of L2 two chunks ahead (outputs wrong)",
-}, {
-	Name:    "products_consumers",
-	File:    "products_only.cu",
-	Uses:    []string{"fused_consumers.cu", "noloads.cu"},
-	Roles:   "ProductsConsumers",
-	Applies: fusedNoNorm,
-	Doc:     "fused_consumers whose producers do their tensor products alone (the aux group's K K^T, the converter's Q K^T): what the producers' share of the tensor pipe costs the consumers' chain (outputs wrong)",
+	Doc:     "noloads whose aux group leaves out the merge of A2's blocks below the diagonal: what the merge costs the chunk without copies (nothing, on the H100: it is off the chunk's path) (outputs wrong)",
 }, {
 	Name:    "noloads_products_consumers",
 	File:    "products_only.cu",
 	Uses:    []string{"fused_consumers.cu", "noloads.cu"},
 	Roles:   "NoLoadsProductsConsumers",
 	Applies: fusedNoNorm,
-	Doc:     "products_consumers whose refills copy nothing: the chain beside the producers' products alone, without waiting for q, k and v (outputs wrong)",
+	Doc:     "noloads_consumers whose producers do their tensor products (the aux group's K K^T, the converter's Q K^T) and nothing else: what the producers' share of the tensor pipe costs the consumers' chain (outputs wrong)",
 }}
 
 // fusedNoNorm: the fused kernels without the L2 norm (their converter
@@ -176,11 +134,6 @@ var experiments = []Experiment{{
 func fusedNoNorm(c kernsrc.HopperCfg) bool {
 	return c.Prep == kernsrc.PrepFusedNoNorm && c.Converters() == 1
 }
-
-// aheadApplies: the kernels the suite times, the Hopper variants but the
-// transfer pass and the states variants (under l2_ahead's two chunks
-// ahead, NVRTC 12.4 spills the states variants' consumers by 4-36 B).
-func aheadApplies(c kernsrc.HopperCfg) bool { return !c.Transfer && !c.States }
 
 // twoGroups: the variants with two consumer groups (BV 128), the core
 // forward (every preparation) and the transfer pass.

@@ -12,7 +12,11 @@
 // that is the measure of the chain the card cannot show. Three forms:
 //   noloads            production's roles;
 //   noloads_consumers  fused_consumers' (the producers pass each chunk along);
-//   noloads_nodecay    nodecay's (and the consumers skip the decay).
+//   noloads_nodecay    nodecay's (and the consumers skip the decay);
+//   noloads_nomerge    production's, the aux group leaving out the merge
+//                      of A2's blocks below the diagonal (the fused
+//                      kernels without the norm): what the merge costs the
+//                      chunk. Nothing, on the H100 (docs/perf/v49.md).
 // The program is fused_consumers.cu, then this file (kernsrc/lab's
 // Experiment.Uses).
 #include "hopper_kernel.cuh"
@@ -47,3 +51,24 @@ template <class Cfg>
 struct NoLoadsConsumersOnly : ConsumersWith<Cfg, PassAlong<Cfg, false>, NoLoads<NoTurns>> {};
 template <class Cfg>
 struct NoLoadsNoDecay : ConsumersWith<Cfg, PassAlong<Cfg, true>, NoLoads<SkipUnitDecayTurns>> {};
+
+// The aux group's end of a chunk with no merge (noloads_nomerge): ready
+// once its diagonal blocks are written.
+struct AuxSkipsMerge {
+  template <class Cfg>
+  static GDN_DEVICE void end(unsigned char*, typename Cfg::Ring& ring, const Slot& sl, const NamedBarrier&, int, int) {
+    fence_async_smem();
+    ring.arrive(kReady, sl);
+  }
+};
+
+template <class Cfg>
+struct NoMerge : HopperRoles<Cfg> {
+  static GDN_DEVICE void aux_fused(unsigned char* smem, typename Cfg::Ring& ring, const GdnHopperParams& p,
+                                   const Work& w) {
+    run_aux_fused<Cfg, AuxSkipsMerge>(smem, ring, p, w);
+  }
+};
+
+template <class Cfg>
+struct NoLoadsNoMerge : ConsumersWith<Cfg, NoMerge<Cfg>, NoLoads<NoTurns>> {};

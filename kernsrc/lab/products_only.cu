@@ -1,17 +1,15 @@
-// products_only.cu: fused_consumers with producers that do their tensor
+// products_only.cu: noloads_consumers with producers that do their tensor
 // products and nothing else: the aux group its K K^T and the converter its
 // Q K^T (m64n64k128 each, from the stage's bf16 tiles), each waited for,
 // then the ring's waits and arrivals as fused_consumers' producers have
-// them. Without copies, production's chunk takes 1.31x the consumers'
-// alone (noloads against noloads_consumers), yet taking the aux group's
-// merge out changed nothing (noloads_nomerge, docs/perf/v49.md): so what
-// the producers cost the chain may be their share of the tensor pipe,
-// which the consumers' dependent products wait behind, more than their
-// instructions. Beside noloads_consumers and noloads, this says how much
-// of the 1.31x the two products alone account for. Outputs wrong (the
-// producers write nothing). Two forms:
-//   products_consumers          with the copies;
-//   noloads_products_consumers  without (noloads' refills).
+// them; the refills copy nothing (noloads'). Without copies, production's
+// chunk takes 1.31x the consumers' alone (noloads against
+// noloads_consumers), and the aux group's merge is none of it
+// (noloads_nomerge). If the rest were the producers' share of the tensor
+// pipe, which the consumers' dependent products wait behind, this lab
+// would take about noloads' time; on the H100 it takes
+// noloads_consumers' (docs/perf/v49.md): the products cost the chain
+// nothing. Outputs wrong (the producers write nothing).
 // The program is fused_consumers.cu, noloads.cu, then this file.
 #include "hopper_kernel.cuh"
 
@@ -61,7 +59,5 @@ struct ProductsOnly : PassAlong<Cfg, false> {
   }
 };
 
-template <class Cfg>
-struct ProductsConsumers : ProductsOnly<Cfg> {};
 template <class Cfg>
 struct NoLoadsProductsConsumers : ConsumersWith<Cfg, ProductsOnly<Cfg>, NoLoads<NoTurns>> {};
