@@ -127,6 +127,20 @@ var experiments = []Experiment{{
 	Roles:   "NoLoadsProductsConsumers",
 	Applies: fusedNoNorm,
 	Doc:     "noloads_consumers whose producers do their tensor products (the aux group's K K^T, the converter's Q K^T) and nothing else: what the producers' share of the tensor pipe costs the consumers' chain (outputs wrong)",
+}, {
+	Name:    "noloads_aux_only",
+	File:    "one_producer.cu",
+	Uses:    []string{"fused_consumers.cu", "noloads.cu"},
+	Roles:   "NoLoadsAuxOnly",
+	Applies: fusedNoNorm,
+	Doc:     "noloads with the aux group's chunk alone (the converter passing each chunk along): its share of what the producers cost the chain (outputs wrong)",
+}, {
+	Name:    "noloads_converter_only",
+	File:    "one_producer.cu",
+	Uses:    []string{"fused_consumers.cu", "noloads.cu"},
+	Roles:   "NoLoadsConverterOnly",
+	Applies: fusedNoNorm,
+	Doc:     "noloads with the converter's chunk alone (the aux group passing each chunk along): its share of what the producers cost the chain (outputs wrong)",
 }}
 
 // fusedNoNorm: the fused kernels without the L2 norm (their converter
