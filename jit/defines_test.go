@@ -60,3 +60,19 @@ func TestLabOnlyInDevBuild(t *testing.T) {
 		}
 	}
 }
+
+// LabWrongOutputs names the selected experiment only where it leaves work
+// out, and only in a development build.
+func TestLabWrongOutputsInDevBuild(t *testing.T) {
+	for _, c := range []struct {
+		lab  string
+		want bool
+	}{{"", false}, {"noloads", true}, {"static_ring", false}, {"no_such_experiment", false}} {
+		t.Setenv("GDN_LAB", c.lab)
+		name, wrong := LabWrongOutputs()
+		want := c.want && DevBuild
+		if wrong != want || (wrong && name != c.lab) || (!wrong && name != "") {
+			t.Errorf("GDN_LAB=%q, development build %v: %q, %v; want %v", c.lab, DevBuild, name, wrong, want)
+		}
+	}
+}

@@ -36,3 +36,14 @@ func devVariant(v kernsrc.Variant) (kernsrc.Variant, error) {
 	}
 	return e.Variant(v)
 }
+
+// LabWrongOutputs names the experiment GDN_LAB selects when it leaves
+// work out (lab.Experiment.WrongOutputs): its outputs are wrong by design,
+// and a timing run should not hold them against it.
+func LabWrongOutputs() (string, bool) {
+	e, err := lab.Lookup(os.Getenv(lab.EnvName))
+	if err != nil || !e.WrongOutputs {
+		return "", false
+	}
+	return e.Name, true
+}

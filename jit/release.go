@@ -13,3 +13,7 @@ func devDefines() []string { return nil }
 
 // devVariant is v itself in a release build.
 func devVariant(v kernsrc.Variant) (kernsrc.Variant, error) { return v, nil }
+
+// LabWrongOutputs is always false in a release build, which runs no
+// experiment.
+func LabWrongOutputs() (string, bool) { return "", false }

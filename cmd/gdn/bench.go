@@ -9,6 +9,7 @@ import (
 
 	"github.com/gdnjit/gdn"
 	"github.com/gdnjit/gdn/internal/tuning"
+	"github.com/gdnjit/gdn/jit"
 	"github.com/gdnjit/gdn/kernsrc"
 	"github.com/gdnjit/gdn/ref"
 )
@@ -310,11 +311,8 @@ func runBench(args []string) error {
 		fmt.Fprintf(stderr, "bench: wrote %s\n", o.csvPath)
 	}
 	if runErr == nil {
-		for _, r := range results {
-			if r.NonFinite > 0 {
-				runErr = errors.Join(runErr, fmt.Errorf("case %s: %d NaN/Inf output elements", r.Case.Name, r.NonFinite))
-			}
-		}
+		lab, wrong := jit.LabWrongOutputs()
+		runErr = nonFiniteErr(stderr, results, lab, wrong)
 	}
 	if len(results) > 0 && (o.plotPath != "" || o.comparePath != "") {
 		rows, err := benchRowsOf(results)

@@ -385,3 +385,30 @@ func TestBenchShapes(t *testing.T) {
 		t.Errorf("--from with --shapes: err = %v", err)
 	}
 }
+
+// NaN or Inf in a case's outputs fails the run, naming the case, unless
+// the kernels are a lab experiment that leaves work out: then the run
+// notes them and goes on.
+func TestNonFiniteErr(t *testing.T) {
+	results := []benchResult{
+		{Case: ref.Case{Name: "clean"}},
+		{Case: ref.Case{Name: "poisoned"}, NonFinite: 7},
+	}
+	var note strings.Builder
+	err := nonFiniteErr(&note, results, "", false)
+	if err == nil || !strings.Contains(err.Error(), "case poisoned: 7 NaN/Inf") || strings.Contains(err.Error(), "clean") {
+		t.Errorf("outside a lab: %v", err)
+	}
+	if note.Len() != 0 {
+		t.Errorf("outside a lab, a note: %q", note.String())
+	}
+	if err := nonFiniteErr(&note, results, "noloads", true); err != nil {
+		t.Errorf("a lab that leaves work out: %v", err)
+	}
+	if s := note.String(); !strings.Contains(s, "poisoned: 7 NaN/Inf") || !strings.Contains(s, "lab noloads") {
+		t.Errorf("a lab that leaves work out: note %q", s)
+	}
+	if err := nonFiniteErr(&note, results[:1], "", false); err != nil {
+		t.Errorf("finite outputs: %v", err)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -226,4 +227,23 @@ func writeBenchCSVFile(path string, results []benchResult) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return f.Close()
+}
+
+// nonFiniteErr is the error for the cases whose outputs hold NaN or Inf,
+// unless the kernels timed are the lab experiment lab, which leaves work
+// out (wrongByDesign): then only a note, since its outputs are wrong by
+// design and its time is what it measures.
+func nonFiniteErr(stderr io.Writer, results []benchResult, lab string, wrongByDesign bool) error {
+	var err error
+	for _, r := range results {
+		if r.NonFinite == 0 {
+			continue
+		}
+		if wrongByDesign {
+			fmt.Fprintf(stderr, "bench: case %s: %d NaN/Inf output elements (lab %s leaves work out: its outputs are wrong by design)\n", r.Case.Name, r.NonFinite, lab)
+			continue
+		}
+		err = errors.Join(err, fmt.Errorf("case %s: %d NaN/Inf output elements", r.Case.Name, r.NonFinite))
+	}
+	return err
 }

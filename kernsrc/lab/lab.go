@@ -7,10 +7,11 @@
 //	GDN_LAB=fused_consumers gdn bench --full --cases q35_4kx8 --compare base.csv
 //
 // An experiment that leaves work out has wrong outputs by design, and only
-// its time means something; one that changes only where or when the same
-// work is done (static_ring, pingpong) keeps production's outputs bit for
-// bit, which a timing run checks beside the time (scripts/device-run.sh's
-// lab step compares the outputs' digests).
+// its time means something: it is marked WrongOutputs, and gdn bench notes
+// its NaN outputs rather than failing on them. One that changes only where
+// or when the same work is done (static_ring, pingpong) keeps production's
+// outputs bit for bit, which a timing run checks beside the time
+// (scripts/device-run.sh's lab step compares the outputs' digests).
 package lab
 
 import (
@@ -45,14 +46,19 @@ type Experiment struct {
 	Roles   string // the roles template ("": the production roles)
 	Applies func(kernsrc.HopperCfg) bool
 	Doc     string
+	// WrongOutputs: the experiment leaves work out, so its outputs are
+	// wrong by design (NaN and Inf among them) and only its time means
+	// something; a timing run does not check them (gdn bench).
+	WrongOutputs bool
 }
 
 var experiments = []Experiment{{
-	Name:    "fused_consumers",
-	File:    "fused_consumers.cu",
-	Roles:   "ConsumersOnly",
-	Applies: kernsrc.HopperCfg.Fused,
-	Doc:     "the fused kernel with producers that only pass each chunk along (the consumers' chain alone)",
+	Name:         "fused_consumers",
+	File:         "fused_consumers.cu",
+	Roles:        "ConsumersOnly",
+	Applies:      kernsrc.HopperCfg.Fused,
+	Doc:          "the fused kernel with producers that only pass each chunk along (the consumers' chain alone) (outputs wrong)",
+	WrongOutputs: true,
 }, {
 	Name:    "static_ring",
 	File:    "static_ring.cu",
@@ -66,19 +72,21 @@ var experiments = []Experiment{{
 	Applies: twoGroups,
 	Doc:     "the BV 128 kernels with their two consumer groups taking turns at the tensor pipe, a round of products each in turn (the same products: production's outputs)",
 }, {
-	Name:    "pingpong_consumers",
-	File:    "pingpong_consumers.cu",
-	Uses:    []string{"fused_consumers.cu", "pingpong.cu"},
-	Roles:   "PingPongConsumersOnly",
-	Applies: kernsrc.HopperCfg.Fused,
-	Doc:     "fused_consumers with pingpong's turns: the consumers' chain alone, its two groups taking turns at the tensor pipe",
+	Name:         "pingpong_consumers",
+	File:         "pingpong_consumers.cu",
+	Uses:         []string{"fused_consumers.cu", "pingpong.cu"},
+	Roles:        "PingPongConsumersOnly",
+	Applies:      kernsrc.HopperCfg.Fused,
+	Doc:          "fused_consumers with pingpong's turns: the consumers' chain alone, its two groups taking turns at the tensor pipe (outputs wrong)",
+	WrongOutputs: true,
 }, {
-	Name:    "nodecay",
-	File:    "nodecay.cu",
-	Uses:    []string{"fused_consumers.cu"},
-	Roles:   "NoDecayConsumersOnly",
-	Applies: kernsrc.HopperCfg.Fused,
-	Doc:     "fused_consumers without the state's decay: the consumers' chain alone, less the 64 multiplies a thread that a writer folding the decay into the gate factors would spare",
+	Name:         "nodecay",
+	File:         "nodecay.cu",
+	Uses:         []string{"fused_consumers.cu"},
+	Roles:        "NoDecayConsumersOnly",
+	Applies:      kernsrc.HopperCfg.Fused,
+	Doc:          "fused_consumers without the state's decay: the consumers' chain alone, less the 64 multiplies a thread that a writer folding the decay into the gate factors would spare (outputs wrong)",
+	WrongOutputs: true,
 }, {
 	Name:    "lazy_decay",
 	File:    "lazy_decay.cu",
@@ -86,61 +94,69 @@ var experiments = []Experiment{{
 	Applies: kernsrc.HopperCfg.Fused,
 	Doc:     "the fused kernels with the state's decay folded into the gate factors: the consumers hold S / G and decay S only where G would fall under 1/16 or the walk ends (outputs differ from production's by rounding)",
 }, {
-	Name:    "noloads",
-	File:    "noloads.cu",
-	Uses:    []string{"fused_consumers.cu"},
-	Roles:   "NoLoadsRoles",
-	Applies: func(c kernsrc.HopperCfg) bool { return !c.Transfer },
-	Doc:     "the Hopper kernels (not the transfer pass) whose refills copy nothing: every chunk after the first three runs on the tiles its stage holds, so the time is the chain's without waiting for q, k and v (outputs wrong)",
+	Name:         "noloads",
+	File:         "noloads.cu",
+	Uses:         []string{"fused_consumers.cu"},
+	Roles:        "NoLoadsRoles",
+	Applies:      func(c kernsrc.HopperCfg) bool { return !c.Transfer },
+	Doc:          "the Hopper kernels (not the transfer pass) whose refills copy nothing: every chunk after the first three runs on the tiles its stage holds, so the time is the chain's without waiting for q, k and v (outputs wrong)",
+	WrongOutputs: true,
 }, {
-	Name:    "noloads_consumers",
-	File:    "noloads.cu",
-	Uses:    []string{"fused_consumers.cu"},
-	Roles:   "NoLoadsConsumersOnly",
-	Applies: kernsrc.HopperCfg.Fused,
-	Doc:     "fused_consumers whose refills copy nothing: the consumers' chain alone, without waiting for its copies",
+	Name:         "noloads_consumers",
+	File:         "noloads.cu",
+	Uses:         []string{"fused_consumers.cu"},
+	Roles:        "NoLoadsConsumersOnly",
+	Applies:      kernsrc.HopperCfg.Fused,
+	Doc:          "fused_consumers whose refills copy nothing: the consumers' chain alone, without waiting for its copies (outputs wrong)",
+	WrongOutputs: true,
 }, {
-	Name:    "noloads_nodecay",
-	File:    "noloads.cu",
-	Uses:    []string{"fused_consumers.cu"},
-	Roles:   "NoLoadsNoDecay",
-	Applies: kernsrc.HopperCfg.Fused,
-	Doc:     "nodecay whose refills copy nothing: the consumers' chain alone without the state's decay, without waiting for its copies",
+	Name:         "noloads_nodecay",
+	File:         "noloads.cu",
+	Uses:         []string{"fused_consumers.cu"},
+	Roles:        "NoLoadsNoDecay",
+	Applies:      kernsrc.HopperCfg.Fused,
+	Doc:          "nodecay whose refills copy nothing: the consumers' chain alone without the state's decay, without waiting for its copies (outputs wrong)",
+	WrongOutputs: true,
 }, {
-	Name:    "copies_only",
-	File:    "copies_only.cu",
-	Uses:    []string{"fused_consumers.cu"},
-	Roles:   "CopiesOnly",
-	Applies: kernsrc.HopperCfg.Fused,
-	Doc:     "the fused kernels' copies alone (q, k and v in, o out, with the ring's protocol and no work): the rate this pattern and ring move the bytes at (outputs wrong)",
+	Name:         "copies_only",
+	File:         "copies_only.cu",
+	Uses:         []string{"fused_consumers.cu"},
+	Roles:        "CopiesOnly",
+	Applies:      kernsrc.HopperCfg.Fused,
+	Doc:          "the fused kernels' copies alone (q, k and v in, o out, with the ring's protocol and no work): the rate this pattern and ring move the bytes at (outputs wrong)",
+	WrongOutputs: true,
 }, {
-	Name:    "noloads_nomerge",
-	File:    "noloads.cu",
-	Uses:    []string{"fused_consumers.cu"},
-	Roles:   "NoLoadsNoMerge",
-	Applies: fusedNoNorm,
-	Doc:     "noloads whose aux group leaves out the merge of A2's blocks below the diagonal: what the merge costs the chunk without copies (nothing, on the H100: it is off the chunk's path) (outputs wrong)",
+	Name:         "noloads_nomerge",
+	File:         "noloads.cu",
+	Uses:         []string{"fused_consumers.cu"},
+	Roles:        "NoLoadsNoMerge",
+	Applies:      fusedNoNorm,
+	Doc:          "noloads whose aux group leaves out the merge of A2's blocks below the diagonal: what the merge costs the chunk without copies (nothing, on the H100: it is off the chunk's path) (outputs wrong)",
+	WrongOutputs: true,
 }, {
-	Name:    "noloads_products_consumers",
-	File:    "products_only.cu",
-	Uses:    []string{"fused_consumers.cu", "noloads.cu"},
-	Roles:   "NoLoadsProductsConsumers",
-	Applies: fusedNoNorm,
-	Doc:     "noloads_consumers whose producers do their tensor products (the aux group's K K^T, the converter's Q K^T) and nothing else: what the producers' share of the tensor pipe costs the consumers' chain (outputs wrong)",
+	Name:         "noloads_products_consumers",
+	File:         "products_only.cu",
+	Uses:         []string{"fused_consumers.cu", "noloads.cu"},
+	Roles:        "NoLoadsProductsConsumers",
+	Applies:      fusedNoNorm,
+	Doc:          "noloads_consumers whose producers do their tensor products (the aux group's K K^T, the converter's Q K^T) and nothing else: what the producers' share of the tensor pipe costs the consumers' chain (outputs wrong)",
+	WrongOutputs: true,
 }, {
-	Name:    "noloads_aux_only",
-	File:    "one_producer.cu",
-	Uses:    []string{"fused_consumers.cu", "noloads.cu"},
-	Roles:   "NoLoadsAuxOnly",
-	Applies: fusedNoNorm,
-	Doc:     "noloads with the aux group's chunk alone (the converter passing each chunk along): its share of what the producers cost the chain (outputs wrong)",
+	Name:         "noloads_aux_only",
+	File:         "one_producer.cu",
+	Uses:         []string{"fused_consumers.cu", "noloads.cu"},
+	Roles:        "NoLoadsAuxOnly",
+	Applies:      fusedNoNorm,
+	Doc:          "noloads with the aux group's chunk alone (the converter passing each chunk along): its share of what the producers cost the chain (outputs wrong)",
+	WrongOutputs: true,
 }, {
-	Name:    "noloads_converter_only",
-	File:    "one_producer.cu",
-	Uses:    []string{"fused_consumers.cu", "noloads.cu"},
-	Roles:   "NoLoadsConverterOnly",
-	Applies: fusedNoNorm,
-	Doc:     "noloads with the converter's chunk alone (the aux group passing each chunk along): its share of what the producers cost the chain (outputs wrong)",
+	Name:         "noloads_converter_only",
+	File:         "one_producer.cu",
+	Uses:         []string{"fused_consumers.cu", "noloads.cu"},
+	Roles:        "NoLoadsConverterOnly",
+	Applies:      fusedNoNorm,
+	Doc:          "noloads with the converter's chunk alone (the aux group passing each chunk along): its share of what the producers cost the chain (outputs wrong)",
+	WrongOutputs: true,
 }}
 
 // fusedNoNorm: the fused kernels without the L2 norm (their converter

@@ -111,3 +111,13 @@ func TestExperimentsCompile(t *testing.T) {
 		}
 	}
 }
+
+// An experiment's doc says "(outputs wrong)" exactly when it is marked
+// WrongOutputs, the mark a timing run reads to let its NaN outputs pass.
+func TestExperimentsWrongOutputsDocumented(t *testing.T) {
+	for _, e := range lab.Experiments() {
+		if says := strings.Contains(e.Doc, "(outputs wrong)"); says != e.WrongOutputs {
+			t.Errorf("%s: WrongOutputs %v, but its doc %q", e.Name, e.WrongOutputs, e.Doc)
+		}
+	}
+}
