@@ -9,7 +9,7 @@
 // the same roles with their copies is what waiting for the copies costs
 // the chain. On a card whose bandwidth holds the chain back (the H100's
 // consumers alone wait on ready a fifth of their time, docs/perf/v47.md),
-// that is the measure of the chain the card cannot show. Three forms:
+// that is the measure of the chain the card cannot show. Four forms:
 //   noloads            production's roles;
 //   noloads_consumers  fused_consumers' (the producers pass each chunk along);
 //   noloads_nodecay    nodecay's (and the consumers skip the decay);
