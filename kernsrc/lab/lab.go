@@ -157,6 +157,22 @@ var experiments = []Experiment{{
 	Applies:      fusedNoNorm,
 	Doc:          "noloads with the converter's chunk alone (the aux group passing each chunk along): its share of what the producers cost the chain (outputs wrong)",
 	WrongOutputs: true,
+}, {
+	Name:         "aux_only",
+	File:         "one_producer.cu",
+	Uses:         []string{"fused_consumers.cu", "noloads.cu"},
+	Roles:        "AuxOnly",
+	Applies:      fusedNoNorm,
+	Doc:          "the fused kernels without the norm, with the aux group's chunk alone (the converter passing each chunk along) and production's copies (outputs wrong)",
+	WrongOutputs: true,
+}, {
+	Name:         "converter_only",
+	File:         "one_producer.cu",
+	Uses:         []string{"fused_consumers.cu", "noloads.cu"},
+	Roles:        "ConverterOnly",
+	Applies:      fusedNoNorm,
+	Doc:          "the fused kernels without the norm, with the converter's chunk alone (the aux group passing each chunk along) and production's copies (outputs wrong)",
+	WrongOutputs: true,
 }}
 
 // fusedNoNorm: the fused kernels without the L2 norm (their converter

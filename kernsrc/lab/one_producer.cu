@@ -7,7 +7,9 @@
 //   noloads_aux_only        the aux group's chunk (K K^T, L, the diagonal
 //                           blocks, the merge), the converter passing;
 //   noloads_converter_only  the converter's chunk (P, K and Q to fp16),
-//                           the aux group passing.
+//                           the aux group passing;
+// and aux_only and converter_only, the same with production's copies:
+// what each producer costs the full forward as it runs.
 // One near noloads' time says that producer's chunk is the bound, by its
 // latency against the ring; both well under it, with their sum of costs
 // near it, says the producers cost the chain by sharing the SM (issue
