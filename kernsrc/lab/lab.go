@@ -173,6 +173,12 @@ var experiments = []Experiment{{
 	Applies:      fusedNoNorm,
 	Doc:          "the fused kernels without the norm, with the converter's chunk alone (the aux group passing each chunk along) and production's copies (outputs wrong)",
 	WrongOutputs: true,
+}, {
+	Name:    "split_full",
+	File:    "split_full.cu",
+	Roles:   "SplitFull",
+	Applies: fusedNoNorm,
+	Doc:     "the fused kernels without the norm, whose refills land K and Q on the stage's full and the value tiles on a barrier of their own, so that the producers start a chunk before its value tiles land (the same copies and products: production's outputs)",
 }}
 
 // fusedNoNorm: the fused kernels without the L2 norm (their converter
