@@ -62,17 +62,32 @@ func TestLabOnlyInDevBuild(t *testing.T) {
 }
 
 // LabWrongOutputs names the selected experiment only where it leaves work
-// out, and only in a development build.
+// out and builds the kernel asked about, and only in a development build.
 func TestLabWrongOutputsInDevBuild(t *testing.T) {
+	fused, err := kernsrc.HopperVariant(kernsrc.CoreBF16Fused, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	core, err := kernsrc.HopperVariant(kernsrc.CoreBF16, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
-		lab  string
-		want bool
-	}{{"", false}, {"noloads", true}, {"static_ring", false}, {"no_such_experiment", false}} {
+		lab, kernel string
+		want        bool
+	}{
+		{"", fused.Name, false},
+		{"noloads_consumers", fused.Name, true},
+		{"noloads_consumers", core.Name, false}, // the fused kernels only
+		{"noloads_consumers", "no_such_kernel", false},
+		{"static_ring", core.Name, false}, // the same work: production's outputs
+		{"no_such_experiment", fused.Name, false},
+	} {
 		t.Setenv("GDN_LAB", c.lab)
-		name, wrong := LabWrongOutputs()
+		name, wrong := LabWrongOutputs(c.kernel)
 		want := c.want && DevBuild
 		if wrong != want || (wrong && name != c.lab) || (!wrong && name != "") {
-			t.Errorf("GDN_LAB=%q, development build %v: %q, %v; want %v", c.lab, DevBuild, name, wrong, want)
+			t.Errorf("GDN_LAB=%q, kernel %s, development build %v: %q, %v; want %v", c.lab, c.kernel, DevBuild, name, wrong, want)
 		}
 	}
 }

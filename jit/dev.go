@@ -38,11 +38,19 @@ func devVariant(v kernsrc.Variant) (kernsrc.Variant, error) {
 }
 
 // LabWrongOutputs names the experiment GDN_LAB selects when it leaves
-// work out (lab.Experiment.WrongOutputs): its outputs are wrong by design,
-// and a timing run should not hold them against it.
-func LabWrongOutputs() (string, bool) {
+// work out (lab.Experiment.WrongOutputs) and builds the named production
+// kernel variant in its place: that kernel's outputs are then wrong by
+// design, and a timing run should not hold them against it.
+func LabWrongOutputs(kernel string) (string, bool) {
 	e, err := lab.Lookup(os.Getenv(lab.EnvName))
 	if err != nil || !e.WrongOutputs {
+		return "", false
+	}
+	v, ok := kernsrc.Lookup(kernel)
+	if !ok {
+		return "", false
+	}
+	if lv, err := e.Variant(v); err != nil || lv.Name == v.Name {
 		return "", false
 	}
 	return e.Name, true

@@ -16,4 +16,4 @@ func devVariant(v kernsrc.Variant) (kernsrc.Variant, error) { return v, nil }
 
 // LabWrongOutputs is always false in a release build, which runs no
 // experiment.
-func LabWrongOutputs() (string, bool) { return "", false }
+func LabWrongOutputs(string) (string, bool) { return "", false }

@@ -311,8 +311,7 @@ func runBench(args []string) error {
 		fmt.Fprintf(stderr, "bench: wrote %s\n", o.csvPath)
 	}
 	if runErr == nil {
-		lab, wrong := jit.LabWrongOutputs()
-		runErr = nonFiniteErr(stderr, results, lab, wrong)
+		runErr = nonFiniteErr(stderr, results, jit.LabWrongOutputs)
 	}
 	if len(results) > 0 && (o.plotPath != "" || o.comparePath != "") {
 		rows, err := benchRowsOf(results)

@@ -387,28 +387,34 @@ func TestBenchShapes(t *testing.T) {
 }
 
 // NaN or Inf in a case's outputs fails the run, naming the case, unless
-// the kernels are a lab experiment that leaves work out: then the run
-// notes them and goes on.
+// the case's kernel is a lab experiment's build that leaves work out:
+// then the run notes them and goes on.
 func TestNonFiniteErr(t *testing.T) {
 	results := []benchResult{
-		{Case: ref.Case{Name: "clean"}},
-		{Case: ref.Case{Name: "poisoned"}, NonFinite: 7},
+		{Case: ref.Case{Name: "clean"}, Plan: gdn.Plan{Kernel: "lab_kernel"}},
+		{Case: ref.Case{Name: "poisoned"}, Plan: gdn.Plan{Kernel: "lab_kernel"}, NonFinite: 7},
+		{Case: ref.Case{Name: "production"}, Plan: gdn.Plan{Kernel: "other_kernel"}, NonFinite: 3},
 	}
+	noLab := func(string) (string, bool) { return "", false }
+	labOf := func(k string) (string, bool) { return "noloads", k == "lab_kernel" }
 	var note strings.Builder
-	err := nonFiniteErr(&note, results, "", false)
-	if err == nil || !strings.Contains(err.Error(), "case poisoned: 7 NaN/Inf") || strings.Contains(err.Error(), "clean") {
+	err := nonFiniteErr(&note, results, noLab)
+	if err == nil || !strings.Contains(err.Error(), "case poisoned: 7 NaN/Inf") ||
+		!strings.Contains(err.Error(), "case production: 3 NaN/Inf") || strings.Contains(err.Error(), "clean") {
 		t.Errorf("outside a lab: %v", err)
 	}
 	if note.Len() != 0 {
 		t.Errorf("outside a lab, a note: %q", note.String())
 	}
-	if err := nonFiniteErr(&note, results, "noloads", true); err != nil {
+	// The lab's kernel: a note; a kernel it leaves alone: still an error.
+	err = nonFiniteErr(&note, results, labOf)
+	if err == nil || strings.Contains(err.Error(), "poisoned") || !strings.Contains(err.Error(), "case production: 3 NaN/Inf") {
 		t.Errorf("a lab that leaves work out: %v", err)
 	}
-	if s := note.String(); !strings.Contains(s, "poisoned: 7 NaN/Inf") || !strings.Contains(s, "lab noloads") {
+	if s := note.String(); !strings.Contains(s, "poisoned: 7 NaN/Inf") || !strings.Contains(s, "lab noloads") || strings.Contains(s, "production") {
 		t.Errorf("a lab that leaves work out: note %q", s)
 	}
-	if err := nonFiniteErr(&note, results[:1], "", false); err != nil {
+	if err := nonFiniteErr(&note, results[:1], noLab); err != nil {
 		t.Errorf("finite outputs: %v", err)
 	}
 }

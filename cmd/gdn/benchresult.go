@@ -230,17 +230,17 @@ func writeBenchCSVFile(path string, results []benchResult) error {
 }
 
 // nonFiniteErr is the error for the cases whose outputs hold NaN or Inf,
-// unless the kernels timed are the lab experiment lab, which leaves work
-// out (wrongByDesign): then only a note, since its outputs are wrong by
-// design and its time is what it measures.
-func nonFiniteErr(stderr io.Writer, results []benchResult, lab string, wrongByDesign bool) error {
+// but for a case whose plan's kernel is a lab experiment's build that
+// leaves work out (labOf names the experiment): its outputs are wrong by
+// design and its time is what it measures, so it gets a note.
+func nonFiniteErr(stderr io.Writer, results []benchResult, labOf func(kernel string) (string, bool)) error {
 	var err error
 	for _, r := range results {
 		if r.NonFinite == 0 {
 			continue
 		}
-		if wrongByDesign {
-			fmt.Fprintf(stderr, "bench: case %s: %d NaN/Inf output elements (lab %s leaves work out: its outputs are wrong by design)\n", r.Case.Name, r.NonFinite, lab)
+		if lab, wrong := labOf(r.Plan.Kernel); wrong {
+			fmt.Fprintf(stderr, "bench: case %s: %d NaN/Inf output elements (lab %s leaves work out of %s: its outputs are wrong by design)\n", r.Case.Name, r.NonFinite, lab, r.Plan.Kernel)
 			continue
 		}
 		err = errors.Join(err, fmt.Errorf("case %s: %d NaN/Inf output elements", r.Case.Name, r.NonFinite))

@@ -7,8 +7,8 @@
 // Beside fused_consumers (the consumers' chain with those copies) and
 // noloads_consumers (the chain without them), it says whether the copies
 // are held back by their pattern or by when the chain issues them: on the
-// H100 the consumers alone move 2.17 TB/s, 65% of the card's peak
-// (docs/perf/v48.md). Outputs are wrong by design (o is the staging
+// H100 the consumers alone move about 2.1 TB/s, 62% of the card's peak,
+// and the copies alone 2.87, 86% (docs/perf/v49.md): not the pattern. Outputs are wrong by design (o is the staging
 // tile's stale bytes). The program is fused_consumers.cu, then this file.
 #include "hopper_kernel.cuh"
 

@@ -8,7 +8,7 @@
 //
 // An experiment that leaves work out has wrong outputs by design, and only
 // its time means something: it is marked WrongOutputs, and gdn bench notes
-// its NaN outputs rather than failing on them. One that changes only where
+// its kernels' NaN outputs rather than failing on them. One that changes only where
 // or when the same work is done (static_ring, pingpong) keeps production's
 // outputs bit for bit, which a timing run checks beside the time
 // (scripts/device-run.sh's lab step compares the outputs' digests).

@@ -3,7 +3,7 @@
 // Q K^T (m64n64k128 each, from the stage's bf16 tiles), each waited for,
 // then the ring's waits and arrivals as fused_consumers' producers have
 // them; the refills copy nothing (noloads'). Without copies, production's
-// chunk takes 1.31x the consumers' alone (noloads against
+// chunk takes 1.33x the consumers' alone (noloads against
 // noloads_consumers), and the aux group's merge is none of it
 // (noloads_nomerge). If the rest were the producers' share of the tensor
 // pipe, which the consumers' dependent products wait behind, this lab
