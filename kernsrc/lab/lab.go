@@ -174,6 +174,22 @@ var experiments = []Experiment{{
 	Doc:          "the fused kernels without the norm, with the converter's chunk alone (the aux group passing each chunk along) and production's copies (outputs wrong)",
 	WrongOutputs: true,
 }, {
+	Name:         "noloads_early_ready",
+	File:         "early_ready.cu",
+	Uses:         []string{"fused_consumers.cu", "noloads.cu"},
+	Roles:        "NoLoadsEarlyReady",
+	Applies:      fusedNoNorm,
+	Doc:          "noloads whose producers mark a chunk ready when they start it and then do all their work on it: what the producers cost the chain once their latency is off it (outputs wrong)",
+	WrongOutputs: true,
+}, {
+	Name:         "early_ready",
+	File:         "early_ready.cu",
+	Uses:         []string{"fused_consumers.cu", "noloads.cu"},
+	Roles:        "EarlyReady",
+	Applies:      fusedNoNorm,
+	Doc:          "the fused kernels without the norm, whose producers mark a chunk ready when they start it, with production's copies (outputs wrong)",
+	WrongOutputs: true,
+}, {
 	Name:    "split_full",
 	File:    "split_full.cu",
 	Roles:   "SplitFull",
