@@ -67,6 +67,17 @@ struct NoTurns {
   GDN_DEVICE void take() const {}
   GDN_DEVICE void pass() const {}
   GDN_DEVICE void end(const Work&) const {}
+  // The grid rows whose states the walk starts from (h0) and ends in
+  // (ht): production's walk is one sequence, its Work's own.
+  GDN_DEVICE int first_row(const Work& w) const { return w.n; }
+  GDN_DEVICE int last_row(const Work& w) const { return w.n; }
+  // At the top of chunk c, before its wait on ready, with S the state
+  // after chunk c - 1 (vb, warp, lane: the thread's place in S^T, as the
+  // consumer's loads of h0 have it): nothing in production. The lab's
+  // persistent CTAs, whose walk runs over several sequences, store one
+  // sequence's ht there and load the next one's h0.
+  template <class Cfg>
+  GDN_DEVICE void top(const GdnHopperParams&, const Work&, int, float*, int, int, int) {}
 };
 
 template <class Cfg, class Turns = NoTurns>
@@ -84,7 +95,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, cons
   const NamedBarrier group{1 + cw, 128};
   unsigned char* out = smem + Cfg::kOffOut + cw * kTile;
   // The transfer matrix of a segment goes after the B states of all.
-  const int64_t state = ((int64_t)w.n * p.sc.Hv + w.h) * 128 * 128 +
+  const int64_t state = ((int64_t)turns.first_row(w) * p.sc.Hv + w.h) * 128 * 128 +
                         (w.zero_v ? (int64_t)p.sc.N * p.sc.Hv * 128 * 128 : 0);
   // Where lane's row of the value tile's 8x8 blocks starts for ldmatrix
   // (block m = lane / 8: rows j + 8 (m / 2), columns v + 8 (m % 2)).
@@ -123,7 +134,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, cons
     // The caller's h0 or pool in another format (hopper_state.cuh): entry
     // (k, v) at k sk + v sv, fp32 or bf16; a negative slot reads zero.
     const int f = h0_format(p), sk = (f & kStateVK) ? 1 : 128, sv = 129 - sk;
-    const int64_t at = p.ptr.h0 != nullptr ? caller_state(p, f, w.n, w.h) : -1;
+    const int64_t at = p.ptr.h0 != nullptr ? caller_state(p, f, turns.first_row(w), w.h) : -1;
     const float* hf = p.ptr.h0 + (at < 0 ? 0 : at);
     const uint16_t* hb = reinterpret_cast<const uint16_t*>(p.ptr.h0) + (at < 0 ? 0 : at);
     const bool bf = f & kPoolBF16;
@@ -252,6 +263,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, cons
       write_gates(c + 2, r[lane], r[lane + 32]);
       if (c + 3 < w.nch && !kDeferStore) fetch_raw_gates(raw, p, w, lane, c + 3);
     }
+    turns.template top<Cfg>(p, w, c, S, vb, warp, lane);
     ring.wait(kReady, sl);
 
     // U^T = S^T K^T into acc[0..31], S^T Q^T into acc[32..63], whose
@@ -447,14 +459,15 @@ GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, cons
   turns.end(w);
   if (t == 0) tma_store_wait_all();
 
-  if (p.ptr.ht != nullptr && w.n < p.sc.n_ht) {
+  if (p.ptr.ht != nullptr && turns.last_row(w) < p.sc.n_ht) {
     // A transfer matrix (zero_v: its "value" index is M's column k') is
     // stored in the scan's fragment order (scan_m_index, gdn_common.cuh):
     // each scan thread then loads its part of M as 16-byte rows.
     // (States variants: the caller's ht or pool in its format,
     // hopper_state.cuh; -1: a negative slot, nothing written.)
     const int htf = Cfg::kStates ? ht_format(p) : 0;
-    const int64_t htat = htf != 0 ? caller_state(p, htf, w.n, w.h) : state;
+    const int64_t hts = state + ((int64_t)turns.last_row(w) - turns.first_row(w)) * p.sc.Hv * 128 * 128;
+    const int64_t htat = htf != 0 ? caller_state(p, htf, turns.last_row(w), w.h) : hts;
 #pragma unroll
     for (int j = 0; j < 16; ++j)
 #pragma unroll
@@ -464,7 +477,7 @@ GDN_DEVICE void run_consumer(unsigned char* smem, typename Cfg::Ring& ring, cons
           if (htat >= 0) set_state_entry(p.ptr.ht, htat, htf, k, v, S[4 * j + e]);
         } else {
           const int at = kXfer && w.zero_v ? scan_m_index(k, v) : k * 128 + v;
-          p.ptr.ht[state + at] = S[4 * j + e];
+          p.ptr.ht[hts + at] = S[4 * j + e];
         }
       }
   }

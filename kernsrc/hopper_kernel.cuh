@@ -27,7 +27,9 @@ struct HopperRoles {
   static GDN_DEVICE void consumer(unsigned char* smem, Ring& ring, const GdnHopperParams& p, const Work& w, int cw) {
     run_consumer<Cfg>(smem, ring, p, w, cw);
   }
-  static GDN_DEVICE void converter(unsigned char* smem, Ring& ring, const Work& w) { run_converter<Cfg>(smem, ring, w); }
+  static GDN_DEVICE void converter(unsigned char* smem, Ring& ring, const GdnHopperParams&, const Work& w) {
+    run_converter<Cfg>(smem, ring, w);
+  }
 };
 
 // The 1024-byte-aligned base of the dynamic shared memory: swizzled tiles
@@ -160,7 +162,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) gdn_hopper_fwd(const __grid_
     Roles<Cfg>::consumer(smem, ring, p, w, wg - Cfg::kAux);
   } else {
     regs_dealloc<Cfg::kConvRegs>();
-    Roles<Cfg>::converter(smem, ring, w);
+    Roles<Cfg>::converter(smem, ring, p, w);
   }
   // kAfterEarly: the grid's last CTA (CTAs start in linear order) holds the
   // grid open until the early pass has completed and its writes are

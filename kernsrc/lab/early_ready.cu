@@ -51,7 +51,7 @@ struct EarlyReady : HopperRoles<Cfg> {
 
   // run_fused_converter's chunk with its arrival on ready moved to the
   // top, after the waits its work needs to begin.
-  static GDN_DEVICE void converter(unsigned char* smem, Ring& ring, const Work& w) {
+  static GDN_DEVICE void converter(unsigned char* smem, Ring& ring, const GdnHopperParams&, const Work& w) {
     const int tid = threadIdx.x & 127;
     for (int c = 0; c < w.nch; ++c) {
       const Slot sl = ring.slot(c);

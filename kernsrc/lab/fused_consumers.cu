@@ -33,7 +33,7 @@ struct PassAlong : HopperRoles<Cfg> {
 
   // The converter: the normaliser's or the fused converter's waits and
   // arrivals.
-  static GDN_DEVICE void converter(unsigned char* smem, Ring& ring, const Work& w) {
+  static GDN_DEVICE void converter(unsigned char* smem, Ring& ring, const GdnHopperParams&, const Work& w) {
     for (int c = 0; c < w.nch; ++c) {
       const Slot sl = ring.slot(c);
       ring.wait(kFull, sl);

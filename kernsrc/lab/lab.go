@@ -190,6 +190,12 @@ var experiments = []Experiment{{
 	Doc:          "the fused kernels without the norm, whose producers mark a chunk ready when they start it, with production's copies (outputs wrong)",
 	WrongOutputs: true,
 }, {
+	Name:    "persistent",
+	File:    "persistent.cu",
+	Roles:   "Persistent",
+	Applies: func(c kernsrc.HopperCfg) bool { return fusedNoNorm(c) && !c.States },
+	Doc:     "the fused kernels without the norm, whose CTAs each walk a run of neighbouring sequences as one (packed sequences of one length, a multiple of 64), the next sequence's first chunks loaded and prepared under the last ones before it (the same products: production's outputs)",
+}, {
 	Name:    "split_full",
 	File:    "split_full.cu",
 	Roles:   "SplitFull",

@@ -20,8 +20,9 @@
 template <class Cfg>
 struct AuxOnly : HopperRoles<Cfg> {
   static_assert(Cfg::kFused && !Cfg::kNorm, "the fused kernels without the norm");
-  static GDN_DEVICE void converter(unsigned char* smem, typename Cfg::Ring& ring, const Work& w) {
-    PassAlong<Cfg, false>::converter(smem, ring, w);
+  static GDN_DEVICE void converter(unsigned char* smem, typename Cfg::Ring& ring, const GdnHopperParams& p,
+                                   const Work& w) {
+    PassAlong<Cfg, false>::converter(smem, ring, p, w);
   }
 };
 

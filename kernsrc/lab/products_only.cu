@@ -48,7 +48,7 @@ struct ProductsOnly : PassAlong<Cfg, false> {
     }
   }
 
-  static GDN_DEVICE void converter(unsigned char* smem, Ring& ring, const Work& w) {
+  static GDN_DEVICE void converter(unsigned char* smem, Ring& ring, const GdnHopperParams&, const Work& w) {
     for (int c = 0; c < w.nch; ++c) {
       const Slot sl = ring.slot(c);
       ring.wait(kFull, sl);

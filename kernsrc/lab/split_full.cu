@@ -89,7 +89,7 @@ struct SplitFull : HopperRoles<Cfg> {
     run_aux_fused<Cfg>(smem, ring, p, w);
   }
 
-  static GDN_DEVICE void converter(unsigned char* smem, Ring& ring, const Work& w) {
+  static GDN_DEVICE void converter(unsigned char* smem, Ring& ring, const GdnHopperParams&, const Work& w) {
     run_converter_awaits_v<Cfg>(smem, ring, w);
   }
 
