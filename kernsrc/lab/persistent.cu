@@ -19,9 +19,10 @@
 //
 // Any other launch (unequal lengths, lengths not a multiple of 64, no
 // cu_seqlens, more than 64 sequences, a grid of at most one wave) runs
-// production's walk. dn counts %nsmid, which may exceed the SMs present
-// (132 on the H100 and H200 the lab is timed on). The fused kernels
-// without the norm, fp32 [K,V] states (not the states variants).
+// production's walk. dn counts %nsmid, which may exceed the SMs present,
+// at most 132 (the H100's and H200's, the cards the lab is timed on). The
+// fused kernels without the norm, fp32 [K,V] states (not the states
+// variants).
 #include "hopper_kernel.cuh"
 
 // The CTA's run of sequences: first .. last - 1, each nchs chunks.
@@ -43,7 +44,7 @@ GDN_DEVICE Span span_of(const GdnHopperParams& p) {
   if (p.ptr.cu_seqlens == nullptr || (p.sc.flags & kSegPairs) || n > 64) return s;
   unsigned sms;
   asm("mov.u32 %0, %%nsmid;" : "=r"(sms));
-  const int dn = max(1, (int)sms / heads);
+  const int dn = max(1, (int)min(sms, 132u) / heads);
   if (dn >= n) return s;
   const int64_t len = seq_start(p, 1) - seq_start(p, 0);
   if (len <= 0 || len % 64 != 0 || seq_start(p, 0) < 0 || seq_start(p, n) > p.sc.T) return s;
@@ -81,10 +82,13 @@ struct SpanStates : NoTurns {
   GDN_DEVICE void top(const GdnHopperParams& p, const Work& w, int c, float* S, int vb, int warp, int lane) {
     // Two chunks before a sequence's first, the first consumer thread asks
     // L2 for its h0 (64 KB, one head's: contiguous), so that the loads
-    // below find it there rather than in DRAM.
+    // below find it there rather than in DRAM. (The bulk prefetch wants
+    // 16-byte alignment, which the host checks only to 8: an h0 that
+    // lacks it goes without.)
     if (warp == 0 && lane == 0 && vb == w.v0 && p.ptr.h0 != nullptr && (c + 2) % nchs == 0 && c + 2 < w.nch) {
       const float* h0 = p.ptr.h0 + ((int64_t)(first + (c + 2) / nchs) * p.sc.Hv + w.h) * 128 * 128;
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], 65536;" ::"l"(h0) : "memory");
+      if ((reinterpret_cast<unsigned long long>(h0) & 15) == 0)
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], 65536;" ::"l"(h0) : "memory");
     }
     if (c == 0 || c % nchs != 0) return;
     const int next = first + c / nchs, prev = next - 1;
