@@ -196,6 +196,21 @@ var experiments = []Experiment{{
 	Applies: func(c kernsrc.HopperCfg) bool { return fusedNoNorm(c) && !c.States },
 	Doc:     "the fused kernels without the norm, whose CTAs each walk a run of neighbouring sequences as one (packed sequences of one length, a multiple of 64), the next sequence's first chunks loaded and prepared under the last ones before it (the same products: production's outputs)",
 }, {
+	Name:    "q_first",
+	File:    "q_first.cu",
+	Uses:    []string{"fused_consumers.cu", "noloads.cu"},
+	Roles:   "QFirst",
+	Applies: fusedNoNorm,
+	Doc:     "the fused kernels without the norm, whose converter turns Q to fp16 before its wait on the aux group's read of K, and only K after it (the same conversions: production's outputs)",
+}, {
+	Name:         "noloads_q_first",
+	File:         "q_first.cu",
+	Uses:         []string{"fused_consumers.cu", "noloads.cu"},
+	Roles:        "NoLoadsQFirst",
+	Applies:      fusedNoNorm,
+	Doc:          "noloads with q_first's converter: Q to fp16 before the wait on the aux group's read of K, without copies (outputs wrong)",
+	WrongOutputs: true,
+}, {
 	Name:    "split_full",
 	File:    "split_full.cu",
 	Roles:   "SplitFull",
